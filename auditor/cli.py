@@ -1,0 +1,60 @@
+"""Command line entry point. Thin: parse options, call the library, render, exit.
+
+Bad input (AuditInputError) becomes one line on stderr and exit code 2, never a traceback.
+"""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from . import __version__
+from .errors import AuditInputError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="audit")
+def cli() -> None:
+    """Memory and performance auditor for DeepSeek-style sparse-attention (DSA) models."""
+
+
+def _register() -> None:
+    from .commands import register_memory_commands
+    register_memory_commands(cli)
+    try:
+        from .perf.commands import register_perf_commands
+    except ImportError:  # perf commands not built yet
+        return
+    register_perf_commands(cli)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cli.main(args=argv, prog_name="audit", standalone_mode=False)
+    except AuditInputError as exc:
+        click.echo(f"audit: error: {exc.one_line()}", err=True)
+        return 2
+    except click.exceptions.Abort:
+        click.echo("audit: aborted", err=True)
+        return 1
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return 2
+    except BrokenPipeError:
+        return 0
+    except SystemExit as exc:   # commands signal exit codes (e.g. --budget exceeded -> 3)
+        return int(exc.code or 0)
+    return 0
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,79 @@
+"""Click options shared by every command (parallel plan, engine, output format)."""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Callable
+
+import click
+
+from .engines.profiles import DEFAULT_ENGINE, PROFILES
+from .plan import ParallelPlan
+
+FORMATS = ("table", "markdown", "json", "csv")
+
+
+def plan_options(f: Callable) -> Callable:
+    """--tp --dp --ep --pp --sp --dsa-cp --engine --role --mtp ... -> kwargs['plan'], kwargs['engine']."""
+    opts = [
+        click.option("--tp", type=int, default=1, show_default=True, help="tensor parallel size"),
+        click.option("--dp", type=int, default=1, show_default=True, help="data parallel size"),
+        click.option("--ep", type=int, default=1, show_default=True,
+                     help="expert parallel size (1 = off; otherwise DP x TP)"),
+        click.option("--pp", type=int, default=1, show_default=True, help="pipeline parallel size"),
+        click.option("--sp/--no-sp", default=False, show_default=True,
+                     help="sequence parallel (FlashComm1); with a DSA model this turns DSA-CP on"),
+        click.option("--dsa-cp/--no-dsa-cp", "dsa_cp", default=None,
+                     help="force DSA context parallel on/off (default: inferred from --sp and structure)"),
+        click.option("--engine", default=DEFAULT_ENGINE, show_default=True,
+                     type=click.Choice(sorted(PROFILES)), help="engine version profile"),
+        click.option("--role", type=click.Choice(["mixed", "prefill", "decode"]), default="mixed",
+                     show_default=True, help="prefill = kv_producer, decode = kv_consumer, mixed = no kv transfer"),
+        click.option("--mtp-drafter/--no-mtp-drafter", "mtp_drafter", default=None,
+                     help="MTP drafter loaded (memory: default off; perf: on when --mtp K > 0)"),
+        click.option("--layer-sharding", default="", help="comma list: q_b_proj,o_proj (v0.18-v0.23 P node)"),
+        click.option("--nz-mode", type=click.IntRange(0, 2), default=1, show_default=True,
+                     help="VLLM_ASCEND_ENABLE_NZ: 0 none, 1 quantized weights, 2 also bf16"),
+        click.option("--shared-expert-dp/--no-shared-expert-dp", default=False, show_default=True,
+                     help="additional_config.enable_shared_expert_dp"),
+        click.option("--redundant-experts", type=int, default=0, show_default=True,
+                     help="EPLB redundant experts (added to the routed experts before EP split)"),
+        click.option("--max-num-batched-tokens", type=int, default=8192, show_default=True,
+                     help="sizes topk_indices_buffer and rope buffers"),
+    ]
+
+    @functools.wraps(f)
+    def wrapper(*args, **kw):
+        ls = tuple(s.strip() for s in kw.pop("layer_sharding").split(",") if s.strip())
+        plan = ParallelPlan(
+            tp=kw.pop("tp"), dp=kw.pop("dp"), ep=kw.pop("ep"), pp=kw.pop("pp"), sp=kw.pop("sp"),
+            dsa_cp=kw.pop("dsa_cp"), role=kw.pop("role"), mtp=bool(kw.get("mtp_drafter")),
+            layer_sharding=ls, nz_mode=kw.pop("nz_mode"), shared_expert_dp=kw.pop("shared_expert_dp"),
+            redundant_experts=kw.pop("redundant_experts"),
+            max_num_batched_tokens=kw.pop("max_num_batched_tokens"),
+        )
+        kw["plan"] = plan
+        return f(*args, **kw)
+
+    for opt in reversed(opts):
+        wrapper = opt(wrapper)
+    return wrapper
+
+
+def output_options(f: Callable) -> Callable:
+    f = click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                     help="write the report to FILE instead of stdout")(f)
+    f = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+                     help="report format")(f)
+    return f
+
+
+def emit(text: str, output: Path | None) -> None:
+    """Print a report or write it to --output (never into a model directory by accident: the
+    path is the user's explicit choice)."""
+    if output is None:
+        click.echo(text, nl=not text.endswith("\n"))
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        click.echo(f"wrote {output}", err=True)

@@ -1,0 +1,134 @@
+"""Resolve a (model structure, parallel plan, engine profile) triple into concrete layout decisions.
+
+Memory and perf both read this one object, so the two can never disagree about what is
+replicated. Every decision that rests on an UNCONFIRMED spec line is recorded in ``assumptions``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import AuditInputError
+from ..model.spec import ModelSpec
+from ..plan import ParallelPlan
+from .profiles import EngineProfile
+
+
+@dataclass
+class Layout:
+    dsa_cp: bool
+    heads_local: int              # heads of q_b_proj / kv_b_proj / W_UK_T / W_UV on one rank
+    qb_kvb_replicated: bool
+    o_proj_replicated: bool       # full [NH*Dv, H] weight per layer (P node in v0.18-v0.23)
+    o_proj_gather_pool: bool      # one shared full-size gather buffer per process
+    shared_experts_replicated: bool
+    moe_tp: int                   # TP size of the routed experts (1 under EP)
+    experts_local: int            # E_l = (E + R) / ep
+    I_p: int                      # moe intermediate per partition
+    dense_tp: int                 # TP size of dense MLP / shared experts when sharded
+    layer_sharding: tuple[str, ...]
+    kv_role: str                  # kv_producer / kv_consumer / none
+    assumptions: list[str] = field(default_factory=list)
+    findings: list[tuple[str, str]] = field(default_factory=list)   # (severity, message)
+
+
+KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer", "mixed": "none"}
+
+
+def resolve_layout(spec: ModelSpec, plan: ParallelPlan, prof: EngineProfile) -> Layout:
+    plan.validate()
+    notes: list[str] = []
+    findings: list[tuple[str, str]] = []
+    kv_role = KV_ROLE[plan.role]
+
+    # --- DSA-CP: SP + DSA structure, unless overridden
+    if plan.dsa_cp is None:
+        dsa_cp = bool(plan.sp and spec.dsa and plan.tp > 1)
+        if spec.dsa and plan.sp:
+            trig = {"sp": "index_topk + FlashComm1 (SP)",
+                    "flag+sp": "additional_config.enable_dsa_cp + FlashComm1 (inferred from --sp)",
+                    "flag": "additional_config.enable_dsa_cp (inferred from --sp)"}[prof.dsa_cp_trigger]
+            notes.append(f"DSA-CP on: {trig}; --no-dsa-cp to turn it off")
+    else:
+        dsa_cp = bool(plan.dsa_cp)
+        if dsa_cp and not spec.dsa:
+            raise AuditInputError("--dsa-cp", "the model has no DSA indexer (no index_topk in config.json)")
+        if dsa_cp and prof.dsa_cp_trigger in ("sp", "flag+sp") and not plan.sp:
+            findings.append(("warning", f"{prof.label} enables DSA-CP only together with SP/FlashComm1; "
+                                        "--dsa-cp without --sp would not take effect in this engine"))
+    if dsa_cp and plan.tp == 1:
+        notes.append("DSA-CP with TP1 changes nothing: every projection is already full")
+
+    heads_local = spec.NH if dsa_cp else spec.NH // plan.tp
+    if not dsa_cp and spec.NH % plan.tp:
+        raise AuditInputError("--tp", f"{spec.NH} attention heads do not divide by TP {plan.tp}")
+
+    # --- o_proj under DSA-CP, by version (spec §3.3)
+    o_rep = False
+    pool = False
+    if dsa_cp and spec.mla:
+        mode = prof.o_proj_dsa_cp
+        producer = kv_role == "kv_producer"
+        if mode == "p_node_replicated":
+            o_rep = producer
+            pool = not producer
+        elif mode == "p_node_replicated_pool_if_no_kv":
+            o_rep = producer
+            pool = kv_role == "none"
+        else:   # tp_pool_if_no_kv_or_producer
+            pool = kv_role in ("none", "kv_producer")
+        if o_rep:
+            notes.append(f"o_proj fully replicated per layer: {prof.label} P node (kv_producer) under DSA-CP")
+        if pool:
+            notes.append("o_proj TP-sharded plus one full-size gather buffer shared by all layers "
+                         "(TPWeightSwitch pool)")
+
+    # --- layer sharding (v0.13-v0.23, P node under DSA-CP)
+    ls: tuple[str, ...] = ()
+    if plan.layer_sharding:
+        if not prof.layer_sharding:
+            findings.append(("warning", f"--layer-sharding is ignored: {prof.label} has no layer_sharding"))
+        elif not (dsa_cp and kv_role == "kv_producer"):
+            findings.append(("warning", "--layer-sharding takes effect only on a DSA-CP P node "
+                                        "(--role prefill with SP)"))
+        else:
+            ls = tuple(s for s in plan.layer_sharding if s == "q_b_proj" or o_rep)
+            if "o_proj" in plan.layer_sharding and not o_rep:
+                findings.append(("warning", "o_proj is TP-sharded here; layer sharding applies to q_b_proj only"))
+
+    # --- shared experts
+    if prof.shared_experts_replicated == "sp":
+        se_rep = plan.shared_expert_dp or plan.sp
+        if plan.sp and spec.moe:
+            notes.append(f"shared experts replicated: {prof.label} replicates them whenever SP/FlashComm1 is on")
+    else:
+        se_rep = plan.shared_expert_dp
+    if plan.shared_expert_dp and not (plan.ep_on and plan.tp > 1):
+        findings.append(("warning", "enable_shared_expert_dp requires EP and TP > 1"))
+
+    # --- routed experts
+    if plan.ep_on:
+        moe_tp = 1
+        total = spec.E + plan.redundant_experts
+        if spec.moe and total % plan.ep:
+            raise AuditInputError("--ep", f"{spec.E} experts + {plan.redundant_experts} redundant do not divide "
+                                          f"by EP {plan.ep}")
+        e_local = total // plan.ep if spec.moe else 0
+        i_p = spec.I
+    else:
+        moe_tp = plan.tp * plan.dp
+        e_local = spec.E + plan.redundant_experts if spec.moe else 0
+        i_p = spec.I // moe_tp if spec.moe else 0
+        if spec.moe and spec.I % moe_tp:
+            raise AuditInputError("--tp", f"moe_intermediate_size {spec.I} does not divide by MoE TP {moe_tp}")
+        if spec.moe and moe_tp > 1:
+            notes.append(f"EP off: routed experts TP-sharded over DP x TP = {moe_tp} (vLLM flattens DP into MoE TP)")
+
+    if not prof.gate_dtype_confirmed and spec.moe:
+        notes.append(f"router gate dtype on {prof.label} is UNCONFIRMED; assumed model dtype")
+
+    return Layout(
+        dsa_cp=dsa_cp, heads_local=heads_local, qb_kvb_replicated=dsa_cp,
+        o_proj_replicated=o_rep, o_proj_gather_pool=pool, shared_experts_replicated=se_rep,
+        moe_tp=moe_tp, experts_local=e_local, I_p=i_p, dense_tp=plan.tp, layer_sharding=ls,
+        kv_role=kv_role, assumptions=notes, findings=findings,
+    )

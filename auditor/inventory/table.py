@@ -1,0 +1,87 @@
+"""TensorTable: one row per stored tensor, as columnar numpy arrays.
+
+Everything downstream (classification, materialization, ledger) works on these columns with
+vectorized numpy, which is what keeps a 180,000-tensor checkpoint under a second.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..model.spec import DTYPE_BYTES
+
+MAXDIM = 8
+
+
+@dataclass
+class TensorTable:
+    name: np.ndarray        # object array of str
+    file: np.ndarray        # int32 index into ``files``
+    dtype: np.ndarray       # '<U8' safetensors dtype string (BF16, I8, F32, ...)
+    ndim: np.ndarray        # int8
+    shape: np.ndarray       # int64 [n, MAXDIM], unused trailing dims are 1
+    nbytes: np.ndarray      # int64, stored bytes (end - begin)
+    begin: np.ndarray       # int64 absolute byte offset of the data in the file
+    end: np.ndarray         # int64 absolute end offset (exclusive)
+    loaded: np.ndarray      # bool: the engine loads this tensor (False for rot.safetensors, optional/)
+    files: list[str] = field(default_factory=list)   # paths relative to the model directory
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+    @property
+    def numel(self) -> np.ndarray:
+        return np.prod(self.shape, axis=1)
+
+    def shape_of(self, i: int) -> tuple[int, ...]:
+        return tuple(int(x) for x in self.shape[i, : int(self.ndim[i])])
+
+    def row(self, i: int) -> dict:
+        return {"name": str(self.name[i]), "file": self.files[int(self.file[i])], "dtype": str(self.dtype[i]),
+                "shape": list(self.shape_of(i)), "nbytes": int(self.nbytes[i]),
+                "data_offsets": [int(self.begin[i]), int(self.end[i])], "loaded": bool(self.loaded[i])}
+
+    @staticmethod
+    def from_rows(rows: list[tuple[str, str, tuple[int, ...]]], file: str = "<synthesized>",
+                  loaded: bool = True) -> "TensorTable":
+        """Build a table from (name, dtype, shape) rows, e.g. a config-only inventory."""
+        n = len(rows)
+        shape = np.ones((n, MAXDIM), dtype=np.int64)
+        ndim = np.zeros(n, dtype=np.int8)
+        nbytes = np.zeros(n, dtype=np.int64)
+        for i, (_, dt, shp) in enumerate(rows):
+            ndim[i] = len(shp)
+            shape[i, : len(shp)] = shp
+            numel = 1
+            for d in shp:
+                numel *= d
+            nbytes[i] = int(numel * DTYPE_BYTES[dt])
+        end = np.cumsum(nbytes)
+        return TensorTable(
+            name=np.array([r[0] for r in rows], dtype=object),
+            file=np.zeros(n, dtype=np.int32),
+            dtype=np.array([r[1] for r in rows], dtype="<U8"),
+            ndim=ndim, shape=shape, nbytes=nbytes, begin=end - nbytes, end=end,
+            loaded=np.full(n, loaded, dtype=bool), files=[file],
+        )
+
+    @staticmethod
+    def concat(tables: list["TensorTable"]) -> "TensorTable":
+        files: list[str] = []
+        parts_file = []
+        for t in tables:
+            parts_file.append(t.file + len(files))
+            files.extend(t.files)
+        return TensorTable(
+            name=np.concatenate([t.name for t in tables]) if tables else np.array([], dtype=object),
+            file=np.concatenate(parts_file).astype(np.int32) if tables else np.array([], dtype=np.int32),
+            dtype=np.concatenate([t.dtype for t in tables]) if tables else np.array([], dtype="<U8"),
+            ndim=np.concatenate([t.ndim for t in tables]) if tables else np.array([], dtype=np.int8),
+            shape=np.concatenate([t.shape for t in tables]) if tables else np.ones((0, MAXDIM), np.int64),
+            nbytes=np.concatenate([t.nbytes for t in tables]) if tables else np.array([], dtype=np.int64),
+            begin=np.concatenate([t.begin for t in tables]) if tables else np.array([], dtype=np.int64),
+            end=np.concatenate([t.end for t in tables]) if tables else np.array([], dtype=np.int64),
+            loaded=np.concatenate([t.loaded for t in tables]) if tables else np.array([], dtype=bool),
+            files=files,
+        )

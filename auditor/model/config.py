@@ -1,0 +1,139 @@
+"""config.json -> ModelSpec. Structure comes from which keys exist, not from model_type."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import AuditInputError
+from .spec import ModelSpec, TORCH_DTYPE_TO_ST
+
+REQUIRED_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read config.json as a JSON object, with one-line errors for every failure."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise AuditInputError(path, f"cannot read config: {exc.strerror or exc}") from None
+    try:
+        cfg = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise AuditInputError(path, "config is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise AuditInputError(path, f"config is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(cfg, dict):
+        raise AuditInputError(path, "config must be a JSON object")
+    # multimodal wrappers keep the language model under text_config
+    if "hidden_size" not in cfg and isinstance(cfg.get("text_config"), dict):
+        cfg = {**cfg["text_config"], "model_type": cfg.get("model_type", cfg["text_config"].get("model_type"))}
+    return cfg
+
+
+def _int(cfg: dict, key: str, where: str, default: int | None = None, positive: bool = False) -> int:
+    val = cfg.get(key, default)
+    if val is None:
+        if default is None:
+            raise AuditInputError(where, f"missing required key '{key}'")
+        return default
+    if isinstance(val, bool) or not isinstance(val, int):
+        raise AuditInputError(where, f"key '{key}' must be an integer, got {val!r}")
+    if positive and val <= 0:
+        raise AuditInputError(where, f"key '{key}' must be positive, got {val}")
+    if val < 0:
+        raise AuditInputError(where, f"key '{key}' must not be negative, got {val}")
+    return val
+
+
+def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "config.json") -> ModelSpec:
+    """Detect MLA, DSA indexer, MoE and MTP structure from config keys and build a ModelSpec."""
+    missing = [k for k in REQUIRED_KEYS if cfg.get(k) is None]
+    if missing:
+        raise AuditInputError(where, f"missing required key{'s' if len(missing) > 1 else ''} "
+                                     f"{', '.join(repr(k) for k in missing)}")
+    H = _int(cfg, "hidden_size", where, positive=True)
+    Lyr = _int(cfg, "num_hidden_layers", where, positive=True)
+    NH = _int(cfg, "num_attention_heads", where, positive=True)
+    V = _int(cfg, "vocab_size", where, positive=True)
+    dt = str(cfg.get("dtype") or cfg.get("torch_dtype") or "bfloat16")
+    pd = TORCH_DTYPE_TO_ST.get(dt, "BF16")
+    notes: list[str] = []
+    if dt not in TORCH_DTYPE_TO_ST:
+        notes.append(f"unknown model dtype {dt!r}; assuming bf16")
+
+    # --- attention: MLA when a kv LoRA rank exists
+    mla = cfg.get("kv_lora_rank") not in (None, 0)
+    NKV = _int(cfg, "num_key_value_heads", where, default=NH)
+    head_dim = _int(cfg, "head_dim", where, default=H // NH) if not mla else 0
+    Qr = _int(cfg, "q_lora_rank", where, default=0) if mla else 0
+    Lkv = _int(cfg, "kv_lora_rank", where, default=0) if mla else 0
+    Dn = _int(cfg, "qk_nope_head_dim", where, positive=True) if mla else 0
+    Dr = _int(cfg, "qk_rope_head_dim", where, positive=True) if mla else 0
+    Dv = _int(cfg, "v_head_dim", where, positive=True) if mla else 0
+
+    # --- DSA indexer: index_topk, or topk_limit together with index_n_heads
+    has_topk = cfg.get("index_topk") is not None or (
+        cfg.get("topk_limit") is not None and cfg.get("index_n_heads") is not None)
+    dsa = bool(mla and has_topk)
+    IH = _int(cfg, "index_n_heads", where, default=0) if dsa else 0
+    ID = _int(cfg, "index_head_dim", where, default=0) if dsa else 0
+    topk_tokens = int(cfg.get("index_topk") or cfg.get("topk_limit") or 0) if dsa else 0
+    if dsa and (IH <= 0 or ID <= 0):
+        raise AuditInputError(where, "DSA indexer keys present but 'index_n_heads'/'index_head_dim' missing")
+    indexer_types = cfg.get("indexer_types")
+    if dsa and isinstance(indexer_types, list) and len(indexer_types) == Lyr:
+        indexer_layers = tuple(str(t) != "shared" for t in indexer_types)
+    else:
+        indexer_layers = tuple([dsa] * Lyr)
+
+    # --- MLP / MoE
+    E = _int(cfg, "n_routed_experts", where, default=_int(cfg, "num_experts", where, default=0))
+    moe = E > 0
+    Id = _int(cfg, "intermediate_size", where, default=0)
+    I = _int(cfg, "moe_intermediate_size", where, default=0) if moe else 0
+    S = _int(cfg, "n_shared_experts", where, default=0) if moe else 0
+    topk_experts = _int(cfg, "num_experts_per_tok", where, default=0) if moe else 0
+    if moe and I <= 0:
+        raise AuditInputError(where, "MoE model (n_routed_experts > 0) without 'moe_intermediate_size'")
+    mlp_types = cfg.get("mlp_layer_types")
+    if moe and isinstance(mlp_types, list) and len(mlp_types) == Lyr:
+        moe_layers = tuple(str(t) in ("sparse", "moe") for t in mlp_types)
+    elif moe:
+        kd = _int(cfg, "first_k_dense_replace", where, default=0)
+        freq = _int(cfg, "moe_layer_freq", where, default=1) or 1
+        moe_layers = tuple(i >= kd and i % freq == 0 for i in range(Lyr))
+    else:
+        moe_layers = tuple([False] * Lyr)
+    if (not moe or not all(moe_layers)) and Id <= 0:
+        raise AuditInputError(where, "dense MLP layers need 'intermediate_size'")
+
+    rope_cfg = cfg.get("rope_scaling") or {}
+    if not isinstance(rope_cfg, dict):
+        rope_cfg = {}
+    factor = float(rope_cfg.get("factor") or 1.0)
+    orig = int(rope_cfg.get("original_max_position_embeddings") or 0)
+
+    return ModelSpec(
+        name=name,
+        model_type=str(cfg.get("model_type", "unknown")),
+        H=H, NH=NH, Lyr=Lyr, V=V, pd=pd,
+        NKV=NKV, head_dim=head_dim,
+        mla=mla, Qr=Qr, Lkv=Lkv, Dn=Dn, Dr=Dr, Dv=Dv,
+        dsa=dsa, IH=IH, ID=ID, topk_tokens=topk_tokens, indexer_layers=indexer_layers,
+        Id=Id, moe=moe, E=E, I=I, S=S, topk_experts=topk_experts, moe_layers=moe_layers,
+        router_bias=str(cfg.get("topk_method", "")) == "noaux_tc",
+        mtp_layers=_int(cfg, "num_nextn_predict_layers", where, default=0),
+        tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        max_position=_int(cfg, "max_position_embeddings", where, default=0),
+        rope_scaling_factor=factor, rope_original_max=orig,
+        indexer_rope_interleave=bool(cfg.get("indexer_rope_interleave", False)),
+        notes=tuple(notes),
+    )
+
+
+def load_spec(config_path: str | Path, name: str | None = None) -> ModelSpec:
+    path = Path(config_path)
+    cfg = load_config_file(path)
+    return spec_from_config(cfg, name=name or path.parent.name or "model", where=str(path))

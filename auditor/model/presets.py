@@ -1,0 +1,128 @@
+"""Built-in model configs, written from the published facts (engine spec reference table,
+TensorCast anchor §2). They are HF-config-shaped dicts so that presets and real checkpoints go
+through the same ``spec_from_config`` path."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import AuditInputError
+from .config import spec_from_config
+from .spec import ModelSpec
+
+_GLM5: dict[str, Any] = {
+    "architectures": ["GlmMoeDsaForCausalLM"],
+    "model_type": "glm_moe_dsa",
+    "dtype": "bfloat16",
+    "hidden_size": 6144,
+    "num_hidden_layers": 78,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 64,
+    "vocab_size": 154880,
+    "q_lora_rank": 2048,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 192,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 256,
+    "index_n_heads": 32,
+    "index_head_dim": 128,
+    "index_topk": 2048,
+    "indexer_rope_interleave": True,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 8,
+    "moe_intermediate_size": 2048,
+    "intermediate_size": 12288,
+    "first_k_dense_replace": 3,
+    "moe_layer_freq": 1,
+    "num_nextn_predict_layers": 1,
+    "topk_method": "noaux_tc",
+    "scoring_func": "sigmoid",
+    "n_group": 1,
+    "topk_group": 1,
+    "routed_scaling_factor": 2.5,
+    "norm_topk_prob": True,
+    "max_position_embeddings": 202752,
+    "rope_parameters": {"rope_theta": 1000000, "rope_type": "default"},
+    "rms_norm_eps": 1e-05,
+    "tie_word_embeddings": False,
+}
+
+_DSV32: dict[str, Any] = {
+    "architectures": ["DeepseekV32ForCausalLM"],
+    "model_type": "deepseek_v32",
+    "torch_dtype": "bfloat16",
+    "hidden_size": 7168,
+    "num_hidden_layers": 61,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "vocab_size": 129280,
+    "q_lora_rank": 1536,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "index_n_heads": 64,
+    "index_head_dim": 128,
+    "index_topk": 2048,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 8,
+    "moe_intermediate_size": 2048,
+    "intermediate_size": 18432,
+    "first_k_dense_replace": 3,
+    "moe_layer_freq": 1,
+    "num_nextn_predict_layers": 1,
+    "topk_method": "noaux_tc",
+    "scoring_func": "sigmoid",
+    "n_group": 8,
+    "topk_group": 4,
+    "routed_scaling_factor": 2.5,
+    "max_position_embeddings": 163840,
+    "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096},
+    "rms_norm_eps": 1e-06,
+    "tie_word_embeddings": False,
+    "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128],
+                            "activation_scheme": "dynamic", "scale_fmt": "ue8m0"},
+}
+
+# A dense, non-MLA model: exercises the plain tensor-parallel fallback.
+_DENSE_32B: dict[str, Any] = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "torch_dtype": "bfloat16",
+    "hidden_size": 5120,
+    "num_hidden_layers": 64,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 25600,
+    "vocab_size": 151936,
+    "max_position_embeddings": 40960,
+    "tie_word_embeddings": False,
+}
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "glm-5.1": {**_GLM5, "transformers_version": "5.4.0"},
+    "glm-5": {**_GLM5, "transformers_version": "5.0.2.dev0"},
+    "deepseek-v3.2": _DSV32,
+    "dense-32b": _DENSE_32B,
+}
+
+# Default quantization recipe per preset when none is given (what people usually deploy).
+DEFAULT_RECIPE = {"glm-5.1": "w8a8", "glm-5": "w8a8", "deepseek-v3.2": "fp8-block", "dense-32b": "bf16"}
+
+
+def preset_names() -> list[str]:
+    return sorted(PRESETS)
+
+
+def preset_config(name: str) -> dict[str, Any]:
+    key = name.lower()
+    if key not in PRESETS:
+        raise AuditInputError(name, f"not a model directory and not a built-in preset "
+                                    f"(presets: {', '.join(preset_names())})")
+    return dict(PRESETS[key])
+
+
+def preset_spec(name: str) -> ModelSpec:
+    return spec_from_config(preset_config(name), name=name.lower(), where=f"preset {name}")

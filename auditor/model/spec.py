@@ -1,0 +1,126 @@
+"""ModelSpec: the structural facts of a model, detected from config keys (never from model_type).
+
+Both the memory ledger and the performance model start from this one object. Field names
+follow the notation of the engine spec (H, NH, Qr, Lkv, Dn, Dr, Dv, IH, ID, E, I, Id, V, Lyr, Kd).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, asdict
+
+DTYPE_BYTES = {
+    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
+    "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "U16": 2, "U32": 4, "U64": 8, "BOOL": 1,
+    "F4": 0.5, "I4": 0.5,
+}
+
+TORCH_DTYPE_TO_ST = {
+    "bfloat16": "BF16", "float16": "F16", "float32": "F32", "half": "F16", "float": "F32",
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Dimensions and structure of a decoder-only transformer, MLA/DSA/MoE/MTP aware."""
+
+    name: str
+    model_type: str
+    H: int                      # hidden_size
+    NH: int                     # num_attention_heads
+    Lyr: int                    # num_hidden_layers (main model, MTP excluded)
+    V: int                      # vocab_size
+    pd: str = "BF16"            # model (parameter) dtype, safetensors spelling
+    # plain attention (non-MLA)
+    NKV: int = 0                # num_key_value_heads
+    head_dim: int = 0
+    # MLA
+    mla: bool = False
+    Qr: int = 0                 # q_lora_rank (0: q_proj is direct)
+    Lkv: int = 0                # kv_lora_rank
+    Dn: int = 0                 # qk_nope_head_dim
+    Dr: int = 0                 # qk_rope_head_dim
+    Dv: int = 0                 # v_head_dim
+    # DSA indexer
+    dsa: bool = False
+    IH: int = 0                 # index_n_heads
+    ID: int = 0                 # index_head_dim
+    topk_tokens: int = 0        # index_topk (tokens kept by the indexer)
+    indexer_layers: tuple[bool, ...] = ()   # per main layer: owns an indexer
+    # MLP / MoE
+    Id: int = 0                 # intermediate_size (dense layers)
+    moe: bool = False
+    E: int = 0                  # n_routed_experts
+    I: int = 0                  # moe_intermediate_size
+    S: int = 0                  # n_shared_experts
+    topk_experts: int = 0       # num_experts_per_tok
+    moe_layers: tuple[bool, ...] = ()       # per main layer: MoE (True) or dense (False)
+    router_bias: bool = False   # noaux_tc e_score_correction_bias
+    # MTP
+    mtp_layers: int = 0         # num_nextn_predict_layers
+    tie_embeddings: bool = False
+    max_position: int = 0
+    rope_scaling_factor: float = 1.0
+    rope_original_max: int = 0
+    indexer_rope_interleave: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def Dq(self) -> int:
+        return self.Dn + self.Dr
+
+    @property
+    def Kd(self) -> int:
+        """Number of leading dense layers."""
+        n = 0
+        for is_moe in self.moe_layers:
+            if is_moe:
+                break
+            n += 1
+        return n
+
+    @property
+    def n_moe_layers(self) -> int:
+        return sum(self.moe_layers)
+
+    @property
+    def V_padded(self) -> int:
+        """Vocab rounded up to 64, as VocabParallelEmbedding pads it."""
+        return -(-self.V // 64) * 64
+
+    def layer_is_moe(self, layer: int) -> bool:
+        """MTP layers (index >= Lyr) are MoE layers when the model is MoE."""
+        if layer >= self.Lyr:
+            return self.moe
+        return self.moe_layers[layer]
+
+    def layer_has_indexer(self, layer: int) -> bool:
+        if not self.dsa:
+            return False
+        if layer >= self.Lyr:
+            return True
+        return self.indexer_layers[layer]
+
+    def structure_summary(self) -> list[str]:
+        """Human-readable list of detected structures, for report headers."""
+        out = []
+        if self.mla:
+            out.append(f"MLA (q_lora {self.Qr}, kv_lora {self.Lkv}, nope {self.Dn}, rope {self.Dr}, v {self.Dv})")
+        else:
+            out.append(f"attention ({self.NH} heads, {self.NKV} kv heads, head_dim {self.head_dim})")
+        if self.dsa:
+            n = sum(self.indexer_layers)
+            out.append(f"DSA indexer ({self.IH}x{self.ID}, top-{self.topk_tokens}, {n}/{self.Lyr} layers)")
+        if self.moe:
+            out.append(f"MoE ({self.E} routed top-{self.topk_experts}, {self.S} shared, "
+                       f"{self.Kd} dense + {self.n_moe_layers} MoE layers)")
+        else:
+            out.append(f"dense MLP ({self.Lyr} layers)")
+        if self.mtp_layers:
+            out.append(f"MTP ({self.mtp_layers} layer{'s' if self.mtp_layers > 1 else ''})")
+        return out
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["indexer_layers"] = list(self.indexer_layers)
+        d["moe_layers"] = list(self.moe_layers)
+        d["notes"] = list(self.notes)
+        return d
