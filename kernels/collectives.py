@@ -1,0 +1,46 @@
+"""Numba twin of ``auditor.perf.collectives``: the alpha-beta collective cost with plain float
+arguments so the perf core can call it from inside njit loops over layers and ops.
+
+Kind codes: 0 all-reduce, 1 all-gather, 2 reduce-scatter, 3 all-to-all (``recv`` used only by
+all-to-all). ``beta`` is the effective bandwidth (bytes/s, already scaled by comm efficiency and
+FULL_MESH share), ``alpha`` the latency (s), ``static_s`` the per-collective launch cost (s).
+"""
+from __future__ import annotations
+
+import math
+
+from numba import njit
+
+ALL_REDUCE = 0
+ALL_GATHER = 1
+REDUCE_SCATTER = 2
+ALL_TO_ALL = 3
+
+
+@njit(cache=True)
+def collective_wire_s(kind: int, m: float, n: float, beta: float, alpha: float, recv: float) -> float:
+    """Wire time only; see the pure-Python module for the formulas and their source."""
+    if n <= 1.0:
+        return 0.0
+    lg = math.log2(n)
+    startup = min((n - 1.0) * alpha, lg * alpha)
+    if kind == ALL_REDUCE:
+        ring = 2.0 * (n - 1.0) * alpha + 2.0 * (n - 1.0) * m / (n * beta)
+        tree = 2.0 * lg * alpha + 2.0 * m / beta
+        return min(ring, tree)
+    if kind == ALL_GATHER:
+        return startup + (n - 1.0) * m / beta
+    if kind == REDUCE_SCATTER:
+        return startup + (n - 1.0) * m / (n * beta)
+    if kind == ALL_TO_ALL:
+        return startup + max(m, recv) / beta
+    return math.nan
+
+
+@njit(cache=True)
+def collective_time_s(kind: int, m: float, n: float, beta: float, alpha: float, recv: float,
+                      static_s: float) -> float:
+    """Wire time plus the static launch cost; zero for a group of one rank."""
+    if n <= 1.0:
+        return 0.0
+    return collective_wire_s(kind, m, n, beta, alpha, recv) + static_s

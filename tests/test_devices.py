@@ -1,0 +1,95 @@
+"""Device profiles: the shipped JSON files load, carry the anchor §4 figures, and bad files fail
+with one line that names the file."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from auditor.devices import DEFAULT_DEVICE, device_names, load_device, write_device
+from auditor.errors import AuditInputError
+
+GiB = 1024 ** 3
+
+
+def test_builtin_profiles_present_and_loadable():
+    names = device_names()
+    for required in ("a3-752t", "a3-560t", "a2-376t", "a2-313t", "a2-280t", "h200"):
+        assert required in names
+    for n in names:
+        dev = load_device(n)
+        assert dev.name == n
+        assert len(dev.tiers) == len(dev.grid) == len(dev.tier_topologies)
+
+
+def test_default_is_a3_752t_with_anchor_figures():
+    dev = load_device(None)
+    assert DEFAULT_DEVICE == "a3-752t" and dev.name == "a3-752t"
+    assert dev.mma_flops["BF16"] == pytest.approx(353.9e12)
+    assert dev.mma_flops["I8"] == pytest.approx(752e12)
+    assert "F8" not in dev.mma_flops          # A3 has no FP8 MMA unit
+    assert dev.vector_flops["F16"] == pytest.approx(22e12)
+    assert dev.hbm_bytes_per_s == pytest.approx(1.759e12, rel=1e-3)   # 1.6 TiB/s
+    assert dev.hbm_capacity_bytes == 64 * GiB
+    assert dev.grid == (48, 8, 2)
+    assert dev.tiers[0] == pytest.approx((196e9, 5.5e-6))
+    assert dev.tiers[1] == pytest.approx((196e9, 0.5e-6))
+    assert dev.tiers[2] == pytest.approx((224e9, 0.2e-6))
+    assert set(dev.static_us) >= {"mma", "gp", "comm"}
+    for k in ("compute", "memory", "sfa_kv", "indexer_cache", "comm"):
+        assert dev.efficiency[k] > 0
+
+
+def test_a2_full_mesh_and_h200_fp8():
+    a2 = load_device("a2-313t")
+    assert a2.grid == (128, 8) and a2.tier_topologies[1] == "FULL_MESH"
+    assert a2.mma_flops["F16"] == pytest.approx(313e12)
+    h = load_device("h200")
+    assert h.mma_flops["F8"] == pytest.approx(1979e12)
+    assert h.hbm_bytes_per_s == pytest.approx(4.8e12)
+    assert h.tiers[1][0] == pytest.approx(450e9)          # NVLink per direction
+
+
+def test_custom_path_round_trip(tmp_path):
+    dev = load_device("a2-280t").with_efficiency(compute=0.5)
+    p = tmp_path / "mine.json"
+    write_device(dev, p)
+    back = load_device(p)
+    assert back.efficiency["compute"] == 0.5
+    assert back.tiers == pytest.approx(dev.tiers)
+    assert back.grid == dev.grid and back.mma_flops == dev.mma_flops
+    assert load_device(str(p)).path == str(p)
+
+
+def _profile_doc() -> dict:
+    return json.loads(json.dumps(load_device("a3-752t").to_json()))
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda d: d.pop("efficiency"), "missing efficiency"),
+    (lambda d: d["efficiency"].pop("sfa_kv"), "missing sfa_kv"),
+    (lambda d: d["mma_flops"].update(FP64=1.0), "unknown key 'FP64'"),
+    (lambda d: d.update(hbm_bytes_per_s="fast"), "'hbm_bytes_per_s' must be a number"),
+    (lambda d: d["tiers"].pop(), "one entry per grid dimension"),
+    (lambda d: d["tiers"][0].update(topology="torus"), "topology 'TORUS' unknown"),
+])
+def test_bad_profiles_one_line_naming_file(tmp_path, mutate, needle):
+    doc = _profile_doc()
+    mutate(doc)
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(AuditInputError) as ei:
+        load_device(p)
+    msg = ei.value.one_line()
+    assert str(p) in msg and needle in msg and "\n" not in msg
+
+
+def test_invalid_json_and_unknown_name(tmp_path):
+    p = tmp_path / "broken.json"
+    p.write_text("{ not json")
+    with pytest.raises(AuditInputError, match="broken.json: not valid JSON"):
+        load_device(p)
+    with pytest.raises(AuditInputError, match="unknown device 'b200'"):
+        load_device("b200")
+    with pytest.raises(AuditInputError, match="not found"):
+        load_device(tmp_path / "absent.json")
