@@ -1,0 +1,344 @@
+"""Read and validate one safetensors header without touching the tensor data.
+
+The layout is: 8-byte little-endian u64 ``N``, ``N`` bytes of UTF-8 JSON, then the data buffer.
+The checks follow what the ``safetensors`` library enforces when it opens a file (so a file we
+accept is one the engine can load, and a file it rejects we reject with a clearer message):
+
+* ``0 < N <= 100_000_000`` and ``8 + N <= file size``;
+* the header is a JSON object; ``__metadata__`` (optional) maps str -> str;
+* each tensor has a known ``dtype``, a ``shape`` of non-negative ints and ``data_offsets
+  [begin, end]`` with ``begin <= end`` and ``end - begin == numel * bits / 8`` (whole bytes);
+* offsets sorted by (begin, end) tile the data buffer from 0 with no gap or overlap, and the
+  buffer ends exactly at the end of the file (trailing bytes are rejected, as the library does).
+
+This runs once per shard on checkpoints with ~180,000 tensors, so the common case is a fast path
+that builds numpy columns with C-level iteration (``map``/``itemgetter``/``np.fromiter``) and
+checks everything vectorized. Anything the fast path cannot vouch for is re-checked entry by
+entry by a slow path whose only job is to name the first offending tensor precisely.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import AuditInputError
+from ..model.spec import DTYPE_BYTES
+from .table import MAXDIM, TensorTable
+
+try:  # orjson is several times faster than json on multi-megabyte headers
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - orjson is a declared dependency
+    _orjson = None
+
+MAX_HEADER_SIZE = 100_000_000   # the safetensors library refuses larger headers
+METADATA_KEY = "__metadata__"
+
+# Bits per element, derived from the one dtype table the rest of the package uses, so every
+# dtype we accept is one downstream code can size.
+DTYPE_BITS: dict[str, int] = {k: int(v * 8) for k, v in DTYPE_BYTES.items()}
+KNOWN_DTYPES = frozenset(DTYPE_BITS)
+
+_get_fields = itemgetter("dtype", "shape", "data_offsets")
+_MAX_NUMEL = 2 ** 62            # guards int64 arithmetic against absurd shapes
+
+
+@dataclass
+class HeaderEntries:
+    """The validated content of one safetensors header, as parallel columns.
+
+    ``begin``/``end`` are relative to the data buffer (as stored); ``data_start`` (8 + N) turns
+    them into absolute file offsets.
+    """
+
+    path: Path
+    header_len: int              # N
+    file_size: int
+    names: list[str]
+    dtypes: list[str]
+    ndim: np.ndarray             # int8 [n]
+    shape: np.ndarray            # int64 [n, MAXDIM], trailing dims 1
+    begin: np.ndarray            # int64 [n], relative to the data buffer
+    end: np.ndarray              # int64 [n]
+    metadata: dict[str, str] | None = None
+
+    @property
+    def data_start(self) -> int:
+        return 8 + self.header_len
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def to_table(self, rel_file: str, loaded: bool = True) -> TensorTable:
+        """One-file TensorTable with absolute offsets; ``rel_file`` is the name kept in ``files``."""
+        n = len(self.names)
+        names = np.empty(n, dtype=object)
+        names[:] = self.names
+        return TensorTable(
+            name=names,
+            file=np.zeros(n, dtype=np.int32),
+            dtype=np.array(self.dtypes, dtype="<U8"),
+            ndim=self.ndim, shape=self.shape,
+            nbytes=self.end - self.begin,
+            begin=self.begin + self.data_start, end=self.end + self.data_start,
+            loaded=np.full(n, loaded, dtype=bool),
+            files=[rel_file],
+        )
+
+
+def read_header(path: Path) -> HeaderEntries:
+    """Read the header of ``path`` (following symlinks) and validate it; never reads tensor data.
+
+    Raises AuditInputError(path, problem) with a one-line problem for every kind of damage.
+    """
+    path = Path(path)
+    raw, file_size = _read_raw_header(path)
+    header = _parse_json(path, raw)
+    if not isinstance(header, dict):
+        raise AuditInputError(path, f"header is a JSON {_json_kind(header)}, not an object")
+    metadata = _pop_metadata(path, header)
+    n_len = len(raw)
+    # orjson silently keeps the last of duplicate keys; each tensor entry carries exactly one
+    # '"dtype"' token, so a count above the number of entries means something was dropped
+    # (or a name contains an escaped '"dtype"': the slow path sorts that out exactly).
+    if raw.count(b'"dtype"') != len(header):
+        _check_duplicates(path, raw)
+    try:
+        entries = _fast_columns(header)
+    except (TypeError, KeyError, ValueError, OverflowError):
+        entries = None
+    if entries is None:
+        _slow_validate(path, header)   # raises with the precise problem
+        raise AuditInputError(path, "header entries are malformed")  # pragma: no cover
+    names, dtypes, ndim, shape, begin, end = entries
+    _check_sizes(path, names, dtypes, ndim, shape, begin, end)
+    data_len = _check_layout(path, names, begin, end)
+    expected = 8 + n_len + data_len
+    if expected != file_size:
+        if file_size < expected:
+            raise AuditInputError(path, f"file is truncated: tensor data ends at byte {expected} "
+                                        f"but the file has {file_size} bytes")
+        raise AuditInputError(path, f"{file_size - expected} unexpected trailing bytes after the "
+                                    f"tensor data (data ends at byte {expected}, file has {file_size})")
+    return HeaderEntries(path=path, header_len=n_len, file_size=file_size, names=names,
+                         dtypes=dtypes, ndim=ndim, shape=shape, begin=begin, end=end,
+                         metadata=metadata)
+
+
+# ----------------------------------------------------------------------------- reading
+
+def _read_raw_header(path: Path) -> tuple[bytes, int]:
+    try:
+        with open(path, "rb") as fh:
+            file_size = os.fstat(fh.fileno()).st_size
+            prefix = fh.read(8)
+            if len(prefix) < 8:
+                raise AuditInputError(path, f"file is too short for a safetensors header "
+                                            f"({file_size} bytes, need at least 8)")
+            (n,) = struct.unpack("<Q", prefix)
+            if n == 0:
+                raise AuditInputError(path, "header length is 0 (no JSON header)")
+            if n > MAX_HEADER_SIZE:
+                raise AuditInputError(path, f"header length {n} exceeds the safetensors limit of "
+                                            f"{MAX_HEADER_SIZE} bytes")
+            if 8 + n > file_size:
+                raise AuditInputError(path, f"header length {n} is past the end of the file "
+                                            f"({file_size} bytes)")
+            raw = fh.read(n)
+    except IsADirectoryError:
+        raise AuditInputError(path, "cannot read: is a directory, not a safetensors file") from None
+    except OSError as exc:
+        raise AuditInputError(path, f"cannot read: {exc.strerror or exc}") from None
+    if len(raw) != n:   # file shrank while we read it
+        raise AuditInputError(path, f"header length {n} is past the end of the file ({file_size} bytes)")
+    return raw, file_size
+
+
+def _parse_json(path: Path, raw: bytes):
+    try:
+        if _orjson is not None:
+            return _orjson.loads(raw)
+        return json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as uexc:
+            raise AuditInputError(path, f"header is not valid UTF-8 (bad byte at offset "
+                                        f"{8 + uexc.start})") from None
+        msg = str(exc).split(":")[0] if _orjson is not None else getattr(exc, "msg", str(exc))
+        raise AuditInputError(path, f"header is not valid JSON ({msg})") from None
+
+
+def _json_kind(value) -> str:
+    return {list: "array", str: "string", int: "number", float: "number", bool: "boolean",
+            type(None): "null", dict: "object"}.get(type(value), type(value).__name__)
+
+
+def _pop_metadata(path: Path, header: dict) -> dict[str, str] | None:
+    meta = header.pop(METADATA_KEY, None)
+    if meta is None:
+        return None
+    if not isinstance(meta, dict):
+        raise AuditInputError(path, f"'{METADATA_KEY}' is a JSON {_json_kind(meta)}, "
+                                    f"must be an object of strings")
+    for k, v in meta.items():
+        if not isinstance(v, str):
+            raise AuditInputError(path, f"'{METADATA_KEY}' value for {k!r} is a JSON "
+                                        f"{_json_kind(v)}, must be a string")
+    return meta
+
+
+def _check_duplicates(path: Path, raw: bytes) -> None:
+    """Exact duplicate-key detection at any depth; only runs when the cheap count disagrees."""
+    def hook(pairs):
+        seen = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _Dup(k)
+            seen.add(k)
+        return dict(pairs)
+
+    try:
+        json.loads(raw.decode("utf-8"), object_pairs_hook=hook)
+    except ValueError:   # json is stricter than orjson somewhere: leave it to later checks
+        return
+    except _Dup as d:
+        raise AuditInputError(path, f"duplicate key {d.args[0]!r} in header") from None
+
+
+class _Dup(Exception):
+    pass
+
+
+# ----------------------------------------------------------------------------- columns
+
+def _fast_columns(header: dict):
+    """Columns for a well-formed header, or None / an exception when anything looks off."""
+    names = list(header)
+    n = len(names)
+    if n == 0:
+        return names, [], np.zeros(0, np.int8), np.ones((0, MAXDIM), np.int64), \
+            np.zeros(0, np.int64), np.zeros(0, np.int64)
+    dtypes, shapes, offsets = zip(*map(_get_fields, header.values()))
+    if not KNOWN_DTYPES.issuperset(dtypes):
+        return None
+    if set(map(type, shapes)) != {list} or set(map(type, offsets)) != {list}:
+        return None
+    if set(map(len, offsets)) != {2}:
+        return None
+    nd = np.fromiter(map(len, shapes), dtype=np.int64, count=n)
+    if n and int(nd.max()) > MAXDIM:
+        return None
+    flat_shape = list(chain.from_iterable(shapes))
+    flat_off = list(chain.from_iterable(offsets))
+    if not {int}.issuperset(map(type, flat_shape)) or not {int}.issuperset(map(type, flat_off)):
+        return None   # bools, floats, strings, nested lists
+    dims = np.fromiter(flat_shape, dtype=np.int64, count=len(flat_shape))
+    off = np.fromiter(flat_off, dtype=np.int64, count=2 * n).reshape(n, 2)
+    if (dims < 0).any() or (off < 0).any():
+        return None
+    begin = off[:, 0].copy()
+    end = off[:, 1].copy()
+    if (begin > end).any():
+        return None
+    shape = np.ones((n, MAXDIM), dtype=np.int64)
+    rows = np.repeat(np.arange(n), nd)
+    starts = np.cumsum(nd) - nd
+    cols = np.arange(len(dims)) - np.repeat(starts, nd)
+    shape[rows, cols] = dims
+    return names, list(dtypes), nd.astype(np.int8), shape, begin, end
+
+
+def _slow_validate(path: Path, header: dict) -> None:
+    """Entry-by-entry checks that name the first bad tensor; raises on the first problem."""
+    for name, entry in header.items():
+        where = f"tensor {name!r}"
+        if not isinstance(entry, dict):
+            raise AuditInputError(path, f"{where}: entry is a JSON {_json_kind(entry)}, not an object")
+        for key in ("dtype", "shape", "data_offsets"):
+            if key not in entry:
+                raise AuditInputError(path, f"{where}: missing '{key}'")
+        dt = entry["dtype"]
+        if not isinstance(dt, str) or dt not in KNOWN_DTYPES:
+            raise AuditInputError(path, f"{where}: unknown dtype {dt!r}")
+        shp = entry["shape"]
+        if not isinstance(shp, list) or not all(type(d) is int and d >= 0 for d in shp):
+            raise AuditInputError(path, f"{where}: shape {_short(shp)} is not a list of "
+                                        f"non-negative integers")
+        if len(shp) > MAXDIM:
+            raise AuditInputError(path, f"{where}: shape has {len(shp)} dimensions, at most "
+                                        f"{MAXDIM} are supported")
+        off = entry["data_offsets"]
+        if not (isinstance(off, list) and len(off) == 2 and all(type(o) is int and o >= 0 for o in off)):
+            raise AuditInputError(path, f"{where}: data_offsets {_short(off)} must be two "
+                                        f"non-negative integers [begin, end]")
+        if off[0] > off[1]:
+            raise AuditInputError(path, f"{where}: data_offsets {off} end before they begin")
+        if off[1] >= 2 ** 63:
+            raise AuditInputError(path, f"{where}: data_offsets {off} are too large")
+
+
+def _short(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_sizes(path: Path, names: list[str], dtypes: list[str], ndim: np.ndarray,
+                 shape: np.ndarray, begin: np.ndarray, end: np.ndarray) -> None:
+    """Stored bytes must equal numel * bits / 8, in whole bytes (sub-byte dtypes included)."""
+    n = len(names)
+    if n == 0:
+        return
+    # float product first: flags shapes whose element count would overflow int64
+    if (np.prod(shape.astype(np.float64), axis=1) >= _MAX_NUMEL).any():
+        i = int(np.argmax(np.prod(shape.astype(np.float64), axis=1) >= _MAX_NUMEL))
+        raise AuditInputError(path, f"tensor {names[i]!r}: shape {_dims(ndim, shape, i)} has too many elements")
+    numel = np.prod(shape, axis=1)
+    uniq, inv = np.unique(np.asarray(dtypes), return_inverse=True)
+    bits = np.array([DTYPE_BITS[d] for d in uniq], dtype=np.int64)[inv]
+    total_bits = numel * bits
+    bad = (total_bits % 8 != 0) | (total_bits // 8 != end - begin)
+    if bad.any():
+        i = int(np.argmax(bad))
+        nb = int(end[i] - begin[i])
+        if total_bits[i] % 8:
+            raise AuditInputError(path, f"tensor {names[i]!r}: {dtypes[i]} x shape {_dims(ndim, shape, i)} "
+                                        f"is not a whole number of bytes")
+        raise AuditInputError(path, f"tensor {names[i]!r}: data_offsets [{int(begin[i])}, {int(end[i])}] "
+                                    f"({nb} bytes) do not match dtype {dtypes[i]} x shape "
+                                    f"{_dims(ndim, shape, i)} = {int(total_bits[i] // 8)} bytes")
+
+
+def _dims(ndim: np.ndarray, shape: np.ndarray, i: int) -> list[int]:
+    """Shape row i as stored (padding dims dropped), for error messages."""
+    return [int(x) for x in shape[i, : int(ndim[i])]]
+
+
+def _check_layout(path: Path, names: list[str], begin: np.ndarray, end: np.ndarray) -> int:
+    """Offsets sorted by (begin, end) must tile [0, total) exactly; returns the data length."""
+    if len(names) == 0:
+        return 0
+    order = np.lexsort((end, begin))
+    b = begin[order]
+    e = end[order]
+    if b[0] != 0:
+        raise AuditInputError(path, f"tensor data does not start at offset 0: first tensor "
+                                    f"{names[order[0]]!r} begins at {int(b[0])} (gap of {int(b[0])} bytes)")
+    nxt = b[1:]
+    prev = e[:-1]
+    bad = nxt != prev
+    if bad.any():
+        k = int(np.argmax(bad))
+        a, c = names[order[k]], names[order[k + 1]]
+        if nxt[k] < prev[k]:
+            raise AuditInputError(path, f"tensors {a!r} and {c!r} overlap (data_offsets "
+                                        f"[{int(b[k])}, {int(e[k])}] and [{int(b[k + 1])}, {int(e[k + 1])}])")
+        raise AuditInputError(path, f"gap of {int(nxt[k] - prev[k])} bytes between tensors {a!r} "
+                                    f"(ends at {int(prev[k])}) and {c!r} (begins at {int(nxt[k])})")
+    return int(e[-1])

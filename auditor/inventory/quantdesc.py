@@ -1,0 +1,79 @@
+"""msModelSlim's ``quant_model_description.json``: per-tensor scheme strings plus a few globals.
+
+Format (engine spec §1.1): one flat JSON object. Known global keys carry settings of any JSON
+type; every other key is a checkpoint tensor name whose value is a scheme string ("FLOAT",
+"W8A8", "W8A8_DYNAMIC", "W4A8_DYNAMIC", ...). A file that is not a JSON object cannot be used at
+all (AuditInputError); an odd entry inside an otherwise usable file is only a finding, because
+the engine itself only looks up ``<module>.weight`` keys and ignores the rest.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import AuditInputError
+
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover
+    _orjson = None
+
+GLOBAL_KEYS = frozenset({
+    "version", "model_quant_type", "group_size", "is_rot_used", "optional", "metadata",
+    "fa_quant_type", "indexer_quant_type", "kv_cache_type", "ascend_quant_method", "hc_head_fn",
+})
+
+
+@dataclass
+class QuantDescription:
+    path: Path
+    per_tensor: dict[str, str] = field(default_factory=dict)     # tensor name -> scheme string
+    globals: dict = field(default_factory=dict)                  # known global keys, any JSON value
+    findings: list[tuple[str, str, str]] = field(default_factory=list)   # (severity, key, message)
+
+    def scheme(self, tensor: str, default: str | None = None) -> str | None:
+        return self.per_tensor.get(tensor, default)
+
+
+def load_quant_description(path: Path) -> QuantDescription:
+    """Read and split the description; raises AuditInputError only when the file is unusable."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except IsADirectoryError:
+        raise AuditInputError(path, "cannot read quant description: is a directory") from None
+    except OSError as exc:
+        raise AuditInputError(path, f"cannot read quant description: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AuditInputError(path, f"quant description is not valid UTF-8 (bad byte at offset {exc.start})") from None
+    try:
+        doc = _orjson.loads(raw) if _orjson is not None else json.loads(text)
+    except (ValueError, RecursionError):
+        raise AuditInputError(path, "quant description is not valid JSON") from None
+    if not isinstance(doc, dict):
+        raise AuditInputError(path, "quant description is not a JSON object")
+
+    out = QuantDescription(path=path)
+    bad: list[str] = []
+    for key, val in doc.items():
+        if key in GLOBAL_KEYS:
+            out.globals[key] = val
+        elif isinstance(val, str):
+            out.per_tensor[key] = val
+        else:
+            bad.append(key)
+    for key in bad[:20]:
+        out.findings.append(("warning", key, f"value {_short(doc[key])} is not a scheme string; "
+                                             f"entry ignored"))
+    if len(bad) > 20:
+        out.findings.append(("warning", f"({len(bad) - 20} more)",
+                             f"{len(bad) - 20} more non-string per-tensor entries ignored"))
+    return out
+
+
+def _short(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."

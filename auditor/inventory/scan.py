@@ -1,0 +1,252 @@
+"""Scan a model directory: every safetensors header, the index, and the side files.
+
+The result is one TensorTable over all shards (headers only, never tensor data) plus what the
+later stages need to know about the directory: the index and how well it agrees with the shards,
+config.json and msModelSlim's quant description. Nothing is ever written into the directory.
+
+Which files are inventoried:
+* top-level ``*.safetensors`` (what vLLM globs),
+* every file an ``*.safetensors.index.json`` weight_map points at,
+* msModelSlim's ``optional/*.safetensors`` (QuaRot's ``global_rotation``).
+
+``rot.safetensors`` and ``optional/*`` are inventoried with ``loaded=False``: the engine does not
+load them as model parameters (a later rule decides what QuaRot costs).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath, PureWindowsPath
+
+import numpy as np
+
+from ..errors import AuditInputError
+from .header import HeaderEntries, read_header
+from .progress import ProgressLine, want_progress
+from .table import TensorTable
+
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover
+    _orjson = None
+import json
+
+INDEX_GLOB = "*.safetensors.index.json"
+OPTIONAL_DIR = "optional"
+NOT_LOADED_FILES = frozenset({"rot.safetensors"})
+QUANT_DESC_NAME = "quant_model_description.json"
+MAX_LISTED = 20     # individual findings per kind before they are summarized
+
+Finding = tuple[str, str, str]   # (severity, tensor-or-file, message)
+
+
+@dataclass
+class ScanResult:
+    table: TensorTable
+    model_dir: Path
+    index_path: Path | None = None
+    index_findings: list[Finding] = field(default_factory=list)
+    config_path: Path | None = None
+    quant_desc_path: Path | None = None
+    shard_files: list[str] = field(default_factory=list)   # relative to model_dir, table.files order
+
+
+def scan_model_dir(model_dir: Path, progress: bool | None = None) -> ScanResult:
+    """Inventory every tensor of ``model_dir`` from its safetensors headers.
+
+    Raises AuditInputError for anything that would stop the engine from loading the checkpoint
+    (malformed header, missing shard, a tensor stored twice, an index escaping the directory).
+    Index/shard disagreements that the engine tolerates become ``index_findings``.
+    """
+    model_dir = Path(model_dir)
+    if not model_dir.exists():
+        raise AuditInputError(model_dir, "model directory does not exist")
+    if not model_dir.is_dir():
+        raise AuditInputError(model_dir, "not a directory")
+
+    index_paths = sorted(p for p in model_dir.glob(INDEX_GLOB) if not p.name.startswith("."))
+    findings: list[Finding] = []
+    weight_map: dict[str, str] = {}
+    for ip in index_paths:
+        for name, rel in load_index(ip, model_dir).items():
+            prev = weight_map.setdefault(name, rel)
+            if prev != rel:
+                findings.append(("warning", name, f"index files disagree: '{prev}' vs '{rel}' ({ip.name})"))
+    if len(index_paths) > 1:
+        findings.insert(0, ("warning", index_paths[0].name,
+                            f"{len(index_paths)} index files found ({', '.join(p.name for p in index_paths)}); "
+                            f"their weight maps were merged"))
+
+    shards = _shard_files(model_dir, weight_map)
+    show = want_progress(progress, len(shards))
+    tables: list[TensorTable] = []
+    with ProgressLine(len(shards), enabled=show) as bar:
+        for rel in shards:
+            entries: HeaderEntries = read_header(model_dir / rel)
+            tables.append(entries.to_table(rel, loaded=_is_loaded(rel)))
+            bar.update(8 + entries.header_len)
+    table = TensorTable.concat(tables)
+    _check_unique(model_dir, table)
+    if index_paths:
+        findings.extend(cross_check_index(table, weight_map, index_paths[0].name))
+
+    config = model_dir / "config.json"
+    return ScanResult(
+        table=table, model_dir=model_dir,
+        index_path=index_paths[0] if index_paths else None,
+        index_findings=findings,
+        config_path=config if config.is_file() else None,
+        quant_desc_path=find_quant_description(model_dir),
+        shard_files=list(table.files),
+    )
+
+
+def load_index(index_path: Path, model_dir: Path) -> dict[str, str]:
+    """weight_map of an index file, with shard paths normalized and confined to ``model_dir``.
+
+    A shard itself may be a symlink resolving anywhere (hub caches point into a blobs dir);
+    only the path written in the index must stay inside the directory.
+    """
+    try:
+        raw = index_path.read_bytes()
+    except IsADirectoryError:
+        raise AuditInputError(index_path, "cannot read index: is a directory") from None
+    except OSError as exc:
+        raise AuditInputError(index_path, f"cannot read index: {exc.strerror or exc}") from None
+    try:
+        doc = _orjson.loads(raw) if _orjson is not None else json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise AuditInputError(index_path, "index is not valid UTF-8") from None
+        raise AuditInputError(index_path, "index is not valid JSON") from None
+    if not isinstance(doc, dict):
+        raise AuditInputError(index_path, "index is not a JSON object")
+    wm = doc.get("weight_map")
+    if not isinstance(wm, dict):
+        what = "has no 'weight_map'" if wm is None else "'weight_map' is not a JSON object"
+        raise AuditInputError(index_path, f"index {what}")
+    out: dict[str, str] = {}
+    missing: dict[str, str] = {}
+    checked: dict[str, str] = {}
+    for name, rel in wm.items():
+        norm = checked.get(rel) if isinstance(rel, str) else None
+        if norm is None:
+            norm = _normalize_shard_path(index_path, name, rel)
+            checked[rel] = norm
+            if not (model_dir / norm).is_file():
+                missing.setdefault(norm, name)
+        out[name] = norm
+    if missing:
+        norm, name = next(iter(missing.items()))
+        link = model_dir / norm
+        why = "is a broken symlink" if link.is_symlink() and not link.exists() else \
+            "is not a file" if link.exists() else "does not exist"
+        more = f" (and {len(missing) - 1} more missing shards)" if len(missing) > 1 else ""
+        raise AuditInputError(index_path, f"weight_map shard '{norm}' (tensor {name!r}) {why}{more}")
+    return out
+
+
+_SEP = re.compile(r"[\\/]")
+
+
+def _normalize_shard_path(index_path: Path, name: str, rel) -> str:
+    if not isinstance(rel, str) or not rel:
+        raise AuditInputError(index_path, f"weight_map entry for {name!r} is not a file name: {rel!r}")
+    win = PureWindowsPath(rel)
+    if rel.startswith(("/", "\\")) or win.drive or ".." in _SEP.split(rel):
+        raise AuditInputError(index_path, f"weight_map entry for {name!r} points outside the model "
+                                          f"directory: '{rel}'")
+    return PurePosixPath(rel.replace("\\", "/")).as_posix()
+
+
+def _shard_files(model_dir: Path, weight_map: dict[str, str]) -> list[str]:
+    """Relative paths of all files to inventory, de-duplicated, in a stable sorted order."""
+    rels = {p.name for p in model_dir.glob("*.safetensors")}
+    rels.update(set(weight_map.values()))
+    opt = model_dir / OPTIONAL_DIR
+    if opt.is_dir():
+        rels.update(f"{OPTIONAL_DIR}/{p.name}" for p in opt.glob("*.safetensors"))
+    return sorted(rels)
+
+
+def _is_loaded(rel: str) -> bool:
+    return rel not in NOT_LOADED_FILES and not rel.startswith(OPTIONAL_DIR + "/")
+
+
+def _check_unique(model_dir: Path, table: TensorTable) -> None:
+    """The engine would load a tensor stored twice twice (or fail): refuse it, naming both files."""
+    names = table.name
+    if len(set(names)) == len(names):
+        return
+    first: dict[str, int] = {}
+    for name, f in zip(names, table.file):
+        if name in first:
+            a, b = table.files[first[name]], table.files[int(f)]
+            raise AuditInputError(model_dir / b, f"tensor {name!r} is also stored in "
+                                                 f"'{model_dir / a}'")
+        first[name] = int(f)
+
+
+def cross_check_index(table: TensorTable, weight_map: dict[str, str], index_name: str) -> list[Finding]:
+    """Index vs shards disagreements, as findings (the engine loads what the shards hold)."""
+    files = np.array(table.files, dtype=object)
+    actual = dict(zip(table.name.tolist(), files[table.file].tolist())) if len(table) else {}
+    out: list[Finding] = []
+    # msModelSlim keeps optional/ out of the index by design: note it, then ignore those rows
+    opt_idx = [i for i, f in enumerate(table.files) if f.startswith(OPTIONAL_DIR + "/")]
+    if opt_idx:
+        per_opt: dict[str, int] = {}
+        for name in table.name[np.isin(table.file, opt_idx)].tolist():
+            if name not in weight_map:
+                rel = actual.pop(name)
+                per_opt[rel] = per_opt.get(rel, 0) + 1
+        out.extend(("info", rel, f"{count} tensor(s) not listed in {index_name} (msModelSlim keeps "
+                                 f"optional/ files out of the index)") for rel, count in sorted(per_opt.items()))
+    if actual == weight_map:
+        return out   # the common case, decided at C speed
+
+    absent: list[Finding] = []
+    wrong_shard: list[Finding] = []
+    for name, rel in weight_map.items():
+        got = actual.get(name)
+        if got is None:
+            absent.append(("warning", name, f"listed in {index_name} (shard '{rel}') but stored in no shard"))
+        elif got != rel:
+            wrong_shard.append(("warning", name, f"{index_name} says shard '{rel}' but it is stored in '{got}'"))
+    indexed_files = set(weight_map.values())
+    unlisted: list[Finding] = []
+    per_file: dict[str, int] = {}
+    for name, rel in actual.items():
+        if name in weight_map:
+            continue
+        if rel in indexed_files:
+            unlisted.append(("warning", name, f"stored in '{rel}' but not listed in {index_name}"))
+        else:
+            per_file[rel] = per_file.get(rel, 0) + 1
+    for group in (absent, wrong_shard, unlisted):
+        out.extend(_capped(group))
+    out.extend(("warning", rel, f"shard not referenced by {index_name}: its {count} tensor(s) are missing "
+                                f"from weight_map (an engine that filters shards by the index skips it)")
+               for rel, count in sorted(per_file.items()))
+    return out
+
+
+def _capped(group: list[Finding]) -> list[Finding]:
+    """Keep reports readable when a stale index disagrees on thousands of tensors."""
+    if len(group) <= MAX_LISTED:
+        return group
+    rest = len(group) - MAX_LISTED
+    sev, _, msg = group[MAX_LISTED]
+    return group[:MAX_LISTED] + [(sev, f"({rest} more)", f"{rest} more tensors with the same kind of "
+                                                         f"problem, e.g. {group[MAX_LISTED][1]!r}: {msg}")]
+
+
+def find_quant_description(model_dir: Path) -> Path | None:
+    """msModelSlim's description: ``quant_model_description.json`` (older tools add a suffix)."""
+    exact = model_dir / QUANT_DESC_NAME
+    if exact.is_file():
+        return exact
+    cands = sorted(p for p in model_dir.glob("quant_model_description*.json") if p.is_file())
+    return cands[0] if cands else None
