@@ -1,0 +1,345 @@
+"""Measured kernel tables: replace the analytic time of an op by a measured one when we have it.
+
+Why: the roofline is only as good as its efficiency constants; a profiler trace of the real
+kernels on the real device is better wherever it covers the shape. The perf op asks
+``KernelTable.lookup(kernel, key)`` with its own numeric shape key (e.g. a matmul's (M, K, N));
+an exact hit is "measured", a point inside the range of measured points is "interpolated", and
+anything else is ``None`` so the analytic model is used. We never extrapolate: a measured curve
+carried outside its range is less trustworthy than the roofline.
+
+Table file format (ours, CSV, UTF-8; lines starting with '#' are comments)::
+
+    kernel,key0,key1,key2,time_us,source_note
+    matmul_w8a8,16,6144,2048,11.8,kernel_details.csv rows 3-5 (QuantBatchMatmulV3)
+
+* ``kernel``: our kernel name (the perf op's name for it).
+* ``key0..keyN``: the numeric shape key, as many columns as needed (``key0`` ... in order);
+  a row uses the first k of them and leaves the rest empty. Rows of one kernel may only be
+  compared with keys of the same length.
+* ``time_us``: kernel time in microseconds (duplicates are averaged on load).
+* ``source_note``: free text provenance (optional column).
+
+Interpolation, in order of preference (the first that brackets the query wins):
+1. 1-D linear along one axis, over the points that equal the query on every other axis;
+2. 2-D, then 3-D, piecewise-linear over a Delaunay triangulation (scipy LinearNDInterpolator)
+   of the points that equal the query on the remaining axes.
+"""
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+
+from ..errors import AuditInputError
+
+Key = tuple[float, ...]
+_KEY_COL = re.compile(r"^key(\d+)$")
+MAX_INTERP_DIMS = 3
+
+
+@dataclass
+class KernelTable:
+    """Measured kernel times by (kernel name, numeric key)."""
+
+    # kernel -> key -> (sum of times, count, notes): averaging duplicates happens on read
+    _rows: dict[str, dict[Key, list]] = field(default_factory=lambda: defaultdict(dict))
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    # -- building -------------------------------------------------------------------------
+    def add(self, kernel: str, key: Iterable[float], time_us: float, note: str = "") -> None:
+        """Add one measurement; repeated keys are averaged."""
+        k = tuple(float(v) for v in key)
+        slot = self._rows[kernel].get(k)
+        if slot is None:
+            self._rows[kernel][k] = [float(time_us), 1, [note] if note else []]
+        else:
+            slot[0] += float(time_us)
+            slot[1] += 1
+            if note and note not in slot[2]:
+                slot[2].append(note)
+        self._cache.clear()
+
+    def kernels(self) -> list[str]:
+        return sorted(self._rows)
+
+    def points(self, kernel: str) -> dict[Key, float]:
+        """Averaged measurements of one kernel: key -> time_us."""
+        return {k: s / n for k, (s, n, _) in self._rows.get(kernel, {}).items()}
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._rows.values())
+
+    # -- lookup ---------------------------------------------------------------------------
+    def lookup(self, kernel: str, key: tuple[float, ...]) -> tuple[float, str] | None:
+        """(time_us, "measured" | "interpolated"), or None when the key is outside the data."""
+        q = tuple(float(v) for v in key)
+        rows = self._rows.get(kernel)
+        if not rows:
+            return None
+        hit = rows.get(q)
+        if hit is not None:
+            return hit[0] / hit[1], "measured"
+        pts = {k: v for k, v in self.points(kernel).items() if len(k) == len(q)}
+        if len(pts) < 2:
+            return None
+        ndim = len(q)
+        for d in range(1, min(MAX_INTERP_DIMS, ndim) + 1):
+            for axes in itertools.combinations(range(ndim), d):
+                t = self._interp(kernel, pts, q, axes)
+                if t is not None:
+                    return t, "interpolated"
+        return None
+
+    def _interp(self, kernel: str, pts: dict[Key, float], q: Key, axes: tuple[int, ...]) -> float | None:
+        fixed = tuple(i for i in range(len(q)) if i not in axes)
+        fixed_vals = tuple(q[i] for i in fixed)
+        sub = [(tuple(k[a] for a in axes), v) for k, v in pts.items()
+               if all(k[i] == q[i] for i in fixed)]
+        if len(sub) < len(axes) + 1:
+            return None
+        x = tuple(q[a] for a in axes)
+        if len(axes) == 1:
+            xs = np.array([p[0][0] for p in sub])
+            if not xs.min() <= x[0] <= xs.max():
+                return None
+            order = np.argsort(xs)
+            return float(np.interp(x[0], xs[order], np.array([p[1] for p in sub])[order]))
+        # every chosen axis must actually vary in the subset, otherwise a lower-d case applies
+        coords = np.array([p[0] for p in sub], dtype=float)
+        if any(np.ptp(coords[:, j]) == 0 for j in range(len(axes))):
+            return None
+        cache_key = (kernel, axes, fixed_vals, len(q))
+        fn = self._cache.get(cache_key)
+        if fn is None:
+            from scipy.interpolate import LinearNDInterpolator
+            from scipy.spatial import QhullError
+            try:
+                fn = LinearNDInterpolator(coords, np.array([p[1] for p in sub]))
+            except (QhullError, ValueError):     # degenerate (collinear/coplanar) points
+                fn = False
+            self._cache[cache_key] = fn
+        if fn is False:
+            return None
+        t = float(fn(np.array([x]))[0])
+        return None if math.isnan(t) else t
+
+    # -- file I/O -------------------------------------------------------------------------
+    def write(self, path: Path) -> None:
+        """Write the table in the documented CSV format (averaged rows, sorted)."""
+        width = max((len(k) for rows in self._rows.values() for k in rows), default=1)
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(["kernel", *[f"key{i}" for i in range(width)], "time_us", "source_note"])
+            for kernel in self.kernels():
+                for k in sorted(self._rows[kernel]):
+                    s, n, notes = self._rows[kernel][k]
+                    keys = [_fmt(v) for v in k] + [""] * (width - len(k))
+                    note = "; ".join(notes) + (f" (mean of {n})" if n > 1 else "")
+                    w.writerow([kernel, *keys, f"{s / n:.6g}", note])
+
+
+def _fmt(v: float) -> str:
+    return str(int(v)) if v == int(v) else repr(v)
+
+
+def load_kernel_table(path: str | Path) -> KernelTable:
+    """Read a table in our CSV format; any malformed row is one AuditInputError naming file:line."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AuditInputError(path, f"cannot read kernel table: {exc}") from None
+    lines = [(i + 1, ln) for i, ln in enumerate(text.splitlines()) if ln.strip() and not ln.lstrip().startswith("#")]
+    if not lines:
+        raise AuditInputError(path, "kernel table is empty (expected a header kernel,key0,...,time_us)")
+    reader = csv.reader([ln for _, ln in lines])
+    header = [h.strip() for h in next(reader)]
+    key_cols = sorted((int(m.group(1)), i) for i, h in enumerate(header) if (m := _KEY_COL.match(h)))
+    if "kernel" not in header or "time_us" not in header or not key_cols:
+        raise AuditInputError(path, f"line {lines[0][0]}: header must have kernel, key0[, key1 ...], time_us; "
+                                    f"got {','.join(header)}")
+    if [n for n, _ in key_cols] != list(range(len(key_cols))):
+        raise AuditInputError(path, "key columns must be key0, key1, ... without gaps")
+    ki, ti = header.index("kernel"), header.index("time_us")
+    ni = header.index("source_note") if "source_note" in header else None
+    table = KernelTable()
+    for (lineno, _), row in zip(lines[1:], reader):
+        if len(row) < len(header) - (1 if ni is not None and ni == len(header) - 1 else 0):
+            raise AuditInputError(path, f"line {lineno}: expected {len(header)} columns, got {len(row)}")
+        try:
+            raw = [row[i].strip() for _, i in key_cols]
+            while raw and raw[-1] == "":
+                raw.pop()
+            if not raw or "" in raw:
+                raise ValueError("key columns must be filled left to right")
+            key = tuple(float(v) for v in raw)
+            t = float(row[ti])
+            if not all(math.isfinite(v) for v in (*key, t)) or t < 0:
+                raise ValueError("non-finite or negative value")
+        except ValueError as exc:
+            raise AuditInputError(path, f"line {lineno}: bad number ({exc})") from None
+        kernel = row[ki].strip()
+        if not kernel:
+            raise AuditInputError(path, f"line {lineno}: empty kernel name")
+        table.add(kernel, key, t, row[ni].strip() if ni is not None and ni < len(row) else "")
+    return table
+
+
+# -- Ascend profiler import ---------------------------------------------------------------------
+#
+# ``kernel_details.csv`` (msprof / torch_npu profiler) has one row per kernel launch with, among
+# others, ``Name, Type, Accelerator Core, Start Time(us), Duration(us), Input Shapes,
+# Input Data Types, Input Formats``. Shapes are ``;``-separated slots of ``,``-separated dims
+# (empty slots kept). We read Type, Duration(us), Input Shapes and, when present, Input Formats
+# (FRACTAL_NZ weights are folded back to their 2-D ND shape).
+
+Shape = tuple[int, ...]
+KeyFn = Callable[[list[Shape], list[str]], tuple[float, ...]]
+REQUIRED_COLUMNS = ("Type", "Duration(us)", "Input Shapes")
+
+
+def parse_shapes(text: str) -> list[Shape]:
+    """'4096,6144;6144,2048;;' -> [(4096, 6144), (6144, 2048), (), ()]."""
+    text = text.strip().strip('"').strip()
+    if not text:
+        return []
+    out: list[Shape] = []
+    for slot in text.split(";"):
+        slot = slot.strip()
+        out.append(tuple(int(d) for d in slot.split(",")) if slot else ())
+    return out
+
+
+def _nd_2d(shape: Shape, fmt: str) -> tuple[int, int]:
+    """(rows, cols) of a weight; FRACTAL_NZ [..., c1, r1, r0, c0] is rows r1*r0, cols c1*c0."""
+    if "NZ" in fmt.upper() and len(shape) >= 4:
+        return shape[-3] * shape[-2], shape[-4] * shape[-1]
+    if len(shape) < 2:
+        raise ValueError(f"weight shape {shape} is not a matrix")
+    return shape[-2], shape[-1]
+
+
+def _other_dim(rows: int, cols: int, k: int) -> int:
+    """The output width N of a weight given the contraction width K (either orientation;
+    NZ padding can make the K side slightly larger, so the closer side is K)."""
+    return cols if abs(rows - k) <= abs(cols - k) else rows
+
+
+def matmul_key(shapes: list[Shape], formats: list[str]) -> tuple[float, ...]:
+    """(M, K, N): x[..., M, K] (leading dims folded into M) times a [K, N] or [N, K] weight."""
+    x, w = shapes[0], shapes[1]
+    if len(x) < 2:
+        raise ValueError(f"activation shape {x} is not a matrix")
+    m, k = math.prod(x[:-1]), x[-1]
+    rows, cols = _nd_2d(w, formats[1] if len(formats) > 1 else "")
+    return float(m), float(k), float(_other_dim(rows, cols, k))
+
+
+def grouped_matmul_key(shapes: list[Shape], formats: list[str]) -> tuple[float, ...]:
+    """(M, K, N, E): x[M, K] routed tokens, weight [E, K, N] (or NZ [E, ...])."""
+    x, w = shapes[0], shapes[1]
+    m, k = math.prod(x[:-1]), x[-1]
+    fmt = formats[1] if len(formats) > 1 else ""
+    e = w[0] if len(w) >= 3 else 1
+    rows, cols = _nd_2d(w[1:] if len(w) >= 3 else w, fmt)
+    return float(m), float(k), float(_other_dim(rows, cols, k)), float(e)
+
+
+def sparse_attention_key(shapes: list[Shape], formats: list[str]) -> tuple[float, ...]:
+    """(T, H, L): query (T, H, 512); L = attended length per query = min(block_table width x
+    block size, top-k) from key_cache (blocks, bs, 1, 512), topk_indices (T, 1, topk),
+    block_tables (B, maxblk)."""
+    q, kc, idx, bt = shapes[0], shapes[1], shapes[3], shapes[4]
+    cap = bt[-1] * kc[1]
+    return float(q[0]), float(q[1]), float(min(cap, idx[-1]) if idx else cap)
+
+
+def lightning_indexer_key(shapes: list[Shape], formats: list[str]) -> tuple[float, ...]:
+    """(T, H, L): query (T, H, D); L = block_tables width x block size of indexer_cache."""
+    q, kc, bt = shapes[0], shapes[1], shapes[3]
+    return float(q[0]), float(q[1]), float(bt[-1] * kc[1])
+
+
+#: kernel Type -> key function; a mapping may name any of these Types or bring its own function
+KEY_FUNCTIONS: dict[str, KeyFn] = {
+    "MatMulV2": matmul_key, "MatMulV3": matmul_key, "MatMulCommon": matmul_key,
+    "QuantBatchMatmulV3": matmul_key, "GroupedMatmul": grouped_matmul_key,
+    "SparseFlashAttention": sparse_attention_key, "LightningIndexer": lightning_indexer_key,
+    "LightningIndexerVllm": lightning_indexer_key,
+}
+
+#: default Type -> our kernel name, used by ``audit kernels import`` without --map
+DEFAULT_MAPPING: dict[str, str] = {
+    "QuantBatchMatmulV3": "matmul_w8a8",
+    "MatMulV2": "matmul_bf16",
+    "MatMulV3": "matmul_bf16",
+    "GroupedMatmul": "grouped_matmul",
+    "SparseFlashAttention": "sparse_flash_attention",
+    "LightningIndexer": "lightning_indexer",
+}
+
+
+def import_kernel_details(path: str | Path, mapping: dict, stats: dict | None = None) -> KernelTable:
+    """Build a KernelTable from an Ascend profiler ``kernel_details.csv``.
+
+    ``mapping`` maps a kernel Type to our kernel name (``{"QuantBatchMatmulV3": "matmul_w8a8"}``)
+    or to ``(name, key_fn)`` for a Type without a built-in key function. Rows of unmapped Types
+    are skipped; rows with the same (kernel, key) are averaged. ``stats``, if given, receives
+    counts of used and skipped rows. Malformed input is one AuditInputError naming file and line.
+    """
+    path = Path(path)
+    resolved: dict[str, tuple[str, KeyFn]] = {}
+    for typ, target in mapping.items():
+        if isinstance(target, tuple):
+            resolved[typ] = target
+        elif typ in KEY_FUNCTIONS:
+            resolved[typ] = (str(target), KEY_FUNCTIONS[typ])
+        else:
+            raise AuditInputError("mapping", f"no key function for kernel type {typ!r}; "
+                                             f"known: {', '.join(sorted(KEY_FUNCTIONS))}")
+    try:
+        f = path.open(newline="", encoding="utf-8-sig")
+    except OSError as exc:
+        raise AuditInputError(path, f"cannot read: {exc}") from None
+    table = KernelTable()
+    used = skipped = 0
+    with f:
+        reader = csv.DictReader(f)
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        missing = [c for c in REQUIRED_COLUMNS if c not in header]
+        if missing:
+            raise AuditInputError(path, f"not a kernel_details.csv: missing column(s) {', '.join(missing)}")
+        reader.fieldnames = header
+        try:
+            for row in reader:
+                typ = (row.get("Type") or "").strip()
+                if typ not in resolved:
+                    skipped += 1
+                    continue
+                name, key_fn = resolved[typ]
+                line = reader.line_num
+                try:
+                    dur = float(row["Duration(us)"])
+                    if not math.isfinite(dur) or dur < 0:
+                        raise ValueError(f"duration {row['Duration(us)']!r}")
+                    shapes = parse_shapes(row.get("Input Shapes") or "")
+                    formats = [s.strip() for s in (row.get("Input Formats") or "").strip('"').split(";")]
+                    key = key_fn(shapes, formats)
+                except (ValueError, IndexError, TypeError) as exc:
+                    raise AuditInputError(path, f"line {line} ({typ}): cannot read row: {exc}") from None
+                table.add(name, key, dur, f"{path.name} {typ}")
+                used += 1
+        except csv.Error as exc:
+            raise AuditInputError(path, f"line {reader.line_num}: malformed CSV: {exc}") from None
+    if stats is not None:
+        stats.update(used=used, skipped=skipped)
+    return table
