@@ -253,3 +253,94 @@ def _block(res: CalibrationResult, base: Device, params: list[Param], provenance
         "mape_leave_one_out_pct": None if res.mape_loo is None else round(res.mape_loo, 2),
         "scenarios": rows,
     }
+
+
+# -- real model adapter and command ---------------------------------------------------------------
+
+def perf_evaluator(spec, plan, engine: str, recipe: str, mtp: int, batch: int = 1) -> EvaluateFn:
+    """EvaluateFn over ``auditor.perf.api.evaluate``: prefill rows run query_len new tokens on
+    context_len cached ones; decode rows verify query_len = 1 + MTP tokens per step."""
+    from .api import Workload, evaluate
+
+    def run(dev: Device, s: Scenario) -> float:
+        if s.phase == "decode" and s.query_len != 1 + mtp:
+            raise AuditInputError(s.name, f"decode query_len {s.query_len} != 1 + --mtp {mtp}")
+        wl = Workload(phase=s.phase, tokens=s.query_len, context=s.context_len, batch=batch, mtp=mtp)
+        return float(_time_ms(evaluate(spec, plan, engine, wl, dev, recipe)))
+
+    return run
+
+
+def _time_ms(result) -> float:
+    """Total latency of a PerfResult (``time_ms`` on the result or on its ``totals``)."""
+    if hasattr(result, "time_ms"):
+        return result.time_ms
+    totals = result.totals
+    return totals["time_ms"] if isinstance(totals, dict) else totals.time_ms
+
+
+def render_table(res: CalibrationResult) -> str:
+    from tabulate import tabulate
+
+    rows = []
+    for i, s in enumerate(res.scenarios):
+        row = [s.name, f"{s.measured_ms:.2f}", f"{res.before_ms[i]:.2f}", f"{res.errors_before[i]:+.1f}",
+               f"{res.after_ms[i]:.2f}", f"{res.errors_after[i]:+.1f}"]
+        if res.loo_ms:
+            row += [f"{res.loo_ms[i]:.2f}", f"{res.errors_loo[i]:+.1f}"]
+        rows.append(row)
+    head = ["scenario", "measured ms", "before ms", "err %", "after ms", "err %"]
+    if res.loo_ms:
+        head += ["leave-one-out ms", "err %"]
+    mean = ["mean |error|", "", "", f"{res.mape_before:.1f}", "", f"{res.mape_after:.1f}"]
+    if res.loo_ms:
+        mean += ["", f"{res.mape_loo:.1f}"]
+    rows.append(mean)
+    fitted = ", ".join(f"{k}={v:.4g}" for k, v in res.fitted.items())
+    return tabulate(rows, head, tablefmt="simple", disable_numparse=True) + f"\nfitted: {fitted}\n"
+
+
+def _calibrate_command():
+    """Build the click command lazily so importing this module never needs click options."""
+    import click
+
+    from ..cli_options import plan_options
+    from ..devices import DEFAULT_DEVICE, load_device, write_device
+
+    @click.command("calibrate")
+    @click.argument("measurements", type=click.Path(dir_okay=False, path_type=Path))
+    @click.option("--model", default="glm-5.1", show_default=True, help="model preset name")
+    @click.option("--recipe", default="w4a8", show_default=True, help="quantization recipe")
+    @click.option("--mtp", type=int, default=3, show_default=True, help="MTP draft tokens per decode step")
+    @click.option("--batch", type=int, default=1, show_default=True, help="concurrent requests")
+    @click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True,
+                  help="base device profile (name or JSON path)")
+    @click.option("--fit", "fit_names", default=",".join(DEFAULT_FIT), show_default=True,
+                  help=f"constants to fit (of {', '.join(PARAMS)}); keep them fewer than the scenarios")
+    @click.option("--loo/--no-loo", default=True, show_default=True, help="report leave-one-out errors")
+    @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
+                  help="calibrated device profile JSON to write")
+    @plan_options
+    def calibrate_command(measurements: Path, model: str, recipe: str, mtp: int, batch: int, device_name: str,
+                          fit_names: str, loo: bool, output: Path, plan, engine: str, **_: object) -> None:
+        """Fit device efficiency constants to measured latencies (CSV: scenario,phase,query_len,
+        context_len,measured_ms) and write a calibrated device profile."""
+        from ..model.presets import preset_spec
+
+        scen = load_scenarios(measurements)
+        device = load_device(device_name)
+        spec = preset_spec(model)
+        plan = plan.with_(mtp=mtp > 0).validate()
+        names = [n.strip() for n in fit_names.split(",") if n.strip()]
+        evaluate_fn = perf_evaluator(spec, plan, engine, recipe, mtp, batch)
+        provenance = {"source": measurements.name, "model": model, "recipe": recipe, "engine": engine,
+                      "plan": plan.describe(), "mtp": mtp, "batch": batch}
+        res = fit(scen, evaluate_fn, device, names, leave_one_out=loo, provenance=provenance)
+        write_device(res.device, output)
+        click.echo(render_table(res), nl=False)
+        click.echo(f"wrote {output}", err=True)
+
+    return calibrate_command
+
+
+calibrate_command = _calibrate_command()
