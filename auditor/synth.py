@@ -35,6 +35,9 @@ Tensor = tuple[str, str, tuple[int, ...]]
 @dataclass
 class SynthResult:
     out_dir: Path
+    model: str = ""
+    recipe: str = ""
+    writer: str = ""
     files: list[Path] = field(default_factory=list)   # every file written, absolute
     tensors: int = 0                                  # tensors across all .safetensors files
     tensor_bytes: int = 0                             # their data bytes (sum of numel x dtype size)
@@ -43,9 +46,9 @@ class SynthResult:
 
     def summary(self) -> str:
         gib = 2 ** 30
-        return (f"wrote {len(self.files)} files, {self.tensors} tensors, "
-                f"{self.logical_bytes / gib:.2f} GiB logical, "
-                f"{self.disk_bytes / 2 ** 20:.1f} MiB on disk to {self.out_dir}")
+        return (f"synth {self.model} {self.recipe} ({self.writer}): {len(self.files)} files, "
+                f"{self.tensors} tensors, {self.logical_bytes / gib:.2f} GiB logical, "
+                f"{self.disk_bytes / 2 ** 20:.1f} MiB on disk -> {self.out_dir}")
 
 
 def _numel(shape: tuple[int, ...]) -> int:
@@ -202,7 +205,7 @@ def synthesize(out_dir: Path, model: str | ModelSpec = "glm-5.1", recipe: str = 
     else:
         names = [f"{stem}-{i + 1:05d}-of-{n:05d}.safetensors" for i in range(n)]
 
-    result = SynthResult(out_dir=out_dir.resolve())
+    result = SynthResult(out_dir=out_dir.resolve(), model=spec.name, recipe=recipe, writer=writer)
     written: list[Path] = []
     _dump(out_dir / "config.json", cfg)
     written.append(out_dir / "config.json")
