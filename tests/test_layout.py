@@ -151,3 +151,28 @@ def test_bad_recipe_or_writer_is_an_input_error():
         expected_tensors(spec, "int3")
     with pytest.raises(AuditInputError, match="does not produce"):
         expected_tensors(spec, "w8a8", writer="transformers")
+
+
+def test_mla_without_q_lora_or_indexer_and_tied_embeddings():
+    """DeepSeek-V2-Lite shape: q_proj instead of q_a/q_b, no DSA indexer; tying drops lm_head."""
+    from auditor.model.config import spec_from_config
+    cfg = {"hidden_size": 2048, "num_hidden_layers": 2, "num_attention_heads": 16, "vocab_size": 1000,
+           "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+           "n_routed_experts": 4, "moe_intermediate_size": 1408, "n_shared_experts": 2,
+           "intermediate_size": 10944, "first_k_dense_replace": 1, "tie_word_embeddings": True}
+    rows = {n: (dt, s) for n, dt, s in expected_tensors(spec_from_config(cfg), "w8a8")}
+    assert rows["model.layers.0.self_attn.q_proj.weight"] == ("I8", (16 * 192, 2048))
+    assert not any("q_a_proj" in n or "indexer" in n for n in rows)
+    assert rows["model.layers.1.mlp.shared_experts.up_proj.weight"] == ("I8", (2 * 1408, 2048))
+    assert "model.layers.1.mlp.gate.e_score_correction_bias" not in rows    # no noaux_tc
+    assert "lm_head.weight" not in rows
+
+
+def test_parameter_counts_match_published_totals():
+    """DeepSeek-V3 family: 671B main model, 685B with MTP; GLM-5: 744B main model."""
+    def billions(spec, writer):
+        return sum(math.prod(s) for _, _, s in expected_tensors(spec, "bf16", writer=writer)) / 1e9
+    ds = preset_spec("deepseek-v3.2")
+    assert 671 <= billions(ds, "transformers") < 672
+    assert 685 <= billions(ds, "hf-release") < 686
+    assert 743.5 <= billions(preset_spec("glm-5.1"), "transformers") < 744.5
