@@ -1,0 +1,248 @@
+"""Public entry point of the performance model: ``evaluate(spec, plan, engine, workload, device,
+recipe) -> PerfResult``.
+
+Re-evaluation is pure kernel work: the layer program is cached per (model, plan, engine, recipe,
+phase, graph) and the device is turned into arrays on every call, so calibration can vary the
+efficiency constants freely. Per-op dictionaries are built only when a report asks for them.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import AuditInputError
+from ..model.spec import ModelSpec
+from ..plan import ParallelPlan
+from .program import GRAPHS, Program, build_program
+from .quant import check_quant
+
+PHASES = ("prefill", "decode")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What one DP rank processes. Prefill: ``batch`` requests of ``tokens`` new tokens each on
+    top of ``context`` cached tokens. Decode: ``batch`` requests each verifying 1 + ``mtp``
+    tokens against ``context`` cached tokens."""
+
+    phase: str = "prefill"
+    tokens: int = 4096
+    context: int = 0
+    batch: int = 1
+    mtp: int = 0
+
+    def validate(self) -> "Workload":
+        if self.phase not in PHASES:
+            raise AuditInputError("--phase", f"must be prefill or decode, got {self.phase!r}")
+        for k in ("tokens", "batch"):
+            if getattr(self, k) < 1:
+                raise AuditInputError(f"--{k}", "must be at least 1")
+        for k in ("context", "mtp"):
+            if getattr(self, k) < 0:
+                raise AuditInputError(f"--{k}", "must not be negative")
+        return self
+
+    def stream_tokens(self) -> tuple[int, int, int]:
+        """Token counts of the kernel's streams (main, later MTP pass, lm_head rows)."""
+        dec = self.phase == "decode"
+        q0 = 1 + self.mtp if dec else self.tokens
+        return self.batch * q0, self.batch, self.batch * (1 + self.mtp if dec else 1)
+
+    def stream_rows(self) -> list[tuple[int, int, int]]:
+        """(requests, queries per request, context) per stream, as kernels.stream_table."""
+        dec = self.phase == "decode"
+        q0 = 1 + self.mtp if dec else self.tokens
+        return [(self.batch, q0, self.context), (self.batch, 1, self.context + q0),
+                (self.batch, 1 + self.mtp if dec else 1, self.context)]
+
+
+@dataclass
+class PhaseResult:
+    """One phase of one evaluation: kernel outputs plus the program they belong to."""
+
+    phase: str
+    workload: Workload
+    program: Program
+    op_out: np.ndarray      # [n, 9]: tokens, mma, vec, bytes, t_c, t_m, time, count, bound
+    co_out: np.ndarray      # [m, 3]: bytes, time, count
+    time_s: float
+    sources: list[str] = field(default_factory=list)   # per op row
+
+    @property
+    def time_ms(self) -> float:
+        return self.time_s * 1e3
+
+    @property
+    def flops(self) -> float:
+        o = self.op_out
+        return float(((o[:, 1] + o[:, 2]) * o[:, 7]).sum())
+
+    @property
+    def bytes(self) -> float:
+        o = self.op_out
+        return float((o[:, 3] * o[:, 7]).sum())
+
+    @property
+    def comm_ms(self) -> float:
+        c = self.co_out
+        return float((c[:, 1] * c[:, 2]).sum()) * 1e3
+
+    @property
+    def tokens(self) -> int:
+        """Tokens this phase produces or consumes per DP rank (decode: all drafts accepted)."""
+        w = self.workload
+        return w.batch * (w.tokens if self.phase == "prefill" else 1 + w.mtp)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.time_s if self.time_s > 0 else 0.0
+
+    def totals(self) -> dict[str, Any]:
+        return {"time_ms": self.time_ms, "flops": self.flops, "bytes": self.bytes,
+                "comm_ms": self.comm_ms, "tokens": self.tokens, "tokens_per_s": self.tokens_per_s}
+
+    # -- expansion to one entry per op per layer ---------------------------------------------
+    def _instances(self, mult: int, layers: list[int]) -> list[tuple[int | None, int | None]]:
+        """(layer, pass) pairs an op row stands for in the expanded graph."""
+        if mult == 0:
+            return [(L, None) for L in layers] if layers else [(None, None)]
+        if mult == 1:
+            return [(L, 1) for L in layers] if self.workload.mtp >= 1 else []
+        return [(L, p) for L in layers for p in range(2, self.workload.mtp + 1)]
+
+    def op_entries(self) -> list[dict[str, Any]]:
+        base = self.workload.stream_tokens()
+        rows = self.workload.stream_rows()
+        tp = self.program.tp
+        out = []
+        for i, op in enumerate(self.program.ops):
+            o = self.op_out[i]
+            t_in, t_out = int(o[0]), op.tok_out.count(base[op.tok_out.stream], tp)
+            _, q, c = rows[op.tok.stream]
+            sym = {"T": t_in, "U": t_out, "K": q + c, "R": t_in * int(op.params[2]) if op.kind == 8 else 0}
+            rec = {
+                "name": op.name, "kind": op.cls, "tokens": t_in, "layout": op.layout,
+                "shape_in": _shapes(op.shapes_in, sym), "shape_out": _shapes(op.shapes_out, sym),
+                "dtype": op.dtype, "flops": float(o[1] + o[2]), "mma_flops": float(o[1]),
+                "vector_flops": float(o[2]), "bytes": float(o[3]), "weight_bytes": float(op.weight),
+                "bound": "layout" if op.kind == 10 else ("compute" if o[8] > 0.5 else "memory"),
+                "time_us": float(o[6]) * 1e6, "source": self.sources[i] if self.sources else "analytic",
+                "module": op.module,
+            }
+            for layer, p in self._instances(op.mult, op.layers):
+                e = {"layer": layer, **rec}
+                if p is not None:
+                    e["pass"] = p
+                out.append(e)
+        return out
+
+    def collective_entries(self) -> list[dict[str, Any]]:
+        out = []
+        base = self.workload.stream_tokens()
+        tp = self.program.tp
+        for j, c in enumerate(self.program.colls):
+            o = self.co_out[j]
+            rec = {"kind": c.kind, "group": c.group, "tensor": c.tensor,
+                   "tokens": c.tok.count(base[c.tok.stream], tp), "bytes": float(o[0]),
+                   "time_us": float(o[1]) * 1e6, "after": c.after}
+            for layer, p in self._instances(c.mult, c.layers):
+                e = {"layer": layer, **rec}
+                if p is not None:
+                    e["pass"] = p
+                out.append(e)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"totals": self.totals(), "ops": self.op_entries(), "collectives": self.collective_entries()}
+
+
+def _shapes(shapes: tuple, sym: dict[str, int]) -> list[list]:
+    """Substitute the token symbols of ops.Shape by numbers."""
+    return [[sym.get(d, d) if isinstance(d, str) else d for d in s] for s in shapes]
+
+
+@dataclass
+class PerfResult:
+    model: str
+    plan: ParallelPlan
+    engine: str
+    recipe: str
+    device: str
+    graph: str
+    phases: dict[str, PhaseResult]
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        head = {"model": self.model, "plan": self.plan.describe(), "tp": self.plan.tp, "dp": self.plan.dp,
+                "ep": self.plan.ep, "engine": self.engine, "quant": self.recipe, "device": self.device,
+                "graph": self.graph, "notes": self.notes}
+        if len(self.phases) == 1:
+            (name, ph), = self.phases.items()
+            return {**head, "phase": name, "workload": ph.workload.__dict__, **ph.to_json()}
+        return {**head, **{name: {"workload": ph.workload.__dict__, **ph.to_json()}
+                           for name, ph in self.phases.items()}}
+
+
+@functools.lru_cache(maxsize=64)
+def cached_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, phase: str,
+                   graph: str, mtp_enabled: bool) -> Program:
+    """The layer program is independent of the workload numbers and of the device."""
+    return build_program(spec, plan, engine, recipe, phase, graph, mtp_enabled)
+
+
+def evaluate_phase(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: Workload, device: Any,
+                   recipe: str, graph: str = "expanded", table: Any = None) -> PhaseResult:
+    from auditor_kernels.perf_core import N_OUT, evaluate_program   # lazy: numba import is slow
+
+    from .device import device_vector, group_table
+    workload.validate()
+    recipe = check_quant(recipe)
+    if graph not in GRAPHS:
+        raise AuditInputError("--graph", f"must be one of {', '.join(GRAPHS)}")
+    if workload.mtp and not spec.mtp_layers:
+        raise AuditInputError("--mtp", f"{spec.name} has no MTP layer (num_nextn_predict_layers = 0)")
+    # the MTP passes are always in the program; their multiplicity (K, K-1 or 0) is a kernel input
+    prog = cached_program(spec, plan, engine, recipe, workload.phase, graph, True)
+    op_i, op_f, op_m, co_i, co_f, co_m = prog.arrays()
+    op_out = np.empty((op_i.shape[0], N_OUT))
+    co_out = np.empty((co_i.shape[0], 3))
+    dec = 1 if workload.phase == "decode" else 0
+    total = evaluate_program(op_i, op_f, op_m, co_i, co_f, co_m, dec, float(plan.tp), float(workload.tokens),
+                             float(workload.context), float(workload.batch), float(workload.mtp),
+                             device_vector(device), group_table(device, plan), op_out, co_out)
+    res = PhaseResult(workload.phase, workload, prog, op_out, co_out, total)
+    if table is not None:
+        _apply_measured(res, table)
+    return res
+
+
+def evaluate(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: Workload, device: Any,
+             recipe: str, graph: str = "expanded", table: Any = None) -> PerfResult:
+    """Evaluate one phase (``workload.phase``) and return a PerfResult (JSON via ``to_json``)."""
+    ph = evaluate_phase(spec, plan, engine, workload, device, recipe, graph, table)
+    return PerfResult(spec.name, plan, engine, recipe, getattr(device, "name", str(device)), graph,
+                      {workload.phase: ph}, list(ph.program.layout.assumptions) if ph.program.layout else [])
+
+
+def _apply_measured(res: PhaseResult, table: Any) -> None:
+    """Replace analytic op times by measured/interpolated kernel times where the table covers the
+    op's key; the phase total is recomputed."""
+    from .keys import op_key
+    srcs = []
+    for i, op in enumerate(res.program.ops):
+        key = op_key(op, res.op_out[i], res.workload)
+        hit = table.lookup(op.kernel, key) if key is not None and op.kernel else None
+        if hit is None:
+            srcs.append("analytic")
+            continue
+        res.op_out[i, 6] = hit[0] * 1e-6
+        srcs.append(hit[1])
+    res.sources = srcs
+    o, c = res.op_out, res.co_out
+    res.time_s = float((o[:, 6] * o[:, 7]).sum() + (c[:, 1] * c[:, 2]).sum())
+
+
+__all__ = ["Workload", "PerfResult", "PhaseResult", "evaluate", "evaluate_phase", "PHASES"]

@@ -1,0 +1,402 @@
+"""The layer program: for every decoder layer (dense, MoE, MTP) an ordered list of ops and
+collectives with their token layout, following the seed RFC.
+
+Prefill with SP and DSA-CP (§3.2-3.3.1): the residual stream stays local-token; the input norm
+runs local and only its normalized output is all-gathered (TP group) to full tokens; MLA
+preprocessing, the indexer boundary (wk, k_norm, k rope, cache update) and SFA run on full
+tokens while the indexer query side (wq_b, q rope, weights_proj, score, top-k) runs on the local
+shard (§3.3); the attention output is token-sliced before the replicated o_proj (no feature
+all-reduce); norm, gate, top-k, routed and shared experts all run local. Without SP the normal
+TP path applies: TP-sharded heads, all_reduce after o_proj and after the (TP-sharded) MLP/shared
+experts. Decode (§3.8): the gate runs on the full packed-local tokens, then hidden states and
+router logits are padded to a multiple of TP and TP-sliced before top-k and dispatch; the MoE
+finalize all-gathers the routed output back.
+
+MTP (documented choice): the drafter runs its layer once per speculative token K. The first pass
+sees the tokens of the main forward (prefill: the prompt, with the prefill layout; decode: the
+1+K verified tokens per request, as vLLM's proposer does), every later pass one token per
+request. Each pass embeds, applies enorm/hnorm and eh_proj, runs the decoder layer, the shared
+head norm and the (shared) lm_head.
+
+Two graph forms are built: ``expanded`` (every layer, the layout state threaded explicitly from
+layer to layer) and ``repetition`` (one representative per distinct layer kind with a repeat
+count, seed §3.3.2). A representative must leave the layer-boundary State unchanged (region
+markers are layout-transparent); otherwise a ContractError is raised.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..engines.profiles import get_profile
+from ..engines.resolve import Layout, resolve_layout
+from ..model.spec import ModelSpec
+from ..plan import ParallelPlan
+from . import ops as O
+from .layout import MAIN, MTP_LATER, ROWS, ContractError, State, Tok, require_same
+from .quant import FLOAT, scheme
+from .weights import weight_bytes
+
+GRAPHS = ("expanded", "repetition")
+
+
+@dataclass
+class Program:
+    """Ops and collectives of one phase, as objects (for reports) and arrays (for the kernel)."""
+
+    phase: str
+    graph: str
+    tp: int
+    ops: list[O.Op] = field(default_factory=list)
+    colls: list[O.Coll] = field(default_factory=list)
+    layout: Layout | None = None
+    weight_source: str = "scheme"
+    _arrays: tuple | None = None
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """(op_i, op_f, op_m, co_i, co_f, co_m) in the layout kernels/perf_core.py documents."""
+        if self._arrays is None:
+            n, m = len(self.ops), len(self.colls)
+            op_i = np.zeros((n, 5), np.int64)
+            op_f = np.zeros((n, 10), np.float64)
+            op_m = np.zeros(n, np.int64)
+            for i, op in enumerate(self.ops):
+                op_i[i] = (op.kind, op.tok.stream, op.tok.exp, op.tok.mul, op.dtype_code())
+                op_f[i, :len(op.params)] = op.params
+                op_f[i, 8] = op.weight
+                op_f[i, 9] = len(op.layers) if op.layers else 1
+                op_m[i] = op.mult
+            co_i = np.zeros((m, 5), np.int64)
+            co_f = np.zeros((m, 3), np.float64)
+            co_m = np.zeros(m, np.int64)
+            for j, c in enumerate(self.colls):
+                co_i[j] = (O.COLL_KIND[c.kind], O.GROUP[c.group], c.tok.stream, c.tok.exp, c.tok.mul)
+                co_f[j] = (c.bytes_per_token, c.const_bytes, len(c.layers) if c.layers else 1)
+                co_m[j] = c.mult
+            self._arrays = (op_i, op_f, op_m, co_i, co_f, co_m)
+        return self._arrays
+
+
+@dataclass(frozen=True)
+class LayerKind:
+    moe: bool
+    indexer: bool
+    first: bool
+
+
+class _Builder:
+    """Emits ops/collectives for one phase; decoder layers are built by ``layer``."""
+
+    def __init__(self, spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, phase: str,
+                 lay: Layout, weights: dict[tuple[int, str], int]):
+        self.spec, self.plan, self.recipe, self.phase, self.lay = spec, plan, recipe, phase, lay
+        self.prof = get_profile(engine)
+        self.w = weights
+        self.tp = plan.tp
+        self.ops: list[O.Op] = []
+        self.colls: list[O.Coll] = []
+        self.layers: list[int] = []     # layers the op being emitted stands for
+        self.mult = 0
+
+    # -- emission -------------------------------------------------------------------------
+    def op(self, op: O.Op) -> O.Op:
+        op.layers = list(self.layers)
+        op.mult = self.mult
+        self.ops.append(op)
+        return op
+
+    def coll(self, kind: str, group: str, tok: Tok, bpt: float, tensor: str, const: float = 0.0) -> None:
+        size = {"tp": self.tp, "dp": self.plan.dp, "ep": self.plan.ep}[group]
+        if size <= 1:
+            return
+        after = self.ops[-1].name if self.ops else ""
+        self.colls.append(O.Coll(kind, group, tok, bpt, const, tensor, list(self.layers), self.mult, after))
+
+    def wb(self, layer: int, module: str) -> float:
+        return float(self.w.get((layer, module), 0))
+
+    # -- model-level pieces ---------------------------------------------------------------
+    def embed(self, prefix: str, tok: Tok, shard: bool) -> Tok:
+        s = self.spec
+        self.op(O.embedding(f"{prefix}embed_tokens", tok, s.H, s.V_padded // self.tp,
+                            self.wb(-1, "embed_tokens"), "embed_tokens"))
+        if self.tp > 1 and shard:
+            self.coll("reduce_scatter", "tp", tok, s.H * 2, f"{prefix}embed_tokens.out")
+            return tok.sliced()
+        self.coll("all_reduce", "tp", tok, s.H * 2, f"{prefix}embed_tokens.out")
+        return tok
+
+    def head(self, prefix: str, st: State, rows: Tok, norm_name: str) -> None:
+        s = self.spec
+        x = st.hidden
+        if st.residual is not None:
+            require_same(x, st.residual, f"{prefix}{norm_name}")
+            self.op(O.add_rms_norm(f"{prefix}{norm_name}", x, s.H))
+        else:
+            self.op(O.rms_norm(f"{prefix}{norm_name}", x, s.H))
+        if x.exp < 0:
+            self.coll("all_gather", "tp", x, s.H * 2, f"{prefix}{norm_name}.out")
+            x = x.gathered()
+        self.op(O.layout_op(f"{prefix}logits.select", x, rows, (("T", s.H),), (("U", s.H),)))
+        vl = s.V_padded // self.tp
+        self.op(O.linear(f"{prefix}lm_head", rows, s.H, vl, FLOAT, self.wb(-1, "lm_head"), "lm_head"))
+        self.coll("all_gather", "tp", rows, vl * 2, f"{prefix}lm_head.out")
+
+    # -- decoder layer ---------------------------------------------------------------------
+    def layer(self, L: int, kind: LayerKind, st: State, shard: bool, mtp_layer: bool = False) -> State:
+        """One decoder layer; ``shard`` = sequence parallel applies (prefill with SP, TP > 1)."""
+        s = self.spec
+        x = st.hidden
+        if st.residual is None:
+            self.op(O.rms_norm("input_layernorm", x, s.H))
+        else:
+            require_same(x, st.residual, f"layer {L} input_layernorm")
+            self.op(O.add_rms_norm("input_layernorm", x, s.H))
+        res = x
+        h = x
+        if h.exp < 0:   # local-token -> full-token on the normalized output only
+            self.coll("all_gather", "tp", h, s.H * 2, "input_layernorm.out")
+            h = h.gathered()
+        a = self.attention(L, kind, h, shard, mtp_layer)
+        require_same(a, res, f"layer {L} post_attention_layernorm")
+        self.op(O.add_rms_norm("post_attention_layernorm", a, s.H))
+        if kind.moe:
+            out = self.moe(L, a, mtp_layer)
+        else:
+            out = self.dense_mlp(L, a, mtp_layer)
+        require_same(out, res, f"layer {L} output")
+        return State(out, res)
+
+    def attention(self, L: int, kind: LayerKind, h: Tok, shard: bool, mtp_layer: bool) -> Tok:
+        """Attention on ``h`` (full-token); returns the o_proj output token layout."""
+        s, lay, tp = self.spec, self.lay, self.tp
+        sa = scheme(self.recipe, "attn", mtp_layer)
+        if not s.mla:
+            return self.gqa(L, h, shard, sa)
+        hl = lay.heads_local
+        q_in = s.Qr or s.H
+        self.op(O.linear("self_attn.fused_qkv_a_proj", h, s.H, (s.Qr or 0) + s.Lkv + s.Dr, sa,
+                         self.wb(L, "self_attn.q_a_proj") + self.wb(L, "self_attn.kv_a_proj_with_mqa"),
+                         "self_attn.q_a_proj+self_attn.kv_a_proj_with_mqa"))
+        if s.Qr:
+            self.op(O.rms_norm("self_attn.q_a_layernorm", h, s.Qr))
+        self.op(O.rms_norm("self_attn.kv_a_layernorm", h, s.Lkv))
+        if not s.Qr:
+            q_in = s.H
+        self.op(O.linear("self_attn.q_b_proj", h, q_in, hl * s.Dq, sa, self.wb(L, "self_attn.q_b_proj"),
+                         "self_attn.q_b_proj"))
+        self.op(O.vector("self_attn.rope", "rope", h, hl * s.Dr + s.Dr, 2, 4,
+                         (("T", hl, s.Dr), ("T", s.Dr)), (("T", hl, s.Dr), ("T", s.Dr))))
+        self.op(O.vector("self_attn.kv_cache_write", "cache_write", h, s.Lkv + s.Dr, 2, 0))
+        if kind.indexer:
+            self.indexer(L, h, shard and lay.dsa_cp, sa, q_in)
+        kvb = self.wb(L, "self_attn.kv_b_proj")
+        uk = kvb * s.Dn / (s.Dn + s.Dv)
+        self.op(O.bmm("self_attn.q_absorb", h, hl, s.Dn, s.Lkv, uk, "self_attn.kv_b_proj(W_UK_T)"))
+        cap = float(s.topk_tokens) if s.dsa else O.NO_CAP
+        self.op(O.sfa("self_attn.sfa", h, hl, s.Lkv, s.Dr, cap))
+        self.op(O.bmm("self_attn.v_up", h, hl, s.Lkv, s.Dv, kvb - uk, "self_attn.kv_b_proj(W_UV)"))
+        return self.o_proj(L, h, hl, s.Dv, shard, sa)
+
+    def gqa(self, L: int, h: Tok, shard: bool, sa) -> Tok:
+        """Plain (non-MLA) attention: TP-sharded q/k/v heads, causal flash attention."""
+        s, tp = self.spec, self.tp
+        hl = s.NH // tp
+        kvh = max(s.NKV // tp, 1)
+        wqkv = sum(self.wb(L, f"self_attn.{m}_proj") for m in "qkv")
+        self.op(O.linear("self_attn.qkv_proj", h, s.H, (hl + 2 * kvh) * s.head_dim, sa, wqkv,
+                         "self_attn.q_proj+k_proj+v_proj"))
+        self.op(O.vector("self_attn.rope", "rope", h, (hl + kvh) * s.head_dim, 2, 4))
+        self.op(O.vector("self_attn.kv_cache_write", "cache_write", h, 2 * kvh * s.head_dim, 2, 0))
+        self.op(O.dense_attention("self_attn.attention", h, hl, kvh, s.head_dim))
+        self.op(O.linear("self_attn.o_proj", h, hl * s.head_dim, s.H, sa, self.wb(L, "self_attn.o_proj"),
+                         "self_attn.o_proj"))
+        return self._reduce_tp(h, shard, "self_attn.o_proj.out")
+
+    def _reduce_tp(self, t: Tok, shard: bool, tensor: str) -> Tok:
+        """Feature partial sums over TP: reduce_scatter to local tokens under SP, else all_reduce."""
+        if self.tp <= 1:
+            return t
+        if shard and t.exp == 0:
+            self.coll("reduce_scatter", "tp", t, self.spec.H * 2, tensor)
+            return t.sliced()
+        self.coll("all_reduce", "tp", t, self.spec.H * 2, tensor)
+        return t
+
+    def indexer(self, L: int, h: Tok, split: bool, sa, q_in: int) -> None:
+        """DSA indexer, split per seed §3.3: boundary/cache work on full tokens, the top-k query
+        side on the local shard when DSA-CP shards the sequence."""
+        s = self.spec
+        self.op(O.linear("self_attn.indexer.wk", h, s.H, s.ID, FLOAT, self.wb(L, "self_attn.indexer.wk"),
+                         "self_attn.indexer.wk"))
+        self.op(O.vector("self_attn.indexer.k_norm", "layer_norm", h, s.ID, 2, 6))
+        self.op(O.vector("self_attn.indexer.k_rope", "rope", h, s.Dr, 2, 4))
+        self.op(O.vector("self_attn.indexer.cache_write", "cache_write", h, s.ID, 2, 0))
+        q = h
+        if split and self.tp > 1:
+            q = h.sliced()
+            self.op(O.layout_op("self_attn.indexer.query_slice", h, q, (("T", q_in), ("T", s.H)),
+                                (("U", q_in), ("U", s.H))))
+        self.op(O.linear("self_attn.indexer.wq_b", q, q_in, s.IH * s.ID, sa,
+                         self.wb(L, "self_attn.indexer.wq_b"), "self_attn.indexer.wq_b"))
+        self.op(O.vector("self_attn.indexer.q_rope", "rope", q, s.IH * s.Dr, 2, 4))
+        self.op(O.linear("self_attn.indexer.weights_proj", q, s.H, s.IH, FLOAT,
+                         self.wb(L, "self_attn.indexer.weights_proj"), "self_attn.indexer.weights_proj"))
+        self.op(O.indexer_score("self_attn.indexer.score", q, s.IH, s.ID))
+        self.op(O.indexer_topk("self_attn.indexer.topk", q, s.topk_tokens))
+
+    def o_proj(self, L: int, h: Tok, hl: int, dv: int, shard: bool, sa) -> Tok:
+        s, lay, tp = self.spec, self.lay, self.tp
+        w = self.wb(L, "self_attn.o_proj")
+        if lay.dsa_cp and shard and tp > 1:
+            loc = h.sliced()
+            self.op(O.layout_op("self_attn.token_slice", h, loc, (("T", hl, dv),), (("U", hl, dv),)))
+            if not lay.o_proj_replicated:
+                # TP shard + full-size gather pool: the weight is all-gathered before the full-weight op
+                self.coll("all_gather", "tp", loc, 0.0, "self_attn.o_proj.weight", const=w)
+                w = w * tp
+            self.op(O.linear("self_attn.o_proj", loc, hl * dv, s.H, sa, w, "self_attn.o_proj"))
+            return loc
+        if hl == s.NH and lay.o_proj_replicated:
+            self.op(O.linear("self_attn.o_proj", h, hl * dv, s.H, sa, w, "self_attn.o_proj"))
+            return h
+        if hl == s.NH and tp > 1:
+            self.op(O.layout_op("self_attn.head_slice", h, h, (("T", hl, dv),), (("T", hl // tp, dv),)))
+            hl = hl // tp
+        self.op(O.linear("self_attn.o_proj", h, hl * dv, s.H, sa, w, "self_attn.o_proj"))
+        return self._reduce_tp(h, shard, "self_attn.o_proj.out")
+
+    def dense_mlp(self, L: int, a: Tok, mtp_layer: bool) -> Tok:
+        s, tp = self.spec, self.lay.dense_tp
+        sm = scheme(self.recipe, "mlp", mtp_layer)
+        x = a
+        if x.exp < 0:
+            self.coll("all_gather", "tp", x, s.H * 2, "post_attention_layernorm.out")
+            x = x.gathered()
+        di = s.Id // tp
+        w = self.wb(L, "mlp")
+        self.op(O.linear("mlp.gate_up_proj", x, s.H, 2 * di, sm, w * 2 / 3, "mlp"))
+        self.op(O.vector("mlp.act", "swiglu", x, di, 3, 4, (("T", 2 * di),), (("T", di),)))
+        self.op(O.linear("mlp.down_proj", x, di, s.H, sm, w / 3, "mlp"))
+        if a.exp < 0:
+            self.coll("reduce_scatter", "tp", x, s.H * 2, "mlp.out")
+            return x.sliced()
+        if self.tp > 1:
+            self.coll("all_reduce", "tp", x, s.H * 2, "mlp.out")
+        return x
+
+    def moe(self, L: int, a: Tok, mtp_layer: bool) -> Tok:
+        s, lay, tp, plan = self.spec, self.lay, self.tp, self.plan
+        se = scheme(self.recipe, "expert", mtp_layer)
+        k = s.topk_experts
+        gate_dt = "F32" if self.prof.gate_dtype == "F32" else "BF16"
+        self.op(O.linear("mlp.gate", a, s.H, s.E, FLOAT, self.wb(L, "mlp.gate"), "mlp.gate",
+                         out_bytes=4.0, dtype=gate_dt))
+        routed_in = a
+        sliced = False
+        if plan.ep_on and a.exp == 0 and tp > 1:
+            # §3.8: pad both hidden states and router logits to a multiple of TP, then TP-slice
+            padded = a.sliced().times(tp)
+            self.op(O.layout_op("mlp.pad", a, padded, (("T", s.H), ("T", s.E)), (("U", s.H), ("U", s.E))))
+            routed_in = a.sliced()
+            self.op(O.layout_op("mlp.tp_slice", padded, routed_in, (("T", s.H), ("T", s.E)),
+                                (("U", s.H), ("U", s.E))))
+            sliced = True
+        self.op(O.router_topk("mlp.topk", routed_in, s.E, k))
+        w_exp = self.wb(L, "mlp.experts")
+        if plan.ep_on:
+            scale = 4.0 if se.quantized else 0.0
+            self.coll("all_to_all", "ep", routed_in, k * (s.H * se.act_bytes + scale), "mlp.dispatch")
+            self.op(O.grouped_matmul("mlp.experts", routed_in, s.H, lay.I_p, k, s.E, lay.experts_local,
+                                     plan.ep, se, w_exp, "mlp.experts"))
+            self.coll("all_to_all", "ep", routed_in, k * s.H * 2, "mlp.combine")
+            routed_out = routed_in
+            if sliced:
+                self.coll("all_gather", "tp", routed_in, s.H * 2, "mlp.finalize")
+                routed_out = a
+        else:
+            g = routed_in
+            if g.exp < 0:
+                self.coll("all_gather", "tp", g, s.H * 2, "mlp.experts.in")
+                g = g.gathered()
+            if plan.dp > 1:
+                self.coll("all_gather", "dp", g, s.H * 2, "mlp.experts.in")
+                g = g.times(plan.dp)
+            self.op(O.grouped_matmul("mlp.experts", g, s.H, lay.I_p, k, s.E, lay.experts_local, 1, se,
+                                     w_exp, "mlp.experts"))
+            if plan.dp > 1:
+                self.coll("reduce_scatter", "dp", g, s.H * 2, "mlp.experts.out")
+                g = Tok(g.stream, g.exp, g.mul // plan.dp)
+            if routed_in.exp < 0:
+                self.coll("reduce_scatter", "tp", g, s.H * 2, "mlp.experts.out")
+            elif tp > 1:
+                self.coll("all_reduce", "tp", g, s.H * 2, "mlp.experts.out")
+            routed_out = routed_in
+        if s.S:
+            sm = scheme(self.recipe, "mlp", mtp_layer)
+            si = s.I * s.S // (1 if lay.shared_experts_replicated else tp)
+            w = self.wb(L, "mlp.shared_experts")
+            self.op(O.linear("mlp.shared_experts.gate_up_proj", a, s.H, 2 * si, sm, w * 2 / 3,
+                             "mlp.shared_experts"))
+            self.op(O.vector("mlp.shared_experts.act", "swiglu", a, si, 3, 4, (("T", 2 * si),), (("T", si),)))
+            self.op(O.linear("mlp.shared_experts.down_proj", a, si, s.H, sm, w / 3, "mlp.shared_experts"))
+            if not lay.shared_experts_replicated and tp > 1:
+                # feature reduction on the same (possibly local) token range (seed §3.3.1)
+                self.coll("all_reduce", "tp", a, s.H * 2, "mlp.shared_experts.out")
+            require_same(routed_out, a, f"layer {L} routed + shared merge")
+            self.op(O.vector("mlp.add_shared", "add", a, s.H, 3, 1))
+        return routed_out
+
+
+def layer_kinds(spec: ModelSpec) -> list[LayerKind]:
+    return [LayerKind(spec.layer_is_moe(i), spec.layer_has_indexer(i), i == 0) for i in range(spec.Lyr)]
+
+
+def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, phase: str,
+                  graph: str = "expanded", mtp_enabled: bool = True) -> Program:
+    """Build the op program of one phase ("prefill" or "decode") in one graph form."""
+    if graph not in GRAPHS:
+        raise ValueError(f"graph must be one of {GRAPHS}")
+    lay = resolve_layout(spec, plan, get_profile(engine))
+    weights, wsrc = weight_bytes(spec, plan, engine, recipe, lay)
+    b = _Builder(spec, plan, engine, recipe, phase, lay, weights)
+    shard = phase == "prefill" and plan.sp and plan.tp > 1
+    main = Tok(MAIN)
+    b.layers = []
+    st = State(b.embed("", main, shard), None)
+    kinds = layer_kinds(spec)
+    if graph == "expanded":
+        for L, kind in enumerate(kinds):
+            b.layers = [L]
+            st = b.layer(L, kind, st, shard)
+    else:
+        groups: dict[LayerKind, list[int]] = {}
+        for L, kind in enumerate(kinds):
+            groups.setdefault(kind, []).append(L)
+        for kind, layers in groups.items():
+            b.layers = layers
+            entry = st
+            st = b.layer(layers[0], kind, st, shard)
+            if len(layers) > 1 and st != entry:
+                raise ContractError(f"repeated region (layers {layers[0]}..{layers[-1]}) is not "
+                                    f"layout-transparent: {entry} -> {st}")
+    b.layers = []
+    b.head("", st, Tok(ROWS), "norm")
+    if spec.mtp_layers and mtp_enabled:
+        for j in range(spec.mtp_layers):
+            L = spec.Lyr + j
+            kind = LayerKind(spec.layer_is_moe(L), spec.layer_has_indexer(L), True)
+            for mode, stream, sh in ((1, MAIN, shard), (2, MTP_LATER, False)):
+                b.mult = mode
+                b.layers = [L]
+                p = f"mtp{j}." if spec.mtp_layers > 1 else "mtp."
+                tok = b.embed(p, Tok(stream), sh)
+                b.op(O.rms_norm(f"{p}enorm", tok, spec.H))
+                b.op(O.rms_norm(f"{p}hnorm", tok, spec.H))
+                b.op(O.linear(f"{p}eh_proj", tok, 2 * spec.H, spec.H, FLOAT, b.wb(L, "eh_proj"), "eh_proj"))
+                out = b.layer(L, kind, State(tok, None), sh, mtp_layer=True)
+                b.head(p, out, Tok(MTP_LATER), "shared_head.norm")
+        b.mult = 0
+    prog = Program(phase, graph, plan.tp, b.ops, b.colls, lay, wsrc)
+    return prog

@@ -1,0 +1,66 @@
+"""Quantization schemes as the perf model sees them: which unit a linear runs on, how many bytes
+its weight and input activation take, and whether it pays a per-token dynamic quantization.
+
+Why separate from the memory ledger: memory needs every scale tensor; the roofline needs only
+the compute dtype and the streamed bytes. Recipes follow the msModelSlim GLM-5 recipes
+(engine spec §1.4): ``w8a8`` = attention linears W8A8 static, MLP/shared/routed experts
+W8A8_DYNAMIC; ``w8a8-dynamic`` = every quantizable linear W8A8_DYNAMIC; ``w4a8`` = routed experts
+W4A8_DYNAMIC, other linears W8A8_DYNAMIC, MTP layer FLOAT. kv_b_proj (W_UK_T/W_UV), the indexer
+wk/weights_proj, the router, eh_proj, embeddings and lm_head are always float, and SFA inputs
+are bf16 whatever the linear scheme (seed §3.6).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import AuditInputError
+
+QUANTS = ("bf16", "w8a8", "w8a8-dynamic", "w4a8", "fp8-block")
+
+# dtype codes shared with kernels/perf_core.py (index into the device's mma peaks)
+DTYPE_CODE = {"F32": 0, "BF16": 1, "F16": 2, "I8": 3, "F8": 4}
+
+
+@dataclass(frozen=True)
+class Scheme:
+    name: str            # W8A8, W8A8_DYNAMIC, W4A8_DYNAMIC, FLOAT, FP8
+    weight_bytes: float  # bytes per weight element
+    compute: str         # mma dtype key
+    act_bytes: float     # bytes per input activation element
+    dynamic: bool        # per-token activation quantization inside the op
+
+    @property
+    def quantized(self) -> bool:
+        return self.name != "FLOAT"
+
+
+FLOAT = Scheme("FLOAT", 2.0, "BF16", 2.0, False)
+W8A8 = Scheme("W8A8", 1.0, "I8", 1.0, False)
+W8A8_DYN = Scheme("W8A8_DYNAMIC", 1.0, "I8", 1.0, True)
+W4A8_DYN = Scheme("W4A8_DYNAMIC", 0.5, "I8", 1.0, True)
+FP8 = Scheme("FP8", 1.0, "F8", 1.0, True)
+
+# linear classes: attn (q_a, kv_a, q_b, o_proj, indexer wq_b, q/k/v), mlp (dense + shared), expert
+_RECIPES: dict[str, dict[str, Scheme]] = {
+    "bf16": {"attn": FLOAT, "mlp": FLOAT, "expert": FLOAT},
+    "w8a8": {"attn": W8A8, "mlp": W8A8_DYN, "expert": W8A8_DYN},
+    "w8a8-dynamic": {"attn": W8A8_DYN, "mlp": W8A8_DYN, "expert": W8A8_DYN},
+    "w4a8": {"attn": W8A8_DYN, "mlp": W8A8_DYN, "expert": W4A8_DYN},
+    "fp8-block": {"attn": FP8, "mlp": FP8, "expert": FP8},
+}
+
+
+def check_quant(name: str) -> str:
+    key = name.lower().replace("_", "-")
+    if key not in _RECIPES:
+        raise AuditInputError("--quant", f"unknown scheme {name!r} (known: {', '.join(QUANTS)})")
+    return key
+
+
+def scheme(recipe: str, cls: str, mtp_layer: bool = False) -> Scheme:
+    """The scheme of one linear class under a recipe; ``float`` classes are always FLOAT."""
+    if cls == "float":
+        return FLOAT
+    if mtp_layer and recipe == "w4a8":
+        return FLOAT   # the W4A8 recipe excludes model.layers.{Lyr}* (engine spec §1.4)
+    return _RECIPES[check_quant(recipe)][cls]
