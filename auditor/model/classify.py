@@ -102,101 +102,114 @@ def infer_scheme(dtype: str, siblings: set[str]) -> str:
 
 
 def classify(table: TensorTable, n_main_layers: int | None, desc: dict[str, str] | None) -> ClassifiedTable:
-    """One pass over the table; template-cached so cost is one dict lookup per tensor."""
+    """Vectorised over templates: every per-tensor attribute is a function of (name template,
+    dtype, scheme), so Python work is per distinct template, not per tensor."""
     addr = parse_names(table.name, n_main_layers)
     n = len(table)
-    category = np.zeros(n, dtype=np.int8)
-    kind = np.empty(n, dtype=object)
-    scheme = np.empty(n, dtype=object)
     names = table.name
     dtypes = table.dtype
-    name_set = set(names.tolist())
-    per_tensor = desc or {}
-    findings: list[Finding] = []
-
-    # scheme lookup: description first, else inferred per module from sibling suffixes
-    prefix_of = {}
-    for i in range(n):
-        suf = addr.suffix[i]
-        nm = names[i]
-        prefix_of[i] = nm[: len(nm) - len(suf) - 1] if nm.endswith("." + suf) else nm
-    sibling_cache: dict[str, set[str]] = {}
-
-    def siblings(prefix: str) -> set[str]:
-        s = sibling_cache.get(prefix)
-        if s is None:
-            s = {x for x in ("deq_scale", "weight_scale", "weight_scale_inv", "scale_bias", "weight_offset",
-                             "quant_bias", "input_scale", "input_offset") if f"{prefix}.{x}" in name_set}
-            sibling_cache[prefix] = s
-        return s
-
-    for i in range(n):
-        nm = names[i]
-        suf = addr.suffix[i]
-        dt = str(dtypes[i])
-        blk = BLOCKS[addr.block[i]]
-        proj = addr.projection[i]
-        prefix = prefix_of[i]
-        if desc is not None:
-            sch = per_tensor.get(prefix + ".weight") or per_tensor.get(nm, "")
-        elif suf == "weight":
-            sch = infer_scheme(dt, siblings(prefix))
-        else:
-            sch = ""
-        scheme[i] = sch
-        if suf in SCALE_SUFFIXES:
-            category[i] = CAT_CODE["scale"]
-            kind[i] = suf
-        elif suf in OFFSET_SUFFIXES:
-            category[i] = CAT_CODE["offset"]
-            kind[i] = suf
-        elif dt in LOWBIT_DTYPES:
-            category[i] = CAT_CODE["int8"]
-            kind[i] = "int4_packed" if (sch or "").startswith("W4") else LOWBIT_DTYPES[dt]
-        else:
-            category[i] = CAT_CODE["float"]
-            kind[i] = _float_kind(blk, proj, suf, nm)
-
-    ct = ClassifiedTable(table, addr, category, kind, scheme, findings)
-    # module-level schemes for sibling tensors without their own entry (no description)
-    if desc is None:
-        weight_scheme = {prefix_of[i]: scheme[i] for i in range(n) if addr.suffix[i] == "weight"}
-        for i in range(n):
-            if not scheme[i]:
-                scheme[i] = weight_scheme.get(prefix_of[i], "")
-    findings.extend(check_consistency(ct, desc, prefix_of, name_set))
+    suffix = addr.suffix
+    # --- scheme: msModelSlim lists every sub-tensor of a linear with the linear's scheme
+    if desc is not None:
+        get = desc.get
+        scheme = np.array([get(x, "") for x in names.tolist()], dtype=object) if n else np.zeros(0, object)
+    else:
+        scheme = _infer_schemes(table, addr)
+    # --- category and kind, per (template-level suffix / kind) and dtype
+    category = np.full(n, CAT_CODE["float"], dtype=np.int8)
+    kind = np.empty(n, dtype=object)
+    suf_scale = np.isin(suffix, list(SCALE_SUFFIXES))
+    suf_offset = np.isin(suffix, list(OFFSET_SUFFIXES))
+    lowbit = np.isin(dtypes, list(LOWBIT_DTYPES)) & ~suf_scale & ~suf_offset
+    category[suf_scale] = CAT_CODE["scale"]
+    category[suf_offset] = CAT_CODE["offset"]
+    category[lowbit] = CAT_CODE["int8"]
+    kind[suf_scale | suf_offset] = suffix[suf_scale | suf_offset]
+    if lowbit.any():
+        w4 = lowbit & np.array([str(x).startswith("W4") for x in scheme], dtype=bool)
+        low_kinds = np.array([LOWBIT_DTYPES.get(str(d), "int8") for d in dtypes[lowbit]], dtype=object)
+        kind[lowbit] = low_kinds
+        kind[w4] = "int4_packed"
+    flt = ~(suf_scale | suf_offset | lowbit)
+    if flt.any():
+        fk: dict[tuple, str] = {}
+        idx = np.flatnonzero(flt)
+        keys = list(zip(addr.block[idx].tolist(), addr.projection[idx].tolist(), suffix[idx].tolist()))
+        kind[idx] = [fk.get(k) or fk.setdefault(k, _float_kind(BLOCKS[k[0]], k[1], k[2], "")) for k in keys]
+        for i in idx[np.isin(names[idx], ["rot.weight", "global_rotation"])]:
+            kind[i] = "rotation"
+    ct = ClassifiedTable(table, addr, category, kind, scheme, [])
+    ct.findings.extend(check_consistency(ct, desc))
     return ct
 
 
-def check_consistency(ct: ClassifiedTable, desc: dict[str, str] | None, prefix_of: dict[int, str],
-                      name_set: set[str]) -> list[Finding]:
+def _instance_keys(addr: AddressColumns) -> np.ndarray:
+    """One integer per module instance (layer, expert, module)."""
+    M = max(len(addr.modules), 1)
+    return ((addr.layer.astype(np.int64) + 1) * 100003 + (addr.expert.astype(np.int64) + 1)) * M + addr.modcode
+
+
+def _infer_schemes(table: TensorTable, addr: AddressColumns) -> np.ndarray:
+    """No description: a linear's scheme follows from its weight dtype and which siblings exist."""
+    n = len(table)
+    inst = _instance_keys(addr)
+    suffix = addr.suffix
+    present = {s: set(inst[suffix == s].tolist()) for s in ("deq_scale", "scale_bias", "weight_scale",
+                                                              "weight_scale_inv")}
+    scheme = np.full(n, "", dtype=object)
+    w = np.flatnonzero(suffix == "weight")
+    cache: dict[tuple, str] = {}
+    per_inst: dict[int, str] = {}
+    for i in w.tolist():
+        key = inst[i]
+        sib = frozenset(s for s, keys in present.items() if key in keys)
+        dt = str(table.dtype[i])
+        sch = cache.get((dt, sib))
+        if sch is None:
+            sch = cache[(dt, sib)] = infer_scheme(dt, set(sib))
+        per_inst[key] = sch
+    get = per_inst.get
+    scheme[:] = [get(k, "") for k in inst.tolist()]
+    return scheme
+
+
+def check_consistency(ct: ClassifiedTable, desc: dict[str, str] | None) -> list[Finding]:
     """Description vs stored tensors, missing quant siblings, dtype contradictions."""
     out: list[Finding] = []
     t = ct.table
-    loaded = t.loaded
     names = t.name
+    loaded = t.loaded
     if desc is not None:
-        stored_loaded = {str(names[i]) for i in range(len(t)) if loaded[i]}
-        for key in desc:
-            if key not in stored_loaded and key not in name_set:
-                out.append(Finding("warning", key, "listed in quant_model_description.json but not stored "
-                                                   "in any shard"))
-        for i in range(len(t)):
-            if loaded[i] and names[i] not in desc:
-                out.append(Finding("warning", str(names[i]), "stored but missing from quant_model_description.json"))
-    for i in range(len(t)):
-        if ct.addr.suffix[i] != "weight":
+        stored_all = set(names.tolist())
+        stored_loaded = set(names[loaded].tolist())
+        for key in sorted(set(desc) - stored_all):
+            out.append(Finding("warning", key, "listed in quant_model_description.json but not stored in any shard"))
+        for key in sorted(stored_loaded - set(desc)):
+            out.append(Finding("warning", key, "stored but missing from quant_model_description.json"))
+    weight = ct.addr.suffix == "weight"
+    scheme = ct.scheme
+    is_float_dt = np.isin(t.dtype, list(FLOAT_DTYPES))
+    says_float = weight & (scheme == "FLOAT") & ~is_float_dt
+    says_quant = weight & np.array([str(s).startswith(("W8", "W4")) for s in scheme], dtype=bool) & is_float_dt
+    for i in np.flatnonzero(says_float)[:50]:
+        out.append(Finding("error", str(names[i]), f"description says FLOAT but the stored dtype is {t.dtype[i]}"))
+    for i in np.flatnonzero(says_quant)[:50]:
+        out.append(Finding("error", str(names[i]), f"description says {scheme[i]} but the stored dtype is "
+                                                    f"{t.dtype[i]}"))
+    inst = _instance_keys(ct.addr)
+    suffix = ct.addr.suffix
+    for sch, need in REQUIRED_SIBLINGS.items():
+        rows = np.flatnonzero(weight & loaded & (scheme == sch))
+        if not len(rows):
             continue
-        sch = ct.scheme[i] or ""
-        dt = str(t.dtype[i])
-        nm = str(names[i])
-        if sch == "FLOAT" and dt not in FLOAT_DTYPES:
-            out.append(Finding("error", nm, f"description says FLOAT but the stored dtype is {dt}"))
-        elif sch.startswith(("W8", "W4")) and dt in FLOAT_DTYPES:
-            out.append(Finding("error", nm, f"description says {sch} but the stored dtype is {dt}"))
-        need = REQUIRED_SIBLINGS.get(sch)
-        if need and loaded[i]:
-            missing = [s for s in need if f"{prefix_of[i]}.{s}" not in name_set]
-            if missing:
-                out.append(Finding("error", nm, f"{sch} linear is missing {', '.join(missing)}"))
+        missing_by_row: dict[int, list[str]] = {}
+        for s in need:
+            have = np.isin(inst[rows], inst[suffix == s])
+            for i in rows[~have].tolist():
+                missing_by_row.setdefault(i, []).append(s)
+        for n_listed, (i, miss) in enumerate(sorted(missing_by_row.items())):
+            if n_listed >= 50:
+                out.append(Finding("error", None, f"{len(missing_by_row) - 50} more {sch} linears miss siblings"))
+                break
+            out.append(Finding("error", str(names[i]), f"{sch} linear is missing {', '.join(miss)}"))
     return out

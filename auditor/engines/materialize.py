@@ -1,0 +1,498 @@
+"""Apply the engine rules to every engine module of the model: the resident tensors of one rank
+class, with per-holder bytes, a placement that says which ranks hold them, the naive bytes the
+plain estimate would count for the same thing, and the cause of any difference (the bridge).
+
+Engine modules come from the model structure (ModelSpec); the checkpoint supplies each module's
+scheme, stored dtype and stored bytes (StoredIndex). A module the checkpoint lacks is modelled from
+the config and reported as a finding.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..model.classify import Finding
+from ..model.spec import DTYPE_BYTES, ModelSpec
+from ..plan import ParallelPlan, stage_layers
+from . import rules as R
+from .profiles import EngineProfile
+from .resolve import Layout
+from .stored import StoredIndex, StoredModule
+
+C_DTYPE = "dtype cast on load (stored -> resident)"
+C_SCALES = "scales / offsets kept (stored)"
+C_PAD = "layout padding (NZ / vocab)"
+C_QB = "DSA-CP: q_b_proj replicated"
+C_SHARED = "shared experts replicated"
+C_OREP = "o_proj replicated (P node)"
+C_LSHARD = "layer sharding (owned layers + 2 windows)"
+C_MTPSHARE = "MTP shares embed_tokens / lm_head"
+C_REDUNDANT = "redundant experts (EPLB)"
+C_MISSING = "modules missing from checkpoint (modelled from config)"
+
+BRIDGE_ORDER = (C_DTYPE, C_SCALES, R.C_QPARAM, R.C_FP32, R.C_ACLNN, C_QB, R.C_KVB, R.C_OPROJ, C_OREP,
+                C_SHARED, R.C_MLAPO, R.C_NORMBIAS, C_PAD, R.C_BUFFERS, R.C_C8, C_REDUNDANT, C_LSHARD,
+                C_MTPSHARE, C_MISSING)
+
+
+@dataclass
+class Resident:
+    """One resident tensor (or a naive-only counterpart) for the ranks its placement names."""
+    layer: int                  # -1 outside decoder layers
+    block: str
+    module: str
+    tensor: str
+    category: str
+    dtype: str
+    shape: tuple[int, ...]
+    bytes: int                  # per holder (per expert for placement "expert")
+    naive: int                  # what the naive estimate counts for this row, per holder
+    placement: str              # stage | expert | owner | first | last | all
+    owner: int = -1
+    cause: str | None = None
+    source: str = "stored"
+    note: str = ""
+
+
+@dataclass
+class Materialization:
+    rows: list[Resident]
+    findings: list[Finding] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+    stage_of_layer: dict[int, int] = field(default_factory=dict)
+
+
+def _shard_expr(expr: str, env: dict) -> tuple[int, ...]:
+    return tuple(int(v) for v in eval(expr, {"cdiv": lambda a, b: -(-a // b), "__builtins__": {}}, env)) \
+        if "," in expr else (int(eval(expr, {"cdiv": lambda a, b: -(-a // b), "__builtins__": {}}, env)),)
+
+
+def nz_nbytes(shape: tuple[int, ...], itemsize: float) -> int:
+    """FRACTAL_NZ storage: [..., m, n] -> [..., ceil(n/C0), ceil(m/16)*16, C0], C0 = 32 B / itemsize."""
+    if len(shape) < 2:
+        return int(math.prod(shape) * itemsize)
+    c0 = max(int(32 // itemsize), 1) if itemsize >= 1 else 64
+    lead = math.prod(shape[:-2])
+    m, n = shape[-2], shape[-1]
+    return int(lead * (-(-n // c0) * c0) * (-(-m // 16) * 16) * itemsize)
+
+
+class Materializer:
+    def __init__(self, spec: ModelSpec, plan: ParallelPlan, prof: EngineProfile, layout: Layout,
+                 stored: StoredIndex, desc_globals: dict, desc_keys: set[str] | None):
+        self.spec, self.plan, self.prof, self.layout, self.stored = spec, plan, prof, layout, stored
+        self.rows: list[Resident] = []
+        self.findings: list[Finding] = []
+        self.assumptions: list[str] = []
+        self.desc_globals = desc_globals
+        keys = desc_keys or set()
+        self.norm_bias = any("norm.bias" in k for k in keys)
+        self.c8 = bool(desc_globals.get("indexer_quant_type"))
+        self.rot_used = bool(desc_globals.get("is_rot_used"))
+        self.has_desc = desc_keys is not None
+        self._missing: set[str] = set()
+
+    # ---------------------------------------------------------------- helpers
+    def dtype(self, tok: str, stored: str) -> str:
+        if tok == "pd":
+            return self.spec.pd
+        if tok == "deq":
+            return "F32" if self.spec.pd == "BF16" else "I64"
+        if tok == "gate":
+            return "F32" if self.prof.gate_dtype == "F32" else self.spec.pd
+        if tok == "stored":
+            return stored or self.spec.pd
+        return tok
+
+    def nbytes(self, shape: tuple[int, ...], dtype: str, nz: str) -> int:
+        item = DTYPE_BYTES[dtype]
+        use_nz = (nz == "always" or (nz == "quant" and self.plan.nz_mode >= 1)
+                  or (nz == "bf16" and self.plan.nz_mode == 2))
+        if use_nz and dtype not in ("F32",):
+            return nz_nbytes(shape, item)
+        return int(math.prod(shape) * item)
+
+    def lookup(self, layer: int, module: str) -> StoredModule | None:
+        sm = self.stored.get(layer, module)
+        if sm is None:
+            self._missing.add(f"{'model.layers.%d.' % layer if layer >= 0 else ''}{module}")
+        return sm
+
+    def emit(self, rule_set, *, layer: int, block: str, module: str, env: dict, stored: list[StoredModule | None],
+             placement: str, naive_weight: int, module_cause: str | None, conditions: dict,
+             owner: int = -1, skip: tuple[str, ...] = (), only: tuple[str, ...] = ()) -> None:
+        """Emit the resident rows of one engine module. ``naive_weight`` (per holder) goes on the
+        first weight row; stored scales/offsets have naive 0 (the naive estimate excludes them)."""
+        stored_dtype = next((s.weight_dtype for s in stored if s is not None and s.weight_dtype), "")
+        naive_left = naive_weight
+        for rule in rule_set:
+            if rule.when and not conditions.get(rule.when, False):
+                continue
+            if rule.tensor in skip or (only and rule.tensor not in only):
+                continue
+            shape = _shard_expr(rule.shape, env)
+            dt = self.dtype(rule.dtype, stored_dtype)
+            nb = self.nbytes(shape, dt, rule.nz)
+            naive = 0
+            if rule.source == "stored" and rule.from_suffix in ("weight", "bias") and rule.category in ("float", "int8"):
+                naive, naive_left = naive_left, 0
+            if rule.source in ("allocated", "created"):
+                cause = rule.cause
+                # a parameter the checkpoint does carry is just a stored scale/offset
+                if rule.source == "allocated" and any(s is not None and rule.from_suffix in s.bytes_by_suffix
+                                                      for s in stored):
+                    cause = C_SCALES
+            elif rule.category in ("scale", "offset"):
+                cause = C_SCALES
+            elif module_cause and nb != naive:
+                cause = module_cause
+            elif nb != naive:
+                cause = C_DTYPE if dt != stored_dtype and stored_dtype else C_PAD
+            else:
+                cause = None
+            self.rows.append(Resident(layer, block, module, rule.tensor, rule.category, dt, shape, nb, naive,
+                                      placement, owner, cause, rule.source, rule.note))
+        if naive_left:
+            self.rows.append(Resident(layer, block, module, "(not resident)", "float", stored_dtype, (), 0,
+                                      naive_left, placement, owner, module_cause or C_DTYPE, "stored",
+                                      "counted by the naive estimate, not held by the engine"))
+
+    def naive_of(self, sms: list[StoredModule | None], shard: int) -> int:
+        total = sum((s.bytes_by_suffix.get("weight", 0) + s.bytes_by_suffix.get("bias", 0)) for s in sms if s)
+        return total // shard
+
+    def scheme_of(self, sms: list[StoredModule | None], name: str, layer: int) -> str:
+        schemes = [s.scheme for s in sms if s is not None]
+        if not schemes:
+            return "FLOAT"
+        non_float = [x for x in schemes if x != "FLOAT"]
+        if non_float and len(non_float) != len(schemes):
+            self.findings.append(Finding("error", f"model.layers.{layer}.{name}",
+                                         "fused module mixes FLOAT and quantized shards (engine raises)"))
+        if len(set(non_float)) > 1:
+            self.findings.append(Finding("error", f"model.layers.{layer}.{name}",
+                                         f"fused shards disagree on scheme: {sorted(set(non_float))}"))
+        return non_float[0] if non_float else "FLOAT"
+
+    # ---------------------------------------------------------------- linears
+    def linear(self, layer: int, block: str, name: str, members: list[str], Nf: int, Kf: int, kind: str,
+               replicated: bool, module_cause: str | None = None, force_float: bool = False,
+               layer_shard_owner: int = -1) -> str:
+        """kind: column | row | replicated (default-TP role, used for the naive estimate)."""
+        sms = [self.lookup(layer, m) for m in members]
+        scheme = "FLOAT" if force_float else self.scheme_of(sms, name, layer)
+        rules = R.LINEAR.get(scheme)
+        if rules is None:
+            self.findings.append(Finding("warning", f"model.layers.{layer}.{name}",
+                                         f"scheme {scheme} has no engine rule; modelled as stored FLOAT"))
+            rules = R.LINEAR["FLOAT"]
+        tp = self.plan.tp
+        naive_shard = 1 if kind == "replicated" else tp
+        shard = 1 if replicated else naive_shard
+        N = Nf // shard if kind == "column" else Nf
+        K = Kf // shard if kind == "row" else Kf
+        env = {"N": N, "K": K, "Nf": Nf, "Kf": Kf}
+        naive = self.naive_of(sms, naive_shard)
+        if layer_shard_owner >= 0:
+            # §3.4: only .weight is distributed by layer; scales, offsets, aclnn_* stay on every rank
+            self.emit(rules, layer=layer, block=block, module=name, env=env, stored=sms, placement="owner",
+                      naive_weight=0, module_cause=C_LSHARD, conditions={}, owner=layer_shard_owner,
+                      only=("weight",))
+            self.emit(rules, layer=layer, block=block, module=name, env=env, stored=sms, placement="stage",
+                      naive_weight=naive, module_cause=C_LSHARD, conditions={}, skip=("weight",))
+        else:
+            self.emit(rules, layer=layer, block=block, module=name, env=env, stored=sms, placement="stage",
+                      naive_weight=naive, module_cause=module_cause, conditions={})
+        return scheme
+
+    def norm(self, layer: int, block: str, name: str, dim: int, placement: str = "stage") -> None:
+        sms = [self.lookup(layer, name)]
+        self.emit(R.NORM, layer=layer, block=block, module=name, env={"dim": dim}, stored=sms,
+                  placement=placement, naive_weight=self.naive_of(sms, 1), module_cause=None,
+                  conditions={"norm_bias": self.norm_bias})
+
+    # ---------------------------------------------------------------- blocks
+    def attention(self, layer: int, mtp: bool) -> None:
+        s, L = self.spec, self.layout
+        blk = "mtp" if mtp else "attention"
+        if not s.mla:
+            hd = s.head_dim
+            kv_local = max(1, s.NKV // self.plan.tp) * self.plan.tp
+            Nf = s.NH * hd + 2 * min(s.NKV, kv_local) * hd
+            self.linear(layer, blk, "self_attn.qkv_proj", ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"],
+                        Nf, s.H, "column", False)
+            self.linear(layer, blk, "self_attn.o_proj", ["self_attn.o_proj"], s.H, s.NH * hd, "row", False)
+            return
+        if s.Qr:
+            qkv = self.linear(layer, blk, "self_attn.fused_qkv_a_proj",
+                              ["self_attn.q_a_proj", "self_attn.kv_a_proj_with_mqa"], s.Qr + s.Lkv + s.Dr, s.H,
+                              "replicated", True)
+            self.norm(layer, blk, "self_attn.q_a_layernorm", s.Qr)
+            sharded_qb = "q_b_proj" in L.layer_sharding and not mtp
+            self.linear(layer, blk, "self_attn.q_b_proj", ["self_attn.q_b_proj"], s.NH * s.Dq, s.Qr, "column",
+                        L.qb_kvb_replicated, module_cause=C_QB if L.qb_kvb_replicated else None,
+                        layer_shard_owner=layer % self.plan.ranks_per_stage if sharded_qb else -1)
+        else:
+            qkv = "FLOAT"
+            self.linear(layer, blk, "self_attn.q_proj", ["self_attn.q_proj"], s.NH * s.Dq, s.H, "column",
+                        L.qb_kvb_replicated, module_cause=C_QB if L.qb_kvb_replicated else None)
+            self.linear(layer, blk, "self_attn.kv_a_proj_with_mqa", ["self_attn.kv_a_proj_with_mqa"],
+                        s.Lkv + s.Dr, s.H, "replicated", True)
+        self.norm(layer, blk, "self_attn.kv_a_layernorm", s.Lkv)
+        self.kv_b(layer, blk)
+        self.o_proj(layer, blk, mtp)
+        if self._mlapo_applies(qkv, layer):
+            env = {"Lkv": s.Lkv, "Dr": s.Dr, "Qr": s.Qr, "H": s.H, "Hl": L.heads_local, "Dq": s.Dq}
+            self.emit(R.MLAPO, layer=layer, block=blk, module="self_attn.mlapo", env=env, stored=[],
+                      placement="stage", naive_weight=0, module_cause=None, conditions={})
+        if s.layer_has_indexer(layer):
+            self.indexer(layer, "mtp" if mtp else "indexer")
+
+    def _mlapo_applies(self, qkv_scheme: str, layer: int) -> bool:
+        if qkv_scheme != "W8A8" or self.layout.dsa_cp:
+            return False
+        if not self.norm_bias:
+            if layer == 0:
+                self.assumptions.append("MLAPO not modelled: it needs RMSNorm biases (no 'norm.bias' key in the "
+                                        "description)")
+            return False
+        if self.layout.kv_role == "kv_consumer" and self.plan.max_num_batched_tokens <= 1024:
+            # originals' weight/deq_scale/quant_bias are dropped; keep it simple: note it
+            if layer == 0:
+                self.assumptions.append("MLAPO on a pure decode node with max_num_batched_tokens <= 1024 drops the "
+                                        "original fused_qkv_a/q_b weights; not subtracted here")
+        return True
+
+    def kv_b(self, layer: int, blk: str) -> None:
+        s, L = self.spec, self.layout
+        sms = [self.lookup(layer, "self_attn.kv_b_proj")]
+        sm = sms[0]
+        if sm is not None and sm.scheme not in ("FLOAT", "") and s.dsa:
+            self.findings.append(Finding("error", f"model.layers.{layer}.self_attn.kv_b_proj.weight",
+                                         f"kv_b_proj is {sm.scheme}; the SFA backend asserts an unquantized "
+                                         "kv_b_proj (engine refuses to start)"))
+        env = {"Hl": L.heads_local, "Dn": s.Dn, "Dv": s.Dv, "Lkv": s.Lkv}
+        self.emit(R.KV_B, layer=layer, block=blk, module="self_attn.kv_b_proj", env=env, stored=sms,
+                  placement="stage", naive_weight=0, module_cause=None, conditions={})
+        naive = self.naive_of(sms, self.plan.tp)
+        if naive:
+            self.rows.append(Resident(layer, blk, "self_attn.kv_b_proj", "weight (disposed)", "float",
+                                      sm.weight_dtype if sm else s.pd, (0,), 0, naive, "stage", -1, R.C_KVB,
+                                      "stored", "dispose_layer leaves 0-element tensors"))
+
+    def o_proj(self, layer: int, blk: str, mtp: bool) -> None:
+        s, L = self.spec, self.layout
+        Kf = s.NH * s.Dv
+        rep = L.o_proj_replicated
+        sharded = "o_proj" in L.layer_sharding and rep and not mtp
+        scheme = self.linear(layer, blk, "self_attn.o_proj", ["self_attn.o_proj"], s.H, Kf, "row", rep,
+                             module_cause=C_OREP if rep else None,
+                             layer_shard_owner=layer % self.plan.ranks_per_stage if sharded else -1)
+        if L.o_proj_gather_pool and not rep:
+            env = {"Kf": Kf, "K": Kf // self.plan.tp, "H": s.H}
+            if scheme == "W8A8" and self.prof.o_proj_dsa_cp != "p_node_replicated":
+                self.emit(R.O_PROJ_ACLNN_COPIES, layer=layer, block=blk, module="self_attn.o_proj", env=env,
+                          stored=[], placement="stage", naive_weight=0, module_cause=None, conditions={})
+            if scheme == "FLOAT" and self.prof.o_proj_gather_input_copy:
+                self.emit((R.O_PROJ_GATHER_INPUT,), layer=layer, block=blk, module="self_attn.o_proj", env=env,
+                          stored=[], placement="stage", naive_weight=0, module_cause=None, conditions={})
+            self._o_pool_scheme = scheme
+
+    def indexer(self, layer: int, blk: str) -> None:
+        s = self.spec
+        self.linear(layer, blk, "self_attn.indexer.wq_b", ["self_attn.indexer.wq_b"], s.IH * s.ID, s.Qr,
+                    "replicated", True)
+        for m in ("self_attn.indexer.wk", "self_attn.indexer.weights_proj"):
+            sm = self.stored.get(layer, m)
+            if sm is not None and sm.scheme not in ("FLOAT", ""):
+                self.findings.append(Finding("warning", f"model.layers.{layer}.{m}.weight",
+                                             f"stored as {sm.scheme}, but the engine builds this projection with "
+                                             "quant_config=None (bf16)"))
+        if self.prof.indexer_fused_wk:
+            self.linear(layer, blk, "self_attn.indexer.wk_weights_proj",
+                        ["self_attn.indexer.wk", "self_attn.indexer.weights_proj"], s.ID + s.IH, s.H,
+                        "replicated", True, force_float=True)
+        else:
+            self.linear(layer, blk, "self_attn.indexer.wk", ["self_attn.indexer.wk"], s.ID, s.H, "replicated", True,
+                        force_float=True)
+            self.linear(layer, blk, "self_attn.indexer.weights_proj", ["self_attn.indexer.weights_proj"], s.IH, s.H,
+                        "replicated", True, force_float=True)
+        sms = [self.lookup(layer, "self_attn.indexer.k_norm")]
+        self.emit(R.LAYERNORM_FP32, layer=layer, block=blk, module="self_attn.indexer.k_norm", env={"dim": s.ID},
+                  stored=sms, placement="stage", naive_weight=self.naive_of(sms, 1), module_cause=None,
+                  conditions={})
+        if self.c8:
+            self.emit(R.INDEXER_C8, layer=layer, block=blk, module="self_attn.indexer", env={"ID": s.ID},
+                      stored=[], placement="stage", naive_weight=0, module_cause=None, conditions={})
+
+    def mlp(self, layer: int, mtp: bool) -> None:
+        s, L = self.spec, self.layout
+        if not s.layer_is_moe(layer):
+            blk = "mtp" if mtp else "dense_mlp"
+            self.linear(layer, blk, "mlp.gate_up_proj", ["mlp.gate_proj", "mlp.up_proj"], 2 * s.Id, s.H, "column",
+                        False)
+            self.linear(layer, blk, "mlp.down_proj", ["mlp.down_proj"], s.H, s.Id, "row", False)
+            return
+        # router
+        sms = [self.lookup(layer, "mlp.gate")]
+        self.emit(R.ROUTER, layer=layer, block="mtp" if mtp else "router", module="mlp.gate",
+                  env={"E": s.E, "H": s.H}, stored=sms, placement="stage", naive_weight=self.naive_of(sms, 1),
+                  module_cause=None, conditions={"router_bias": s.router_bias})
+        self.experts(layer, "mtp" if mtp else "routed_experts")
+        if s.S:
+            blk = "mtp" if mtp else "shared_experts"
+            rep = L.shared_experts_replicated
+            cause = C_SHARED if rep else None
+            self.linear(layer, blk, "mlp.shared_experts.gate_up_proj",
+                        ["mlp.shared_experts.gate_proj", "mlp.shared_experts.up_proj"], 2 * s.I * s.S, s.H,
+                        "column", rep, module_cause=cause)
+            self.linear(layer, blk, "mlp.shared_experts.down_proj", ["mlp.shared_experts.down_proj"], s.H,
+                        s.I * s.S, "row", rep, module_cause=cause)
+
+    def experts(self, layer: int, blk: str) -> None:
+        s, L, plan = self.spec, self.layout, self.plan
+        sms = [self.lookup(layer, f"mlp.experts.{p}") for p in ("gate_proj", "up_proj", "down_proj")]
+        scheme = self.scheme_of(sms, "mlp.experts", layer)
+        rules = R.MOE.get(scheme)
+        if rules is None:
+            self.findings.append(Finding("warning", f"model.layers.{layer}.mlp.experts",
+                                         f"MoE scheme {scheme} has no engine rule; modelled as FLOAT"))
+            rules = R.MOE["FLOAT"]
+        n_stored = max((sm.n_experts for sm in sms if sm), default=0)
+        if n_stored and n_stored != s.E:
+            self.findings.append(Finding("error", f"model.layers.{layer}.mlp.experts",
+                                         f"checkpoint holds {n_stored} experts, config says {s.E}"))
+        per_expert_naive = (sum(sm.weight_bytes for sm in sms if sm) // n_stored) if n_stored else 0
+        if plan.ep_on:
+            env = {"El": 1, "Ip": L.I_p, "H": s.H}
+            placement, naive = "expert", per_expert_naive
+        else:
+            env = {"El": L.experts_local, "Ip": L.I_p, "H": s.H}
+            placement, naive = "stage", per_expert_naive * s.E // L.moe_tp
+        self.emit(rules, layer=layer, block=blk, module="mlp.experts", env=env, stored=sms, placement=placement,
+                  naive_weight=naive, module_cause=None, conditions={"fused_mc2": plan.fused_mc2})
+        if placement == "expert":
+            # split the naive weight between w13 and w2 rows the way the checkpoint does
+            rows = [r for r in self.rows[-len(rules):] if r.layer == layer and r.module == "mlp.experts"]
+            w13 = next((r for r in rows if r.tensor == "w13_weight"), None)
+            w2 = next((r for r in rows if r.tensor == "w2_weight"), None)
+            if w13 is not None and w2 is not None and n_stored:
+                gu = sum(sm.weight_bytes for sm in sms[:2] if sm) // n_stored
+                w13.naive, w2.naive = gu, naive - gu
+                for r in (w13, w2):
+                    r.cause = C_DTYPE if r.bytes != r.naive else None
+
+    def mtp_extras(self, layer: int) -> None:
+        s = self.spec
+        for n in ("enorm", "hnorm", "shared_head.norm"):
+            self.norm(layer, "mtp", n, s.H)
+        self.linear(layer, "mtp", "eh_proj", ["eh_proj"], s.H, 2 * s.H, "replicated", True, force_float=True)
+        for m in ("shared_head.head", "embed_tokens"):
+            sm = self.stored.get(layer, m)
+            naive = sm.weight_bytes // self.plan.tp if sm else 0
+            if naive:
+                self.rows.append(Resident(layer, "mtp", m, "weight (shared with target)", "float", sm.weight_dtype,
+                                          (0,), 0, naive, "stage", -1, C_MTPSHARE, "stored",
+                                          "_maybe_share_embeddings / _maybe_share_lm_head"))
+        if self.rot_used:
+            self.rows.append(Resident(layer, "mtp", "rot", "weight", "float", s.pd, (s.H, s.H),
+                                      s.H * s.H * DTYPE_BYTES[s.pd], 0, "stage", -1, R.C_BUFFERS, "created",
+                                      "QuaRot rotation (is_rot_used)"))
+
+    # ---------------------------------------------------------------- globals
+    def globals_(self) -> None:
+        s, plan = self.spec, self.plan
+        env = {"Vp": s.V_padded, "T": plan.tp, "H": s.H}
+        for module, block, placement in (("model.embed_tokens", "embedding", "first"), ("lm_head", "lm_head", "last")):
+            sms = [self.lookup(-1, module)]
+            if module == "lm_head" and s.tie_embeddings and sms[0] is None:
+                continue
+            self.emit(R.EMBEDDING, layer=-1, block=block, module=module, env=env, stored=sms, placement=placement,
+                      naive_weight=self.naive_of(sms, plan.tp), module_cause=None, conditions={})
+            if self.has_desc and sms[0] is not None and f"{module}.weight" not in self._keys:
+                self.findings.append(Finding("error", f"{module}.weight",
+                                             "missing from quant_model_description.json: the engine raises KeyError"))
+        self.norm(-1, "norm", "model.norm", s.H, placement="last")
+        self.buffers()
+
+    def buffers(self) -> None:
+        s, plan, L = self.spec, self.plan, self.layout
+        rows: list[tuple[str, tuple[int, ...], str, str]] = []
+        if s.mla or s.head_dim:
+            rope = s.Dr if s.mla else s.head_dim
+            if s.rope_scaling_factor > 1 and s.rope_original_max:
+                n = int(s.rope_original_max * s.rope_scaling_factor)
+                inst = 2 if (s.dsa and not s.indexer_rope_interleave) else 1
+                for k in range(inst):
+                    for t in ("cos_sin_cache", "cos_cached", "sin_cached"):
+                        rows.append((f"rope{k}.{t}", (n, rope), s.pd, "DeepSeek yarn rotary cache"))
+                    rows.append((f"rope{k}.inv_freq", (rope // 2,), "F32", ""))
+            else:
+                rows.append(("rope.cos_sin_cache", (s.max_position, rope), s.pd, "default rotary cache"))
+                rows.append(("rope._cos_cache+_sin_cache", (2 * s.max_position, rope), s.pd,
+                             "global interleaved copy, ~2x (UNCONFIRMED duplication)"))
+                self.assumptions.append("default rope: a global _cos/_sin copy about 2x the cos_sin_cache is "
+                                        "counted (spec: exact duplication UNCONFIRMED)")
+            if s.mla:
+                for t in ("_cos_mla", "_sin_mla"):
+                    rows.append((t, (plan.max_num_batched_tokens, 1, 1, s.Dr), s.pd, "model-runner rope buffer"))
+        if s.dsa:
+            rows.append(("topk_indices_buffer", (plan.max_num_batched_tokens, s.topk_tokens), "I32",
+                         "one per model, shared with the MTP drafter"))
+        for name, shape, dt, note in rows:
+            self.rows.append(Resident(-1, "other", "buffers", name, "derived", dt, shape,
+                                      int(math.prod(shape) * DTYPE_BYTES[dt]), 0, "all", -1, R.C_BUFFERS,
+                                      "created", note))
+        if L.o_proj_gather_pool and getattr(self, "_o_pool_scheme", None):
+            scheme = self._o_pool_scheme
+            rule = R.O_PROJ_POOL_QUANT if scheme in ("W8A8", "W8A8_DYNAMIC") else R.O_PROJ_POOL_FLOAT
+            self.emit((rule,), layer=-1, block="attention", module="o_proj_full_pool",
+                      env={"Kf": s.NH * s.Dv, "H": s.H}, stored=[], placement="all", naive_weight=0,
+                      module_cause=None, conditions={})
+        if self.c8:
+            for t in ("q_hadamard", "k_hadamard"):
+                self.rows.append(Resident(-1, "other", "buffers", t, "derived", "BF16", (128, 128), 128 * 128 * 2, 0,
+                                          "all", -1, R.C_C8, "created", "class-shared, one pair per process"))
+
+    def layer_sharding_windows(self) -> None:
+        """§3.4: per series, 2 window buffers of the processed weight size on every rank."""
+        for series in self.layout.layer_sharding:
+            owned = [r for r in self.rows if r.placement == "owner" and r.module == f"self_attn.{series}"
+                     and r.tensor == "weight"]
+            if not owned:
+                continue
+            w = owned[0]
+            for k in range(2):
+                self.rows.append(Resident(-1, "attention", f"self_attn.{series}", f"layer_shard_window{k}",
+                                          "derived", w.dtype, w.shape, w.bytes, 0, "all", -1, C_LSHARD,
+                                          "created", "prefetch window (prefetch_step=1)"))
+
+    # ---------------------------------------------------------------- driver
+    def run(self, desc_keys: set[str] | None) -> Materialization:
+        self._keys = desc_keys or set()
+        s, plan = self.spec, self.plan
+        stages = stage_layers(s.Lyr, plan.pp)
+        stage_of = {l: i for i, r in enumerate(stages) for l in r}
+        layers = list(range(s.Lyr))
+        if plan.mtp and s.mtp_layers:
+            for k in range(s.mtp_layers):
+                stage_of[s.Lyr + k] = plan.pp - 1
+                layers.append(s.Lyr + k)
+        elif plan.mtp:
+            self.findings.append(Finding("warning", None, "MTP drafter requested but config has no "
+                                                          "num_nextn_predict_layers"))
+        for layer in layers:
+            mtp = layer >= s.Lyr
+            self.norm(layer, "mtp" if mtp else "norm", "input_layernorm", s.H)
+            self.norm(layer, "mtp" if mtp else "norm", "post_attention_layernorm", s.H)
+            self.attention(layer, mtp)
+            self.mlp(layer, mtp)
+            if mtp:
+                self.mtp_extras(layer)
+        self.globals_()
+        self.layer_sharding_windows()
+        if self._missing:
+            sample = sorted(self._missing)[:3]
+            self.findings.append(Finding("warning", None, f"{len(self._missing)} engine modules have no stored "
+                                                          f"tensors (e.g. {', '.join(sample)}); modelled from config"))
+        return Materialization(self.rows, self.findings, self.assumptions, stage_of)

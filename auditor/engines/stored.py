@@ -1,0 +1,77 @@
+"""Per-module view of the stored checkpoint: scheme, weight dtype/shape and bytes by suffix.
+
+Built with one bincount over (layer, module, suffix) codes, so it costs the same for 500 or
+180,000 tensors. Routed experts are collapsed per layer and projection ("mlp.experts.gate_proj").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..model.classify import ClassifiedTable
+
+
+@dataclass
+class StoredModule:
+    layer: int
+    module: str
+    scheme: str
+    weight_dtype: str
+    weight_shape: tuple[int, ...]
+    bytes_by_suffix: dict[str, int] = field(default_factory=dict)
+    count_by_suffix: dict[str, int] = field(default_factory=dict)
+    n_experts: int = 0
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.bytes_by_suffix.get("weight", 0)
+
+
+class StoredIndex:
+    """Lookup (layer, module) -> StoredModule for the tensors the engine loads."""
+
+    def __init__(self, ct: ClassifiedTable):
+        self.ct = ct
+        a = ct.addr
+        t = ct.table
+        self.modules: dict[tuple[int, str], StoredModule] = {}
+        mask = t.loaded
+        if not mask.any():
+            return
+        layer = a.layer[mask].astype(np.int64) + 1          # -1 -> 0
+        mc = a.modcode[mask].astype(np.int64)
+        sc = a.sufcode[mask].astype(np.int64)
+        M, S = max(len(a.modules), 1), max(len(a.suffixes), 1)
+        key = (layer * M + mc) * S + sc
+        uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        sums = np.bincount(inv, weights=t.nbytes[mask])
+        counts = np.bincount(inv)
+        idx = np.nonzero(mask)[0]
+        experts = a.expert[mask]
+        for u, k in enumerate(uniq):
+            lay, rem = divmod(int(k), M * S)
+            m, s = divmod(rem, S)
+            mkey = (lay - 1, a.modules[m])
+            sm = self.modules.get(mkey)
+            row = idx[first[u]]
+            if sm is None:
+                sm = self.modules[mkey] = StoredModule(lay - 1, a.modules[m], "", "", ())
+            suffix = a.suffixes[s]
+            sm.bytes_by_suffix[suffix] = int(sums[u])
+            sm.count_by_suffix[suffix] = int(counts[u])
+            if suffix == "weight":
+                sm.weight_dtype = str(t.dtype[row])
+                sm.weight_shape = t.shape_of(row)
+                sm.scheme = str(ct.scheme[row] or "")
+                if experts[first[u]] >= 0:
+                    sm.n_experts = int(counts[u])
+        for sm in self.modules.values():
+            if not sm.scheme and sm.weight_dtype:
+                sm.scheme = "FLOAT"
+
+    def get(self, layer: int, module: str) -> StoredModule | None:
+        return self.modules.get((layer, module))
+
+    def layers_present(self) -> set[int]:
+        return {k[0] for k in self.modules if k[0] >= 0}

@@ -1,0 +1,107 @@
+"""Per-rank ledger: place every resident row on the ranks that hold it and sum.
+
+Ranks are numbered stage*DP*TP + dp*TP + tp. A row's placement decides its per-rank multiplier:
+``stage`` (every rank of the stage holding its layer), ``expert`` (the local expert count of the
+rank's EP slot), ``owner`` (one rank of the stage, layer sharding), ``first``/``last`` (first or last
+PP stage), ``all`` (every rank: per-process buffers). One matrix product then gives totals by
+category, block and layer for every rank at once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..engines.materialize import BRIDGE_ORDER, Materialization
+from ..engines.resolve import Layout
+from ..model.classify import CATEGORIES
+from ..model.names import BLOCKS
+from ..model.spec import ModelSpec
+from ..plan import ParallelPlan
+
+
+def experts_per_slot(total: int, ep: int) -> np.ndarray:
+    """vLLM's expert map: an even split, the first ``total % ep`` EP ranks take one more."""
+    base, rem = divmod(total, ep)
+    return np.array([base + (1 if r < rem else 0) for r in range(ep)], dtype=np.int64)
+
+
+@dataclass
+class Ledger:
+    ranks: int
+    total: np.ndarray               # [R] bytes
+    naive: np.ndarray               # [R]
+    by_category: np.ndarray         # [R, C]
+    by_block: np.ndarray            # [R, B]
+    by_layer: np.ndarray            # [R, L+1] (last column: outside decoder layers)
+    by_cause: np.ndarray            # [R, len(BRIDGE_ORDER)] resident - naive
+    mult: np.ndarray                # [rows, R] resident multipliers
+    naive_mult: np.ndarray          # [rows, R]
+    layers: list[int] = field(default_factory=list)
+
+    @property
+    def worst_rank(self) -> int:
+        return int(np.argmax(self.total))
+
+    def order(self) -> np.ndarray:
+        """Ranks worst first (stable, so equal ranks keep their number order)."""
+        return np.argsort(-self.total, kind="stable")
+
+
+def build_ledger(mat: Materialization, spec: ModelSpec, plan: ParallelPlan, layout: Layout) -> Ledger:
+    rows = mat.rows
+    R = plan.world
+    n = len(rows)
+    rank = np.arange(R)
+    stage = rank // plan.ranks_per_stage
+    in_stage = rank % plan.ranks_per_stage           # = dp*TP + tp = EP slot when EP is on
+    last = plan.pp - 1
+    mult = np.zeros((n, R), dtype=np.float64)
+    naive_mult = np.zeros((n, R), dtype=np.float64)
+    if plan.ep_on:
+        res_slots = experts_per_slot(spec.E + plan.redundant_experts, plan.ep)[in_stage]
+        naive_slots = experts_per_slot(spec.E, plan.ep)[in_stage]
+    for i, r in enumerate(rows):
+        st = mat.stage_of_layer.get(r.layer, 0) if r.layer >= 0 else None
+        if r.placement == "stage":
+            m = (stage == st) if st is not None else np.ones(R, bool)
+            mult[i] = m
+            naive_mult[i] = m
+        elif r.placement == "expert":
+            m = stage == st
+            mult[i] = m * res_slots
+            naive_mult[i] = m * naive_slots
+        elif r.placement == "owner":
+            m = (stage == st) & (in_stage == r.owner)
+            mult[i] = m
+            naive_mult[i] = m
+        elif r.placement == "first":
+            mult[i] = naive_mult[i] = stage == 0
+        elif r.placement == "last":
+            mult[i] = naive_mult[i] = stage == last
+        else:   # all
+            mult[i] = naive_mult[i] = 1.0
+    nbytes = np.array([r.bytes for r in rows], dtype=np.float64)
+    nnaive = np.array([r.naive for r in rows], dtype=np.float64)
+    res = mult * nbytes[:, None]                       # [rows, R]
+    nai = naive_mult * nnaive[:, None]
+    cat = np.array([CATEGORIES.index(r.category) for r in rows], dtype=np.int64)
+    blk = np.array([BLOCKS.index(r.block) for r in rows], dtype=np.int64)
+    layers = sorted({r.layer for r in rows if r.layer >= 0})
+    lidx = {l: i for i, l in enumerate(layers)}
+    lay = np.array([lidx.get(r.layer, len(layers)) for r in rows], dtype=np.int64)
+    cause_idx = {c: i for i, c in enumerate(BRIDGE_ORDER)}
+    cause = np.array([cause_idx.get(r.cause, -1) for r in rows], dtype=np.int64)
+
+    def group(codes: np.ndarray, k: int, values: np.ndarray) -> np.ndarray:
+        onehot = np.zeros((len(codes), k))
+        ok = codes >= 0
+        onehot[np.nonzero(ok)[0], codes[ok]] = 1.0
+        return values.T @ onehot                    # [R, k]
+
+    return Ledger(
+        ranks=R, total=res.sum(axis=0), naive=nai.sum(axis=0),
+        by_category=group(cat, len(CATEGORIES), res), by_block=group(blk, len(BLOCKS), res),
+        by_layer=group(lay, len(layers) + 1, res), by_cause=group(cause, len(BRIDGE_ORDER), res - nai),
+        mult=mult, naive_mult=naive_mult, layers=layers,
+    )

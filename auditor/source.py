@@ -1,0 +1,106 @@
+"""Open what the user named: a checkpoint directory, a config-only directory, or a built-in preset.
+
+Whatever it is, the result is the same: a ModelSpec, a TensorTable and (optionally) the quant
+description. Config-only inputs get an inventory synthesized from the structure, and every report
+says so.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import AuditInputError
+from .inventory.quantdesc import QuantDescription, load_quant_description
+from .inventory.scan import ScanResult, find_quant_description, scan_model_dir
+from .inventory.table import TensorTable
+from .model.classify import Finding
+from .model.config import load_config_file, spec_from_config
+from .model.layout import RECIPES, expected_description, expected_tensors
+from .model.presets import DEFAULT_RECIPE, PRESETS, preset_config
+from .model.spec import ModelSpec
+
+
+@dataclass
+class ModelSource:
+    spec: ModelSpec
+    table: TensorTable
+    kind: str                        # checkpoint | config-only | preset
+    label: str                       # what the user named
+    desc: QuantDescription | None = None
+    recipe: str | None = None        # for synthesized inventories
+    scan: ScanResult | None = None
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def synthesized(self) -> bool:
+        return self.kind != "checkpoint"
+
+    def describe(self) -> str:
+        if self.kind == "checkpoint":
+            return f"checkpoint {self.label} ({len(self.table)} tensors in {len(self.table.files)} files)"
+        how = "config-only directory" if self.kind == "config-only" else "built-in preset"
+        return (f"{how} {self.label}: inventory SYNTHESIZED from the structure with recipe "
+                f"'{self.recipe}' (no safetensors read)")
+
+
+def _guess_recipe(desc: QuantDescription | None) -> str:
+    if desc is None:
+        return "bf16"
+    values = set(desc.per_tensor.values())
+    if "W4A8_DYNAMIC" in values:
+        return "w4a8"
+    if values & {"W8A8", "W8A8_DYNAMIC"}:
+        return "w8a8"
+    return "bf16"
+
+
+def _synthesized(spec: ModelSpec, recipe: str) -> tuple[TensorTable, QuantDescription | None]:
+    if recipe not in RECIPES:
+        raise AuditInputError("--recipe", f"unknown recipe {recipe!r} (known: {', '.join(RECIPES)})")
+    rows = expected_tensors(spec, recipe)
+    table = TensorTable.from_rows(rows, file="<synthesized>")
+    desc_doc = expected_description(spec, recipe)
+    desc = None
+    if desc_doc is not None:
+        desc = QuantDescription(path=Path("<synthesized>"))
+        for k, v in desc_doc.items():
+            (desc.per_tensor if isinstance(v, str) and k not in ("version", "model_quant_type") else desc.globals)[k] = v
+    return table, desc
+
+
+def open_model(model: str | Path | None, recipe: str | None = None, progress: bool | None = None,
+               default_preset: str = "glm-5.1") -> ModelSource:
+    """Resolve MODEL (directory or preset name) into a ModelSource. Never writes anything."""
+    if model is None:
+        model = default_preset
+    path = Path(model)
+    if path.is_dir():
+        config_path = path / "config.json"
+        if not config_path.exists():
+            raise AuditInputError(path, "no config.json in the model directory")
+        cfg = load_config_file(config_path)
+        spec = spec_from_config(cfg, name=path.resolve().name, where=str(config_path))
+        scan = scan_model_dir(path, progress=progress)
+        desc_path = scan.quant_desc_path or find_quant_description(path)
+        desc = load_quant_description(desc_path) if desc_path else None
+        findings = [Finding(s, t, m) for s, t, m in scan.index_findings]
+        if desc is not None:
+            findings += [Finding(s, k, m) for s, k, m in desc.findings]
+        if len(scan.table) == 0:
+            rec = recipe or _guess_recipe(desc)
+            table, synth_desc = _synthesized(spec, rec)
+            return ModelSource(spec, table, "config-only", str(path), desc or synth_desc, rec, scan, findings)
+        if recipe:
+            findings.append(Finding("info", None, f"--recipe {recipe} ignored: the checkpoint's own tensors are used"))
+        return ModelSource(spec, scan.table, "checkpoint", str(path), desc, None, scan, findings)
+    if path.exists():
+        raise AuditInputError(path, "not a directory (give the model directory, not a file)")
+    key = str(model).lower()
+    if key not in PRESETS:
+        if "/" in str(model) or "\\" in str(model):
+            raise AuditInputError(path, "no such directory")
+        preset_config(key)   # raises the friendly "not a preset" error
+    spec = spec_from_config(preset_config(key), name=key, where=f"preset {key}")
+    rec = recipe or DEFAULT_RECIPE.get(key, "bf16")
+    table, desc = _synthesized(spec, rec)
+    return ModelSource(spec, table, "preset", key, desc, rec)
