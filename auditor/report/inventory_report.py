@@ -1,0 +1,110 @@
+"""`audit inventory`: what the checkpoint stores, classified (no engine, no parallel plan)."""
+from __future__ import annotations
+
+import csv
+import io
+
+import numpy as np
+from tabulate import tabulate
+
+from ..model.classify import CATEGORIES, ClassifiedTable
+from ..model.names import BLOCKS
+from ..source import ModelSource
+from .units import gib, human
+
+
+def _group(keys: np.ndarray, nbytes: np.ndarray) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    uniq, inv = np.unique(keys.astype(str), return_inverse=True)
+    counts = np.bincount(inv, minlength=len(uniq))
+    sums = np.bincount(inv, weights=nbytes, minlength=len(uniq))
+    for i, k in enumerate(uniq):
+        out[str(k)] = {"count": int(counts[i]), "bytes": int(sums[i])}
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["bytes"]))
+
+
+def inventory_report(src: ModelSource, ct: ClassifiedTable, by: str = "summary") -> dict:
+    t = ct.table
+    loaded = t.loaded
+    files = []
+    if len(t):
+        fc = np.bincount(t.file, minlength=len(t.files))
+        fb = np.bincount(t.file, weights=t.nbytes, minlength=len(t.files))
+        files = [{"file": f, "tensors": int(fc[i]), "bytes": int(fb[i]),
+                  "loaded": bool(loaded[t.file == i].all()) if fc[i] else True} for i, f in enumerate(t.files)]
+    rep = {
+        "schema": 1, "tool": "audit inventory",
+        "model": {"name": src.spec.name, "source": src.kind, "path": src.label, "recipe": src.recipe,
+                  "synthesized": src.synthesized, "structure": src.spec.structure_summary()},
+        "tensors": int(len(t)), "bytes": int(t.nbytes.sum()),
+        "loaded": {"tensors": int(loaded.sum()), "bytes": int(t.nbytes[loaded].sum())},
+        "by_category": ct.summary(),
+        "by_kind": _group(ct.kind, t.nbytes),
+        "by_block": _group(np.array([BLOCKS[b] for b in ct.addr.block], dtype=object), t.nbytes),
+        "by_dtype": _group(t.dtype, t.nbytes),
+        "by_scheme": _group(np.where(ct.scheme == "", "-", ct.scheme), t.nbytes),
+        "files": files,
+        "quant_description": str(src.desc.path) if src.desc is not None else None,
+        "findings": [f.to_dict() for f in list(src.findings) + ct.findings],
+    }
+    if by == "tensor":
+        a = ct.addr
+        rep["tensor_rows"] = [
+            {"name": str(t.name[i]), "file": t.files[int(t.file[i])], "dtype": str(t.dtype[i]),
+             "shape": list(t.shape_of(i)), "nbytes": int(t.nbytes[i]), "category": CATEGORIES[ct.category[i]],
+             "kind": str(ct.kind[i]), "scheme": str(ct.scheme[i] or ""), "layer": int(a.layer[i]) if a.layer[i] >= 0 else None,
+             "block": BLOCKS[a.block[i]], "module": str(a.module[i]), "projection": str(a.projection[i]),
+             "expert": int(a.expert[i]) if a.expert[i] >= 0 else None, "loaded": bool(loaded[i]),
+             "data_offsets": [int(t.begin[i]), int(t.end[i])]}
+            for i in range(len(t))]
+    return rep
+
+
+def render_inventory(rep: dict, fmt: str) -> str:
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        if "tensor_rows" in rep:
+            cols = ["name", "file", "dtype", "shape", "nbytes", "category", "kind", "scheme", "layer", "block",
+                    "module", "projection", "expert", "loaded"]
+            w.writerow(cols)
+            for r in rep["tensor_rows"]:
+                w.writerow([("x".join(map(str, r[c])) if c == "shape" else ("" if r[c] is None else r[c]))
+                            for c in cols])
+        else:
+            w.writerow(["group", "key", "count", "bytes"])
+            for group in ("by_category", "by_kind", "by_block", "by_dtype", "by_scheme"):
+                for k, v in rep[group].items():
+                    w.writerow([group[3:], k, v["count"], v["bytes"]])
+        return buf.getvalue()
+    tf = "github" if fmt == "markdown" else "simple"
+    h = (lambda s: f"\n## {s}\n") if fmt == "markdown" else (lambda s: f"\n{s}\n{'-' * len(s)}")
+    m = rep["model"]
+    out = [f"audit inventory: {m['name']} ({m['source']})"]
+    if m["synthesized"]:
+        out.append("NOTE: no safetensors were read; the inventory is SYNTHESIZED from config.json structure "
+                   f"(recipe {m['recipe']}).")
+    out.append(f"structure: {'; '.join(m['structure'])}")
+    out.append(f"{rep['tensors']} tensors, {human(rep['bytes'])} stored in {len(rep['files'])} files; "
+               f"{rep['loaded']['tensors']} tensors / {human(rep['loaded']['bytes'])} loaded by the engine")
+    out.append(h("By category"))
+    out.append(tabulate([[c, v["count"], gib(v["bytes"])] for c, v in rep["by_category"].items()],
+                        ["category", "tensors", "GiB"], tablefmt=tf, disable_numparse=True))
+    for key, title in (("by_kind", "By kind"), ("by_block", "By block"), ("by_dtype", "By stored dtype"),
+                       ("by_scheme", "By scheme (quant description)")):
+        out.append(h(title))
+        out.append(tabulate([[k, v["count"], gib(v["bytes"])] for k, v in rep[key].items()],
+                            [key[3:], "tensors", "GiB"], tablefmt=tf, disable_numparse=True))
+    if "tensor_rows" in rep:
+        out.append(h("Tensors"))
+        out.append(tabulate([[r["name"], r["dtype"], "x".join(map(str, r["shape"])), r["category"], r["kind"],
+                              r["scheme"], r["block"], "yes" if r["loaded"] else "no"] for r in rep["tensor_rows"]],
+                            ["name", "dtype", "shape", "category", "kind", "scheme", "block", "loaded"],
+                            tablefmt=tf, disable_numparse=True))
+    if rep["findings"]:
+        out.append(h(f"Findings ({len(rep['findings'])})"))
+        out.append(tabulate([[f["severity"], f["tensor"] or "-", f["message"]] for f in rep["findings"][:40]],
+                            ["severity", "tensor", "message"], tablefmt=tf, disable_numparse=True))
+        if len(rep["findings"]) > 40:
+            out.append(f"... {len(rep['findings']) - 40} more (see --format json)")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,40 @@
+"""Byte sizes: parse what users type ("38GiB", "31 GB", "500MiB") and format what we print."""
+from __future__ import annotations
+
+import re
+
+from ..errors import AuditInputError
+
+GiB = 1024 ** 3
+MiB = 1024 ** 2
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000 ** 2, "mb": 1000 ** 2, "mib": MiB,
+          "g": GiB, "gb": 1000 ** 3, "gib": GiB, "t": 1024 ** 4, "tb": 1000 ** 4, "tib": 1024 ** 4}
+_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(text: str, option: str = "size") -> int:
+    """'38GiB' -> bytes. A bare 'G' means GiB (as engines and TensorCast print it); 'GB' is 10^9."""
+    m = _SIZE_RE.match(str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise AuditInputError(option, f"cannot read size {text!r} (examples: 38GiB, 31.5GB, 512MiB)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def gib(n: float, digits: int = 3) -> str:
+    return f"{n / GiB:.{digits}f}"
+
+
+def human(n: float) -> str:
+    a = abs(n)
+    if a >= GiB:
+        return f"{n / GiB:.3f} GiB"
+    if a >= MiB:
+        return f"{n / MiB:.1f} MiB"
+    if a >= 1024:
+        return f"{n / 1024:.1f} KiB"
+    return f"{int(n)} B"
+
+
+def signed_gib(n: float) -> str:
+    return f"{n / GiB:+.3f}"
