@@ -70,6 +70,7 @@ class PhaseResult:
     co_out: np.ndarray      # [m, 3]: bytes, time, count
     time_s: float
     sources: list[str] = field(default_factory=list)   # per op row
+    _cache: dict = field(default_factory=dict, repr=False)
 
     @property
     def time_ms(self) -> float:
@@ -113,33 +114,54 @@ class PhaseResult:
             return [(L, 1) for L in layers] if self.workload.mtp >= 1 else []
         return [(L, p) for L in layers for p in range(2, self.workload.mtp + 1)]
 
-    def op_entries(self) -> list[dict[str, Any]]:
+    def op_entries(self, seq: bool = False) -> list[dict[str, Any]]:
+        """One dict per op per layer (per MTP pass) in the expanded graph; ``seq`` adds the
+        emission index used to order a timeline. Cached: reports call it several times."""
+        key = ("ops", seq)
+        if key not in self._cache:
+            self._cache[key] = self._op_entries(seq)
+        return self._cache[key]
+
+    def op_entry(self, i: int) -> dict[str, Any]:
+        """The layer-independent fields of op row ``i``."""
+        op, o = self.program.ops[i], self.op_out[i]
         base = self.workload.stream_tokens()
-        rows = self.workload.stream_rows()
-        tp = self.program.tp
+        t_in, t_out = int(o[0]), op.tok_out.count(base[op.tok_out.stream], self.program.tp)
+        _, q, c = self.workload.stream_rows()[op.tok.stream]
+        sym = {"T": t_in, "U": t_out, "K": q + c, "R": t_in * int(op.params[2]) if op.kind == 8 else 0}
+        return {
+            "name": op.name, "kind": op.cls, "tokens": t_in, "layout": op.layout,
+            "shape_in": _shapes(op.shapes_in, sym), "shape_out": _shapes(op.shapes_out, sym),
+            "dtype": op.dtype, "flops": float(o[1] + o[2]), "mma_flops": float(o[1]),
+            "vector_flops": float(o[2]), "bytes": float(o[3]), "weight_bytes": float(op.weight),
+            "bound": "layout" if op.kind == 10 else ("compute" if o[8] > 0.5 else "memory"),
+            "time_us": float(o[6]) * 1e6, "source": self.sources[i] if self.sources else "analytic",
+            "module": op.module,
+        }
+
+    def _op_entries(self, seq: bool) -> list[dict[str, Any]]:
         out = []
         for i, op in enumerate(self.program.ops):
-            o = self.op_out[i]
-            t_in, t_out = int(o[0]), op.tok_out.count(base[op.tok_out.stream], tp)
-            _, q, c = rows[op.tok.stream]
-            sym = {"T": t_in, "U": t_out, "K": q + c, "R": t_in * int(op.params[2]) if op.kind == 8 else 0}
-            rec = {
-                "name": op.name, "kind": op.cls, "tokens": t_in, "layout": op.layout,
-                "shape_in": _shapes(op.shapes_in, sym), "shape_out": _shapes(op.shapes_out, sym),
-                "dtype": op.dtype, "flops": float(o[1] + o[2]), "mma_flops": float(o[1]),
-                "vector_flops": float(o[2]), "bytes": float(o[3]), "weight_bytes": float(op.weight),
-                "bound": "layout" if op.kind == 10 else ("compute" if o[8] > 0.5 else "memory"),
-                "time_us": float(o[6]) * 1e6, "source": self.sources[i] if self.sources else "analytic",
-                "module": op.module,
-            }
-            for layer, p in self._instances(op.mult, op.layers):
+            inst = self._instances(op.mult, op.layers)
+            if not inst:
+                continue
+            rec = self.op_entry(i)
+            if seq:
+                rec["seq"] = op.seq
+            for layer, p in inst:
                 e = {"layer": layer, **rec}
                 if p is not None:
                     e["pass"] = p
                 out.append(e)
         return out
 
-    def collective_entries(self) -> list[dict[str, Any]]:
+    def collective_entries(self, seq: bool = False) -> list[dict[str, Any]]:
+        key = ("colls", seq)
+        if key not in self._cache:
+            self._cache[key] = self._collective_entries(seq)
+        return self._cache[key]
+
+    def _collective_entries(self, seq: bool) -> list[dict[str, Any]]:
         out = []
         base = self.workload.stream_tokens()
         tp = self.program.tp
@@ -148,6 +170,8 @@ class PhaseResult:
             rec = {"kind": c.kind, "group": c.group, "tensor": c.tensor,
                    "tokens": c.tok.count(base[c.tok.stream], tp), "bytes": float(o[0]),
                    "time_us": float(o[1]) * 1e6, "after": c.after}
+            if seq:
+                rec["seq"] = c.seq
             for layer, p in self._instances(c.mult, c.layers):
                 e = {"layer": layer, **rec}
                 if p is not None:
@@ -228,19 +252,20 @@ def evaluate(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: Workloa
 
 
 def _apply_measured(res: PhaseResult, table: Any) -> None:
-    """Replace analytic op times by measured/interpolated kernel times where the table covers the
-    op's key; the phase total is recomputed."""
-    from .keys import op_key
+    """Replace analytic op times by measured/interpolated kernel times where the table covers
+    every key of the op; the phase total is recomputed."""
+    from .keys import kernel_name, op_keys
     srcs = []
     for i, op in enumerate(res.program.ops):
-        key = op_key(op, res.op_out[i], res.workload)
-        hit = table.lookup(op.kernel, key) if key is not None and op.kernel else None
-        if hit is None:
+        keys = op_keys(op, res.op_out[i], res.workload)
+        hits = [table.lookup(kernel_name(op), k) for k in keys]
+        if not hits or any(h is None for h in hits):
             srcs.append("analytic")
             continue
-        res.op_out[i, 6] = hit[0] * 1e-6
-        srcs.append(hit[1])
+        res.op_out[i, 6] = sum(h[0] for h in hits) * 1e-6
+        srcs.append("measured" if all(h[1] == "measured" for h in hits) else "interpolated")
     res.sources = srcs
+    res._cache.clear()
     o, c = res.op_out, res.co_out
     res.time_s = float((o[:, 6] * o[:, 7]).sum() + (c[:, 1] * c[:, 2]).sum())
 

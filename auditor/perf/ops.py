@@ -28,18 +28,8 @@ attention (dense)     mma 4 Kc h d, vec 4 Kc h                                  
 layout (slice/pad)    0                                                         0 (graph-layout op, no launch)
 ====================  ========================================================  ===============================
 
-Measured-kernel keys (``KernelTable.lookup(kernel, key)``), per class:
-
-* linear: ``matmul_<scheme>`` (bf16, f32, w8a8, w8a8_dynamic, w4a8_dynamic, fp8), key (M, K, N)
-* bmm: ``bmm_bf16``, key (heads, M, K, N)
-* vector: the op's class name (rms_norm, add_rms_norm, layer_norm, rope, cache_write, swiglu,
-  add), key (M, D)
-* sfa: ``sparse_flash_attention``, key (M, heads, mean attended keys per query)
-* indexer_score: ``lightning_indexer``, key (M, index heads, mean keys per query)
-* indexer_topk: ``indexer_topk``, key (M, mean keys per query)
-* router_topk: ``moe_gating_topk``, key (M, E, k)
-* grouped_matmul: ``grouped_matmul_<scheme>``, key (rows, H, I, local experts)
-* embedding: ``embedding``, key (M, H);  attention: ``flash_attention``, key (M, heads, mean keys)
+Measured-kernel names and keys per class: see ``keys.py`` (they follow the profiler importer in
+``measured.py``).
 """
 from __future__ import annotations
 
@@ -74,6 +64,7 @@ class Op:
     kernel: str = ""
     layers: list[int] = field(default_factory=list)
     mult: int = 0          # 0 always, 1 first MTP pass, 2 each later MTP pass
+    seq: int = 0           # emission order inside the program (timeline order within a layer)
 
     @property
     def layout(self) -> str:
@@ -154,7 +145,7 @@ def grouped_matmul(name: str, tok: Tok, h: int, inter: int, k: int, e: int, e_lo
     the weight bytes)."""
     op = Op(name, "grouped_matmul", GMM, tok, tok,
             (h, inter, k, e, domain, s.act_bytes, 1.0 if s.dynamic else 0.0),
-            (("R", h),), (("R", h),), weight, s.compute, module, f"grouped_matmul_{_scheme_kernel(s)}")
+            (("T", h),), (("T", h),), weight, s.compute, module, f"grouped_matmul_{_scheme_kernel(s)}")
     op.e_local = e_local  # type: ignore[attr-defined]
     return op
 
@@ -182,7 +173,8 @@ class Coll:
     tensor: str             # what it carries, e.g. "input_layernorm.out", "o_proj.weight"
     layers: list[int] = field(default_factory=list)
     mult: int = 0
-    after: str = ""         # name of the op it follows (trace ordering)
+    after: str = ""         # name of the op it follows
+    seq: int = 0
 
 
 COLL_KIND = {"all_reduce": 0, "all_gather": 1, "reduce_scatter": 2, "all_to_all": 3}

@@ -103,6 +103,7 @@ class _Builder:
     def op(self, op: O.Op) -> O.Op:
         op.layers = list(self.layers)
         op.mult = self.mult
+        op.seq = len(self.ops) + len(self.colls)
         self.ops.append(op)
         return op
 
@@ -111,7 +112,8 @@ class _Builder:
         if size <= 1:
             return
         after = self.ops[-1].name if self.ops else ""
-        self.colls.append(O.Coll(kind, group, tok, bpt, const, tensor, list(self.layers), self.mult, after))
+        self.colls.append(O.Coll(kind, group, tok, bpt, const, tensor, list(self.layers), self.mult, after,
+                                 len(self.ops) + len(self.colls)))
 
     def wb(self, layer: int, module: str) -> float:
         return float(self.w.get((layer, module), 0))

@@ -1,0 +1,51 @@
+"""Sweep output: the full grid as CSV, and the best configurations as a table / markdown / json."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from tabulate import tabulate
+
+from .sweep import COLUMNS, SweepResult
+
+_INT = {"tp", "dp", "ep", "tokens", "context", "batch", "mtp"}
+
+
+def _row(r) -> dict:
+    return {c: (int(v) if c in _INT else round(float(v), 4)) for c, v in zip(COLUMNS, r)}
+
+
+def write_sweep_csv(res: SweepResult, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(COLUMNS)
+        for r in res.rows:
+            w.writerow(list(_row(r).values()))
+
+
+def render_sweep(res: SweepResult, fmt: str, top: int = 5) -> str:
+    by_ttft = [_row(r) for r in res.best("ttft_ms", largest=False, k=top)]
+    by_dec = [_row(r) for r in res.best("decode_tok_s_per_device", largest=True, k=top)]
+    if fmt == "json":
+        return json.dumps({"configurations": res.n_configs, "skipped": res.skipped,
+                           "best_ttft": by_ttft, "best_decode_tok_s_per_device": by_dec}, indent=1)
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(["rank_by"] + COLUMNS)
+        for label, rows in (("ttft", by_ttft), ("decode_tok_s_per_device", by_dec)):
+            for r in rows:
+                w.writerow([label] + list(r.values()))
+        return buf.getvalue()
+    tf = "github" if fmt == "markdown" else "simple"
+    out = [f"{res.n_configs} configurations evaluated"]
+    for s in res.skipped:
+        out.append(f"skipped {s}")
+    out += ["", f"best TTFT (prefill time per DP rank batch), top {top}:",
+            tabulate([list(r.values()) for r in by_ttft], COLUMNS, tablefmt=tf),
+            "", f"best decode tokens/s per device (all drafts accepted), top {top}:",
+            tabulate([list(r.values()) for r in by_dec], COLUMNS, tablefmt=tf)]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,163 @@
+"""Text reports of a PerfResult: per-op table (identical ops across layers folded into one row
+with a layer range), per-layer summary, collective table and phase totals, as table / markdown /
+csv / json."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import defaultdict
+from typing import Any
+
+from tabulate import tabulate
+
+from .api import PerfResult, PhaseResult
+
+
+def layer_ranges(layers: list[int | None]) -> str:
+    """[0, 1, 2, 5] -> "0-2,5"; None (model-level ops) -> "-"."""
+    nums = sorted({x for x in layers if x is not None})
+    if not nums:
+        return "-"
+    out, start, prev = [], nums[0], nums[0]
+    for x in nums[1:] + [None]:
+        if x is not None and x == prev + 1:
+            prev = x
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if x is not None:
+            start = prev = x
+    return ",".join(out)
+
+
+def _si(x: float, unit: str = "") -> str:
+    for k, p in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= p:
+            return f"{x / p:.2f} {k}{unit}"
+    return f"{x:.0f} {unit}".rstrip()
+
+
+def _shape(s: list) -> str:
+    return " ".join("[" + ",".join(str(d) for d in t) + "]" for t in s)
+
+
+def folded_ops(ph: PhaseResult) -> list[dict[str, Any]]:
+    """Op rows folded across layers: one row per (name, MTP pass kind, tokens, cost), built from
+    the kernel arrays (entries are materialised once per group, not once per layer)."""
+    groups: dict[tuple, dict[str, Any]] = {}
+    o = ph.op_out
+    for i, op in enumerate(ph.program.ops):
+        inst = ph._instances(op.mult, op.layers)
+        if not inst:
+            continue
+        key = (op.name, op.mult == 2, o[i, 0], o[i, 1] + o[i, 2], o[i, 3], op.layout)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = {"row": i, "layers": [], "count": 0, "pass": inst[0][1]}
+        g["layers"].extend(L for L, _ in inst)
+        g["count"] += len(inst)
+    out = []
+    for g in groups.values():
+        e = ph.op_entry(g["row"])
+        e.update(layers=g["layers"], count=g["count"], **({"pass": g["pass"]} if g["pass"] else {}))
+        out.append(e)
+    return out
+
+
+def ops_rows(ph: PhaseResult) -> list[list]:
+    rows = []
+    for g in folded_ops(ph):
+        where = layer_ranges(g["layers"])
+        if g.get("pass"):
+            where += f" (MTP pass {'1' if g['pass'] == 1 else '2..'})"
+        rows.append([g["name"], where, g["count"], _shape(g["shape_in"]), _shape(g["shape_out"]), g["layout"],
+                     _si(g["flops"]), _si(g["bytes"], "B"), g["bound"], f"{g['time_us']:.1f}",
+                     f"{g['time_us'] * g['count'] / 1e3:.3f}", g["source"]])
+    return rows
+
+
+OPS_HEADERS = ["op", "layers", "n", "in", "out", "layout", "FLOPs", "bytes", "bound", "us each", "ms total",
+               "source"]
+
+
+def layer_rows(ph: PhaseResult) -> list[list]:
+    comp: dict[Any, float] = defaultdict(float)
+    comm: dict[Any, float] = defaultdict(float)
+    for i, op in enumerate(ph.program.ops):
+        t = float(ph.op_out[i, 6]) * 1e6
+        for L, _ in ph._instances(op.mult, op.layers):
+            comp[L] += t
+    for j, c in enumerate(ph.program.colls):
+        t = float(ph.co_out[j, 1]) * 1e6
+        for L, _ in ph._instances(c.mult, c.layers):
+            comm[L] += t
+    spec_layers = sorted({k for k in list(comp) + list(comm) if k is not None})
+    rows = []
+    for L in [None] + spec_layers:
+        rows.append(["model" if L is None else L, f"{comp[L] / 1e3:.3f}", f"{comm[L] / 1e3:.3f}",
+                     f"{(comp[L] + comm[L]) / 1e3:.3f}"])
+    return rows
+
+
+def collective_rows(ph: PhaseResult) -> list[list]:
+    agg: dict[tuple, list] = {}
+    for c in ph.collective_entries():
+        key = (c["kind"], c["group"], c["tensor"], c["bytes"])
+        a = agg.setdefault(key, [0, 0.0])
+        a[0] += 1
+        a[1] += c["time_us"]
+    return [[k, g, t, n, _si(b, "B"), f"{tt / n:.1f}", f"{tt / 1e3:.3f}"]
+            for (k, g, t, b), (n, tt) in agg.items()]
+
+
+def totals_rows(res: PerfResult) -> list[list]:
+    rows = []
+    for name, ph in res.phases.items():
+        label = "TTFT" if name == "prefill" else "step"
+        rows.append([name, f"{ph.time_ms:.3f}", label, f"{ph.comm_ms:.3f}", _si(ph.flops), _si(ph.bytes, "B"),
+                     ph.tokens, f"{ph.tokens_per_s:.1f}"])
+    return rows
+
+
+def render(res: PerfResult, fmt: str, per_layer: bool = True) -> str:
+    if fmt == "json":
+        return json.dumps(res.to_json(), indent=1)
+    if fmt == "csv":
+        return render_csv(res)
+    tf = "github" if fmt == "markdown" else "simple"
+    out = [f"audit perf: {res.model}  {res.plan.describe()}  engine {res.engine}  quant {res.recipe}  "
+           f"device {res.device}  graph {res.graph}"]
+    for name, ph in res.phases.items():
+        w = ph.workload
+        out.append("")
+        out.append(f"== {name}: batch {w.batch}, tokens {w.tokens if name == 'prefill' else 1 + w.mtp} per request, "
+                   f"context {w.context}, MTP {w.mtp}")
+        out.append(tabulate(ops_rows(ph), OPS_HEADERS, tablefmt=tf))
+        out.append("")
+        out.append(tabulate(collective_rows(ph), ["collective", "group", "tensor", "n", "bytes/rank", "us each",
+                                                  "ms total"], tablefmt=tf))
+        if per_layer:
+            out.append("")
+            out.append(tabulate(layer_rows(ph), ["layer", "ops ms", "comm ms", "total ms"], tablefmt=tf))
+    out.append("")
+    out.append(tabulate(totals_rows(res), ["phase", "time ms", "", "comm ms", "FLOPs", "bytes", "tokens/DP rank",
+                                           "tokens/s/DP rank"], tablefmt=tf))
+    for n in res.notes:
+        out.append(f"note: {n}")
+    return "\n".join(out) + "\n"
+
+
+def render_csv(res: PerfResult) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    cols = ["phase", "layer", "pass", "name", "kind", "tokens", "layout", "dtype", "flops", "bytes", "bound",
+            "time_us", "source"]
+    w.writerow(cols + ["group"])
+    for name, ph in res.phases.items():
+        for e in ph.op_entries():
+            w.writerow([name, e["layer"], e.get("pass", ""), e["name"], e["kind"], e["tokens"], e["layout"],
+                        e["dtype"], e["flops"], e["bytes"], e["bound"], f"{e['time_us']:.4f}", e["source"], ""])
+        for c in ph.collective_entries():
+            w.writerow([name, c["layer"], c.get("pass", ""), c["tensor"], c["kind"], c["tokens"], "", "", 0,
+                        c["bytes"], "comm", f"{c['time_us']:.4f}", "analytic", c["group"]])
+    return buf.getvalue()

@@ -1,0 +1,87 @@
+"""``audit sweep``: evaluate a grid of parallel plans x workloads with the batched kernel.
+
+One repetition-graph program per (tp, dp) plan and phase is built in Python (cached); every
+workload of the grid for that plan is then one row of a single ``sweep_times`` kernel call.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from ..errors import AuditInputError
+from ..model.spec import ModelSpec
+from ..plan import ParallelPlan
+from .api import cached_program
+from .quant import check_quant
+
+COLUMNS = ["tp", "dp", "ep", "tokens", "context", "batch", "mtp", "ttft_ms", "decode_step_ms",
+           "prefill_tok_s_per_device", "decode_tok_s_per_device"]
+
+
+@dataclass
+class SweepResult:
+    rows: np.ndarray            # [n, len(COLUMNS)]
+    skipped: list[str]
+    n_configs: int
+
+    def best(self, column: str, largest: bool, k: int = 5) -> np.ndarray:
+        c = COLUMNS.index(column)
+        if not len(self.rows):
+            return self.rows
+        order = np.argsort(-self.rows[:, c] if largest else self.rows[:, c], kind="stable")
+        return self.rows[order[:k]]
+
+
+def parse_grid(text: str, name: str) -> list[int]:
+    try:
+        vals = [int(v) for v in str(text).split(",") if v.strip()]
+    except ValueError:
+        raise AuditInputError(f"--{name}", f"expected a comma list of integers, got {text!r}") from None
+    if not vals:
+        raise AuditInputError(f"--{name}", "empty list")
+    return vals
+
+
+def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, device: Any,
+              tps: Iterable[int], dps: Iterable[int], tokens: Iterable[int], contexts: Iterable[int],
+              batches: Iterable[int], mtps: Iterable[int], ep_on: bool = True,
+              progress: Callable[[int], None] | None = None) -> SweepResult:
+    """TTFT and decode step time for every grid point; plans the model cannot take are skipped."""
+    from auditor_kernels.perf_core import sweep_times
+
+    from .device import device_vector, group_table
+    recipe = check_quant(recipe)
+    work = np.array(list(itertools.product(tokens, contexts, batches, mtps)), dtype=np.float64)
+    if spec.mtp_layers == 0 and (work[:, 3] > 0).any():
+        raise AuditInputError("--mtp", f"{spec.name} has no MTP layer")
+    dv = device_vector(device)
+    out, skipped = [], []
+    for tp, dp in itertools.product(tps, dps):
+        plan = base.with_(tp=tp, dp=dp, ep=tp * dp if ep_on and tp * dp > 1 else 1)
+        try:
+            pre = cached_program(spec, plan, engine, recipe, "prefill", "repetition", True)
+            dec = cached_program(spec, plan, engine, recipe, "decode", "repetition", True)
+        except AuditInputError as exc:
+            skipped.append(f"tp{tp} dp{dp}: {exc.one_line()}")
+            if progress:
+                progress(1)
+            continue
+        grp = group_table(device, plan)
+        t_pre = sweep_times(*pre.arrays(), 0, float(tp), work, dv, grp)
+        t_dec = sweep_times(*dec.arrays(), 1, float(tp), work, dv, grp)
+        n = len(work)
+        block = np.empty((n, len(COLUMNS)))
+        block[:, 0], block[:, 1], block[:, 2] = tp, dp, plan.ep
+        block[:, 3:7] = work
+        block[:, 7] = t_pre * 1e3
+        block[:, 8] = t_dec * 1e3
+        block[:, 9] = work[:, 2] * work[:, 0] / t_pre / tp
+        block[:, 10] = work[:, 2] * (1 + work[:, 3]) / t_dec / tp
+        out.append(block)
+        if progress:
+            progress(1)
+    rows = np.concatenate(out) if out else np.empty((0, len(COLUMNS)))
+    return SweepResult(rows, skipped, len(rows))
