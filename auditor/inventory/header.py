@@ -45,7 +45,15 @@ METADATA_KEY = "__metadata__"
 DTYPE_BITS: dict[str, int] = {k: int(v * 8) for k, v in DTYPE_BYTES.items()}
 KNOWN_DTYPES = frozenset(DTYPE_BITS)
 
-_get_fields = itemgetter("dtype", "shape", "data_offsets")
+_get_dtype = itemgetter("dtype")
+_get_shape = itemgetter("shape")
+_get_offsets = itemgetter("data_offsets")
+_LIST, _TWO, _INT = {list}, {2}, {int}
+# dtypes as small integer codes: one dict lookup per tensor instead of string arrays
+DTYPE_NAMES = tuple(sorted(DTYPE_BITS))
+_DTYPE_CODE = {name: i for i, name in enumerate(DTYPE_NAMES)}
+_DTYPE_NAME_ARR = np.array(DTYPE_NAMES, dtype="<U8")
+_DTYPE_BITS_ARR = np.array([DTYPE_BITS[d] for d in DTYPE_NAMES], dtype=np.int64)
 _MAX_NUMEL = 2 ** 62            # guards int64 arithmetic against absurd shapes
 
 
@@ -61,7 +69,7 @@ class HeaderEntries:
     header_len: int              # N
     file_size: int
     names: list[str]
-    dtypes: list[str]
+    dtype_code: np.ndarray       # int8 [n], index into DTYPE_NAMES
     ndim: np.ndarray             # int8 [n]
     shape: np.ndarray            # int64 [n, MAXDIM], trailing dims 1
     begin: np.ndarray            # int64 [n], relative to the data buffer
@@ -75,6 +83,11 @@ class HeaderEntries:
     def __len__(self) -> int:
         return len(self.names)
 
+    @property
+    def dtypes(self) -> np.ndarray:
+        """Safetensors dtype strings ('<U8')."""
+        return _DTYPE_NAME_ARR[self.dtype_code]
+
     def to_table(self, rel_file: str, loaded: bool = True) -> TensorTable:
         """One-file TensorTable with absolute offsets; ``rel_file`` is the name kept in ``files``."""
         n = len(self.names)
@@ -83,7 +96,7 @@ class HeaderEntries:
         return TensorTable(
             name=names,
             file=np.zeros(n, dtype=np.int32),
-            dtype=np.array(self.dtypes, dtype="<U8"),
+            dtype=self.dtypes,
             ndim=self.ndim, shape=self.shape,
             nbytes=self.end - self.begin,
             begin=self.begin + self.data_start, end=self.end + self.data_start,
@@ -104,11 +117,7 @@ def read_header(path: Path) -> HeaderEntries:
         raise AuditInputError(path, f"header is a JSON {_json_kind(header)}, not an object")
     metadata = _pop_metadata(path, header)
     n_len = len(raw)
-    # orjson silently keeps the last of duplicate keys; each tensor entry carries exactly one
-    # '"dtype"' token, so a count above the number of entries means something was dropped
-    # (or a name contains an escaped '"dtype"': the slow path sorts that out exactly).
-    if raw.count(b'"dtype"') != len(header):
-        _check_duplicates(path, raw)
+    _maybe_duplicates(path, raw, header, metadata)
     try:
         entries = _fast_columns(header)
     except (TypeError, KeyError, ValueError, OverflowError):
@@ -116,8 +125,8 @@ def read_header(path: Path) -> HeaderEntries:
     if entries is None:
         _slow_validate(path, header)   # raises with the precise problem
         raise AuditInputError(path, "header entries are malformed")  # pragma: no cover
-    names, dtypes, ndim, shape, begin, end = entries
-    _check_sizes(path, names, dtypes, ndim, shape, begin, end)
+    names, codes, ndim, shape, begin, end = entries
+    _check_sizes(path, names, codes, ndim, shape, begin, end)
     data_len = _check_layout(path, names, begin, end)
     expected = 8 + n_len + data_len
     if expected != file_size:
@@ -127,7 +136,7 @@ def read_header(path: Path) -> HeaderEntries:
         raise AuditInputError(path, f"{file_size - expected} unexpected trailing bytes after the "
                                     f"tensor data (data ends at byte {expected}, file has {file_size})")
     return HeaderEntries(path=path, header_len=n_len, file_size=file_size, names=names,
-                         dtypes=dtypes, ndim=ndim, shape=shape, begin=begin, end=end,
+                         dtype_code=codes, ndim=ndim, shape=shape, begin=begin, end=end,
                          metadata=metadata)
 
 
@@ -194,6 +203,26 @@ def _pop_metadata(path: Path, header: dict) -> dict[str, str] | None:
     return meta
 
 
+def _maybe_duplicates(path: Path, raw: bytes, header: dict, metadata: dict | None) -> None:
+    """orjson silently keeps the last of duplicate keys, so count what it could have dropped.
+
+    Every ``key: value`` pair in the document has exactly one ':' outside strings. A well-formed
+    entry has 4 (its name + dtype/shape/data_offsets), __metadata__ has 1 + one per item. Any
+    dropped duplicate adds at least one more, so a matching count proves there were none; a
+    mismatch (duplicates, extra keys, ':' inside names) triggers the exact check. One memchr-speed
+    pass instead of re-parsing.
+    """
+    expected = 4 * len(header)
+    if metadata is not None:
+        expected += 1 + len(metadata) + sum(k.count(":") + v.count(":") for k, v in metadata.items())
+    colons = raw.count(b":")
+    if colons == expected:
+        return
+    if colons == expected + sum(k.count(":") for k in header):
+        return
+    _check_duplicates(path, raw)
+
+
 def _check_duplicates(path: Path, raw: bytes) -> None:
     """Exact duplicate-key detection at any depth; only runs when the cheap count disagrees."""
     def hook(pairs):
@@ -219,40 +248,42 @@ class _Dup(Exception):
 # ----------------------------------------------------------------------------- columns
 
 def _fast_columns(header: dict):
-    """Columns for a well-formed header, or None / an exception when anything looks off."""
+    """Columns for a well-formed header, or None / an exception when anything looks off.
+
+    Each step is one C-level pass over all entries (``map``/``chain``/``np.fromiter``); the type
+    checks are set-of-types passes, so a float, bool or string anywhere sends the file to the
+    slow path instead of being silently cast by numpy.
+    """
     names = list(header)
     n = len(names)
     if n == 0:
-        return names, [], np.zeros(0, np.int8), np.ones((0, MAXDIM), np.int64), \
+        return names, np.zeros(0, np.int8), np.zeros(0, np.int8), np.ones((0, MAXDIM), np.int64), \
             np.zeros(0, np.int64), np.zeros(0, np.int64)
-    dtypes, shapes, offsets = zip(*map(_get_fields, header.values()))
-    if not KNOWN_DTYPES.issuperset(dtypes):
-        return None
-    if set(map(type, shapes)) != {list} or set(map(type, offsets)) != {list}:
-        return None
-    if set(map(len, offsets)) != {2}:
+    vals = list(header.values())
+    shapes = list(map(_get_shape, vals))
+    offsets = list(map(_get_offsets, vals))
+    codes = np.fromiter(map(_DTYPE_CODE.get, map(_get_dtype, vals)), dtype=np.int8, count=n)  # None: TypeError
+    if set(map(type, shapes)) != _LIST or set(map(type, offsets)) != _LIST or set(map(len, offsets)) != _TWO:
         return None
     nd = np.fromiter(map(len, shapes), dtype=np.int64, count=n)
-    if n and int(nd.max()) > MAXDIM:
-        return None
     flat_shape = list(chain.from_iterable(shapes))
     flat_off = list(chain.from_iterable(offsets))
-    if not {int}.issuperset(map(type, flat_shape)) or not {int}.issuperset(map(type, flat_off)):
+    if set(map(type, flat_shape)) - _INT or set(map(type, flat_off)) - _INT:
         return None   # bools, floats, strings, nested lists
     dims = np.fromiter(flat_shape, dtype=np.int64, count=len(flat_shape))
-    off = np.fromiter(flat_off, dtype=np.int64, count=2 * n).reshape(n, 2)
-    if (dims < 0).any() or (off < 0).any():
+    off = np.fromiter(flat_off, dtype=np.int64, count=2 * n)
+    if int(nd.max()) > MAXDIM or (len(dims) and int(dims.min()) < 0) or int(off.min()) < 0:
         return None
-    begin = off[:, 0].copy()
-    end = off[:, 1].copy()
+    begin = off[0::2]
+    end = off[1::2]
     if (begin > end).any():
         return None
     shape = np.ones((n, MAXDIM), dtype=np.int64)
-    rows = np.repeat(np.arange(n), nd)
-    starts = np.cumsum(nd) - nd
-    cols = np.arange(len(dims)) - np.repeat(starts, nd)
-    shape[rows, cols] = dims
-    return names, list(dtypes), nd.astype(np.int8), shape, begin, end
+    if len(dims):
+        rows = np.repeat(np.arange(n), nd)
+        cols = np.arange(len(dims)) - np.repeat(np.cumsum(nd) - nd, nd)
+        shape[rows, cols] = dims
+    return names, codes, nd.astype(np.int8), shape, begin, end
 
 
 def _slow_validate(path: Path, header: dict) -> None:
@@ -289,7 +320,7 @@ def _short(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _check_sizes(path: Path, names: list[str], dtypes: list[str], ndim: np.ndarray,
+def _check_sizes(path: Path, names: list[str], codes: np.ndarray, ndim: np.ndarray,
                  shape: np.ndarray, begin: np.ndarray, end: np.ndarray) -> None:
     """Stored bytes must equal numel * bits / 8, in whole bytes (sub-byte dtypes included)."""
     n = len(names)
@@ -300,18 +331,18 @@ def _check_sizes(path: Path, names: list[str], dtypes: list[str], ndim: np.ndarr
         i = int(np.argmax(np.prod(shape.astype(np.float64), axis=1) >= _MAX_NUMEL))
         raise AuditInputError(path, f"tensor {names[i]!r}: shape {_dims(ndim, shape, i)} has too many elements")
     numel = np.prod(shape, axis=1)
-    uniq, inv = np.unique(np.asarray(dtypes), return_inverse=True)
-    bits = np.array([DTYPE_BITS[d] for d in uniq], dtype=np.int64)[inv]
+    bits = _DTYPE_BITS_ARR[codes]
     total_bits = numel * bits
     bad = (total_bits % 8 != 0) | (total_bits // 8 != end - begin)
     if bad.any():
         i = int(np.argmax(bad))
         nb = int(end[i] - begin[i])
+        dt = DTYPE_NAMES[int(codes[i])]
         if total_bits[i] % 8:
-            raise AuditInputError(path, f"tensor {names[i]!r}: {dtypes[i]} x shape {_dims(ndim, shape, i)} "
+            raise AuditInputError(path, f"tensor {names[i]!r}: {dt} x shape {_dims(ndim, shape, i)} "
                                         f"is not a whole number of bytes")
         raise AuditInputError(path, f"tensor {names[i]!r}: data_offsets [{int(begin[i])}, {int(end[i])}] "
-                                    f"({nb} bytes) do not match dtype {dtypes[i]} x shape "
+                                    f"({nb} bytes) do not match dtype {dt} x shape "
                                     f"{_dims(ndim, shape, i)} = {int(total_bits[i] // 8)} bytes")
 
 
