@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..model.classify import Finding
+from ..model.classify import OFFSET_SUFFIXES, SCALE_SUFFIXES, Finding
 from ..model.spec import DTYPE_BYTES, ModelSpec
 from ..plan import ParallelPlan, stage_layers
 from . import rules as R
@@ -119,12 +119,23 @@ class Materializer:
         return sm
 
     def emit(self, rule_set, *, layer: int, block: str, module: str, env: dict, stored: list[StoredModule | None],
-             placement: str, naive_weight: int, module_cause: str | None, conditions: dict,
+             placement: str, naive_shard: int | None, module_cause: str | None, conditions: dict,
              owner: int = -1, skip: tuple[str, ...] = (), only: tuple[str, ...] = ()) -> None:
-        """Emit the resident rows of one engine module. ``naive_weight`` (per holder) goes on the
-        first weight row; stored scales/offsets have naive 0 (the naive estimate excludes them)."""
+        """Emit the resident rows of one engine module.
+
+        The naive estimate counts each stored float / low-bit tensor of the module at its stored dtype
+        divided by ``naive_shard`` (None: the caller accounts for it); scales and offsets count 0.
+        Naive bytes of stored tensors no resident rule takes become a "(not resident)" row.
+        """
         stored_dtype = next((s.weight_dtype for s in stored if s is not None and s.weight_dtype), "")
-        naive_left = naive_weight
+        naive_left: dict[str, int] = {}
+        if naive_shard:
+            for s in stored:
+                if s is None:
+                    continue
+                for suf, b in s.bytes_by_suffix.items():
+                    if suf not in SCALE_SUFFIXES and suf not in OFFSET_SUFFIXES:
+                        naive_left[suf] = naive_left.get(suf, 0) + b // naive_shard
         for rule in rule_set:
             if rule.when and not conditions.get(rule.when, False):
                 continue
@@ -133,9 +144,7 @@ class Materializer:
             shape = _shard_expr(rule.shape, env)
             dt = self.dtype(rule.dtype, stored_dtype)
             nb = self.nbytes(shape, dt, rule.nz)
-            naive = 0
-            if rule.source == "stored" and rule.from_suffix in ("weight", "bias") and rule.category in ("float", "int8"):
-                naive, naive_left = naive_left, 0
+            naive = naive_left.pop(rule.from_suffix, 0) if rule.source == "stored" else 0
             if rule.source in ("allocated", "created"):
                 cause = rule.cause
                 # a parameter the checkpoint does carry is just a stored scale/offset
@@ -152,14 +161,14 @@ class Materializer:
                 cause = None
             self.rows.append(Resident(layer, block, module, rule.tensor, rule.category, dt, shape, nb, naive,
                                       placement, owner, cause, rule.source, rule.note))
-        if naive_left:
-            self.rows.append(Resident(layer, block, module, "(not resident)", "float", stored_dtype, (), 0,
-                                      naive_left, placement, owner, module_cause or C_DTYPE, "stored",
-                                      "counted by the naive estimate, not held by the engine"))
+        for suf, naive in naive_left.items():
+            if naive:
+                self.rows.append(Resident(layer, block, module, f"{suf} (not resident)", "float", stored_dtype, (),
+                                          0, naive, placement, owner, module_cause or C_DTYPE, "stored",
+                                          "counted by the naive estimate, not held by the engine"))
 
     def naive_of(self, sms: list[StoredModule | None], shard: int) -> int:
-        total = sum((s.bytes_by_suffix.get("weight", 0) + s.bytes_by_suffix.get("bias", 0)) for s in sms if s)
-        return total // shard
+        return sum(s.weight_bytes for s in sms if s) // shard
 
     def scheme_of(self, sms: list[StoredModule | None], name: str, layer: int) -> str:
         schemes = [s.scheme for s in sms if s is not None]
@@ -192,23 +201,22 @@ class Materializer:
         N = Nf // shard if kind == "column" else Nf
         K = Kf // shard if kind == "row" else Kf
         env = {"N": N, "K": K, "Nf": Nf, "Kf": Kf}
-        naive = self.naive_of(sms, naive_shard)
         if layer_shard_owner >= 0:
             # §3.4: only .weight is distributed by layer; scales, offsets, aclnn_* stay on every rank
             self.emit(rules, layer=layer, block=block, module=name, env=env, stored=sms, placement="owner",
-                      naive_weight=0, module_cause=C_LSHARD, conditions={}, owner=layer_shard_owner,
+                      naive_shard=None, module_cause=C_LSHARD, conditions={}, owner=layer_shard_owner,
                       only=("weight",))
             self.emit(rules, layer=layer, block=block, module=name, env=env, stored=sms, placement="stage",
-                      naive_weight=naive, module_cause=C_LSHARD, conditions={}, skip=("weight",))
+                      naive_shard=naive_shard, module_cause=C_LSHARD, conditions={}, skip=("weight",))
         else:
             self.emit(rules, layer=layer, block=block, module=name, env=env, stored=sms, placement="stage",
-                      naive_weight=naive, module_cause=module_cause, conditions={})
+                      naive_shard=naive_shard, module_cause=module_cause, conditions={})
         return scheme
 
     def norm(self, layer: int, block: str, name: str, dim: int, placement: str = "stage") -> None:
         sms = [self.lookup(layer, name)]
         self.emit(R.NORM, layer=layer, block=block, module=name, env={"dim": dim}, stored=sms,
-                  placement=placement, naive_weight=self.naive_of(sms, 1), module_cause=None,
+                  placement=placement, naive_shard=1, module_cause=None,
                   conditions={"norm_bias": self.norm_bias})
 
     # ---------------------------------------------------------------- blocks
@@ -244,7 +252,7 @@ class Materializer:
         if self._mlapo_applies(qkv, layer):
             env = {"Lkv": s.Lkv, "Dr": s.Dr, "Qr": s.Qr, "H": s.H, "Hl": L.heads_local, "Dq": s.Dq}
             self.emit(R.MLAPO, layer=layer, block=blk, module="self_attn.mlapo", env=env, stored=[],
-                      placement="stage", naive_weight=0, module_cause=None, conditions={})
+                      placement="stage", naive_shard=None, module_cause=None, conditions={})
         if s.layer_has_indexer(layer):
             self.indexer(layer, "mtp" if mtp else "indexer")
 
@@ -273,7 +281,7 @@ class Materializer:
                                          "kv_b_proj (engine refuses to start)"))
         env = {"Hl": L.heads_local, "Dn": s.Dn, "Dv": s.Dv, "Lkv": s.Lkv}
         self.emit(R.KV_B, layer=layer, block=blk, module="self_attn.kv_b_proj", env=env, stored=sms,
-                  placement="stage", naive_weight=0, module_cause=None, conditions={})
+                  placement="stage", naive_shard=None, module_cause=None, conditions={})
         naive = self.naive_of(sms, self.plan.tp)
         if naive:
             self.rows.append(Resident(layer, blk, "self_attn.kv_b_proj", "weight (disposed)", "float",
@@ -292,10 +300,10 @@ class Materializer:
             env = {"Kf": Kf, "K": Kf // self.plan.tp, "H": s.H}
             if scheme == "W8A8" and self.prof.o_proj_dsa_cp != "p_node_replicated":
                 self.emit(R.O_PROJ_ACLNN_COPIES, layer=layer, block=blk, module="self_attn.o_proj", env=env,
-                          stored=[], placement="stage", naive_weight=0, module_cause=None, conditions={})
+                          stored=[], placement="stage", naive_shard=None, module_cause=None, conditions={})
             if scheme == "FLOAT" and self.prof.o_proj_gather_input_copy:
                 self.emit((R.O_PROJ_GATHER_INPUT,), layer=layer, block=blk, module="self_attn.o_proj", env=env,
-                          stored=[], placement="stage", naive_weight=0, module_cause=None, conditions={})
+                          stored=[], placement="stage", naive_shard=None, module_cause=None, conditions={})
             self._o_pool_scheme = scheme
 
     def indexer(self, layer: int, blk: str) -> None:
@@ -319,11 +327,11 @@ class Materializer:
                         "replicated", True, force_float=True)
         sms = [self.lookup(layer, "self_attn.indexer.k_norm")]
         self.emit(R.LAYERNORM_FP32, layer=layer, block=blk, module="self_attn.indexer.k_norm", env={"dim": s.ID},
-                  stored=sms, placement="stage", naive_weight=self.naive_of(sms, 1), module_cause=None,
+                  stored=sms, placement="stage", naive_shard=1, module_cause=None,
                   conditions={})
         if self.c8:
             self.emit(R.INDEXER_C8, layer=layer, block=blk, module="self_attn.indexer", env={"ID": s.ID},
-                      stored=[], placement="stage", naive_weight=0, module_cause=None, conditions={})
+                      stored=[], placement="stage", naive_shard=None, module_cause=None, conditions={})
 
     def mlp(self, layer: int, mtp: bool) -> None:
         s, L = self.spec, self.layout
@@ -336,7 +344,7 @@ class Materializer:
         # router
         sms = [self.lookup(layer, "mlp.gate")]
         self.emit(R.ROUTER, layer=layer, block="mtp" if mtp else "router", module="mlp.gate",
-                  env={"E": s.E, "H": s.H}, stored=sms, placement="stage", naive_weight=self.naive_of(sms, 1),
+                  env={"E": s.E, "H": s.H}, stored=sms, placement="stage", naive_shard=1,
                   module_cause=None, conditions={"router_bias": s.router_bias})
         self.experts(layer, "mtp" if mtp else "routed_experts")
         if s.S:
@@ -362,25 +370,23 @@ class Materializer:
         if n_stored and n_stored != s.E:
             self.findings.append(Finding("error", f"model.layers.{layer}.mlp.experts",
                                          f"checkpoint holds {n_stored} experts, config says {s.E}"))
-        per_expert_naive = (sum(sm.weight_bytes for sm in sms if sm) // n_stored) if n_stored else 0
         if plan.ep_on:
             env = {"El": 1, "Ip": L.I_p, "H": s.H}
-            placement, naive = "expert", per_expert_naive
+            placement, div = "expert", max(n_stored, 1)     # bytes per expert; the ledger multiplies
         else:
             env = {"El": L.experts_local, "Ip": L.I_p, "H": s.H}
-            placement, naive = "stage", per_expert_naive * s.E // L.moe_tp
+            placement, div = "stage", L.moe_tp
+        start = len(self.rows)
         self.emit(rules, layer=layer, block=blk, module="mlp.experts", env=env, stored=sms, placement=placement,
-                  naive_weight=naive, module_cause=None, conditions={"fused_mc2": plan.fused_mc2})
-        if placement == "expert":
-            # split the naive weight between w13 and w2 rows the way the checkpoint does
-            rows = [r for r in self.rows[-len(rules):] if r.layer == layer and r.module == "mlp.experts"]
-            w13 = next((r for r in rows if r.tensor == "w13_weight"), None)
-            w2 = next((r for r in rows if r.tensor == "w2_weight"), None)
-            if w13 is not None and w2 is not None and n_stored:
-                gu = sum(sm.weight_bytes for sm in sms[:2] if sm) // n_stored
-                w13.naive, w2.naive = gu, naive - gu
-                for r in (w13, w2):
-                    r.cause = C_DTYPE if r.bytes != r.naive else None
+                  naive_shard=None, module_cause=None, conditions={"fused_mc2": plan.fused_mc2})
+        # naive: the stored gate+up weights against w13, down against w2
+        naive = {"w13_weight": sum(sm.weight_bytes for sm in sms[:2] if sm) // div,
+                 "w2_weight": (sms[2].weight_bytes if sms[2] else 0) // div}
+        for r in self.rows[start:]:
+            if r.tensor in naive:
+                r.naive = naive[r.tensor]
+                r.cause = (C_DTYPE if r.dtype != sms[0].weight_dtype else C_PAD) if (sms[0] and r.bytes != r.naive) \
+                    else None
 
     def mtp_extras(self, layer: int) -> None:
         s = self.spec
@@ -408,7 +414,7 @@ class Materializer:
             if module == "lm_head" and s.tie_embeddings and sms[0] is None:
                 continue
             self.emit(R.EMBEDDING, layer=-1, block=block, module=module, env=env, stored=sms, placement=placement,
-                      naive_weight=self.naive_of(sms, plan.tp), module_cause=None, conditions={})
+                      naive_shard=plan.tp, module_cause=None, conditions={})
             if self.has_desc and sms[0] is not None and f"{module}.weight" not in self._keys:
                 self.findings.append(Finding("error", f"{module}.weight",
                                              "missing from quant_model_description.json: the engine raises KeyError"))
@@ -447,7 +453,7 @@ class Materializer:
             scheme = self._o_pool_scheme
             rule = R.O_PROJ_POOL_QUANT if scheme in ("W8A8", "W8A8_DYNAMIC") else R.O_PROJ_POOL_FLOAT
             self.emit((rule,), layer=-1, block="attention", module="o_proj_full_pool",
-                      env={"Kf": s.NH * s.Dv, "H": s.H}, stored=[], placement="all", naive_weight=0,
+                      env={"Kf": s.NH * s.Dv, "H": s.H}, stored=[], placement="all", naive_shard=None,
                       module_cause=None, conditions={})
         if self.c8:
             for t in ("q_hadamard", "k_hadamard"):

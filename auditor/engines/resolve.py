@@ -109,10 +109,11 @@ def resolve_layout(spec: ModelSpec, plan: ParallelPlan, prof: EngineProfile) -> 
     if plan.ep_on:
         moe_tp = 1
         total = spec.E + plan.redundant_experts
+        # vLLM's expert map splits unevenly when needed: the first (total % ep) ranks take one more
+        e_local = -(-total // plan.ep) if spec.moe else 0
         if spec.moe and total % plan.ep:
-            raise AuditInputError("--ep", f"{spec.E} experts + {plan.redundant_experts} redundant do not divide "
-                                          f"by EP {plan.ep}")
-        e_local = total // plan.ep if spec.moe else 0
+            notes.append(f"{total} expert slots over EP {plan.ep}: {total % plan.ep} ranks hold {e_local}, "
+                         f"the rest {total // plan.ep}")
         i_p = spec.I
     else:
         moe_tp = plan.tp * plan.dp
