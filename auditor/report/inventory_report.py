@@ -10,7 +10,7 @@ from tabulate import tabulate
 from ..model.classify import CATEGORIES, ClassifiedTable
 from ..model.names import BLOCKS
 from ..source import ModelSource
-from .units import gib, human
+from .units import Unit, human
 
 
 def _group(keys: np.ndarray, nbytes: np.ndarray) -> dict[str, dict[str, int]]:
@@ -80,6 +80,7 @@ def render_inventory(rep: dict, fmt: str) -> str:
     tf = "github" if fmt == "markdown" else "simple"
     h = (lambda s: f"\n## {s}\n") if fmt == "markdown" else (lambda s: f"\n{s}\n{'-' * len(s)}")
     m = rep["model"]
+    gib = Unit(rep["bytes"])
     out = [f"audit inventory: {m['name']} ({m['source']})"]
     if m["synthesized"]:
         out.append("NOTE: no safetensors were read; the inventory is SYNTHESIZED from config.json structure "
@@ -89,12 +90,12 @@ def render_inventory(rep: dict, fmt: str) -> str:
                f"{rep['loaded']['tensors']} tensors / {human(rep['loaded']['bytes'])} loaded by the engine")
     out.append(h("By category"))
     out.append(tabulate([[c, v["count"], gib(v["bytes"])] for c, v in rep["by_category"].items()],
-                        ["category", "tensors", "GiB"], tablefmt=tf, disable_numparse=True))
+                        ["category", "tensors", gib.name], tablefmt=tf, disable_numparse=True))
     for key, title in (("by_kind", "By kind"), ("by_block", "By block"), ("by_dtype", "By stored dtype"),
                        ("by_scheme", "By scheme (quant description)")):
         out.append(h(title))
         out.append(tabulate([[k, v["count"], gib(v["bytes"])] for k, v in rep[key].items()],
-                            [key[3:], "tensors", "GiB"], tablefmt=tf, disable_numparse=True))
+                            [key[3:], "tensors", gib.name], tablefmt=tf, disable_numparse=True))
     if "tensor_rows" in rep:
         out.append(h("Tensors"))
         out.append(tabulate([[r["name"], r["dtype"], "x".join(map(str, r["shape"])), r["category"], r["kind"],

@@ -4,7 +4,7 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from ..model.classify import CATEGORIES
-from .units import GiB, gib, signed_gib
+from .units import Unit
 
 
 def _rank_groups(ranks: list[dict]) -> list[tuple[list[int], dict]]:
@@ -34,6 +34,8 @@ def render_memory(rep: dict, fmt: str = "table", max_tensor_rows: int | None = N
     tf = "github" if fmt == "markdown" else "simple"
     h = (lambda s: f"\n## {s}\n") if fmt == "markdown" else (lambda s: f"\n{s}\n{'-' * len(s)}")
     m, p, e = rep["model"], rep["plan"], rep["engine"]
+    u = Unit(rep["worst_rank"]["bytes"])
+    gib, signed_gib = u, u.signed
     lines: list[str] = []
     title = f"audit memory: {m['name']} ({m['source']}{', recipe ' + m['recipe'] if m['recipe'] else ''})"
     lines.append(f"# {title}" if fmt == "markdown" else title)
@@ -46,10 +48,10 @@ def render_memory(rep: dict, fmt: str = "table", max_tensor_rows: int | None = N
             + f"MTP-drafter={'on' if p['mtp_drafter'] else 'off'} nz_mode={p['nz_mode']}")
     lines.append(f"plan: {plan} | engine: {e['label']} | {p['world']} ranks")
     w = rep["worst_rank"]
-    lines.append(f"worst rank {w['rank']}: {gib(w['bytes'])} GiB resident "
-                 f"(naive {gib(rep['naive']['bytes'])} GiB, imbalance {gib(rep['imbalance_bytes'])} GiB)")
+    lines.append(f"worst rank {w['rank']}: {gib(w['bytes'])} {u.name} resident "
+                 f"(naive {gib(rep['naive']['bytes'])} {u.name}, imbalance {gib(rep['imbalance_bytes'])} {u.name})")
 
-    lines.append(h("Per-rank resident weights, worst first (GiB)"))
+    lines.append(h(f"Per-rank resident weights, worst first ({u.name})"))
     head = ["ranks", "stage", "total"] + list(CATEGORIES) + ["naive", "vs naive"]
     body = []
     for ranks, r in _rank_groups(rep["ranks"]):
@@ -58,25 +60,25 @@ def render_memory(rep: dict, fmt: str = "table", max_tensor_rows: int | None = N
                     + [gib(r["naive_bytes"]), signed_gib(r["bytes"] - r["naive_bytes"])])
     lines.append(tabulate(body, head, tablefmt=tf, disable_numparse=True))
 
-    lines.append(h(f"Bridge: naive estimate -> engine-resident, rank {w['rank']} (GiB)"))
+    lines.append(h(f"Bridge: naive estimate -> engine-resident, rank {w['rank']} ({u.name})"))
     body = []
     for step in rep["bridge"]:
         if step["step"] in ("naive estimate", "resident"):
             body.append([("= " if step["step"] == "resident" else "") + step["step"], gib(step["bytes"])])
         else:
             body.append([f"  {step['step']}", signed_gib(step["bytes"])])
-    lines.append(tabulate(body, ["step", "GiB"], tablefmt=tf, disable_numparse=True, colalign=("left", "right")))
+    lines.append(tabulate(body, ["step", u.name], tablefmt=tf, disable_numparse=True, colalign=("left", "right")))
 
     worst = rep["ranks"][0]
-    lines.append(h(f"By block, rank {w['rank']} (GiB)"))
+    lines.append(h(f"By block, rank {w['rank']} ({u.name})"))
     body = [[b, gib(v), f"{100 * v / max(worst['bytes'], 1):.1f}%"]
             for b, v in sorted(worst["by_block"].items(), key=lambda kv: -kv[1])]
-    lines.append(tabulate(body, ["block", "GiB", "share"], tablefmt=tf, disable_numparse=True))
+    lines.append(tabulate(body, ["block", u.name, "share"], tablefmt=tf, disable_numparse=True))
 
     if "layers" in rep:
-        lines.append(h(f"By layer, rank {w['rank']} (GiB)"))
+        lines.append(h(f"By layer, rank {w['rank']} ({u.name})"))
         body = [[x["layer"] if x["layer"] is not None else "-", x["kind"], gib(x["bytes"])] for x in rep["layers"]]
-        lines.append(tabulate(body, ["layer", "kind", "GiB"], tablefmt=tf, disable_numparse=True))
+        lines.append(tabulate(body, ["layer", "kind", u.name], tablefmt=tf, disable_numparse=True))
     if "tensors" in rep:
         lines.append(h(f"By tensor, rank {w['rank']} (grouped over identical layers)"))
         rows = rep["tensors"] if max_tensor_rows is None else rep["tensors"][:max_tensor_rows]
@@ -87,20 +89,20 @@ def render_memory(rep: dict, fmt: str = "table", max_tensor_rows: int | None = N
     if "observed" in rep:
         o = rep["observed"]
         lines.append(h("Observed vs modeled (worst rank)"))
-        lines.append(f"observed {gib(o['observed_bytes'])} GiB, modeled {gib(o['modeled_bytes'])} GiB, "
-                     f"delta {signed_gib(o['delta_bytes'])} GiB"
+        lines.append(f"observed {gib(o['observed_bytes'])} {u.name}, modeled {gib(o['modeled_bytes'])} {u.name}, "
+                     f"delta {signed_gib(o['delta_bytes'])} {u.name}"
                      + (f" ({100 * o['relative']:+.1f}%)" if o["relative"] is not None else ""))
         body = [[c["category"], gib(c["modeled_bytes"]), gib(c["needed_bytes"]),
                  f"x{c['factor']:.2f}" if c["factor"] is not None else "-"] for c in o["by_category"]]
-        lines.append(tabulate(body, ["if the gap were all in", "modeled GiB", "would need GiB", "factor"],
+        lines.append(tabulate(body, ["if the gap were all in", f"modeled {u.name}", f"would need {u.name}", "factor"],
                               tablefmt=tf, disable_numparse=True))
         if o["closest_bridge_steps"]:
             lines.append("bridge steps closest in size to the gap: "
-                         + "; ".join(f"{s['step']} ({signed_gib(s['bytes'])} GiB)" for s in o["closest_bridge_steps"]))
+                         + "; ".join(f"{s['step']} ({signed_gib(s['bytes'])} {u.name})" for s in o["closest_bridge_steps"]))
     if "budget" in rep:
         b = rep["budget"]
         verdict = "EXCEEDED" if b["exceeded"] else "fits"
-        lines.append(f"\nbudget {gib(b['bytes'])} GiB per rank: {verdict} (headroom {signed_gib(b['headroom_bytes'])} GiB)")
+        lines.append(f"\nbudget {gib(b['bytes'])} {u.name} per rank: {verdict} (headroom {signed_gib(b['headroom_bytes'])} {u.name})")
 
     if rep["findings"]:
         lines.append(h(f"Findings ({len(rep['findings'])})"))
@@ -143,4 +145,4 @@ def render_memory_csv(rep: dict) -> str:
     return buf.getvalue()
 
 
-__all__ = ["render_memory", "render_memory_csv", "GiB"]
+__all__ = ["render_memory", "render_memory_csv"]

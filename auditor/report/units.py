@@ -38,3 +38,25 @@ def human(n: float) -> str:
 
 def signed_gib(n: float) -> str:
     return f"{n / GiB:+.3f}"
+
+
+def pick_unit(largest: float) -> tuple[str, float]:
+    """One unit for a whole report: GiB for real models, MiB or KiB for tiny test checkpoints."""
+    if largest >= GiB:
+        return "GiB", float(GiB)
+    if largest >= MiB:
+        return "MiB", float(MiB)
+    return "KiB", 1024.0
+
+
+class Unit:
+    """Formats numbers in one chosen unit, so every column of a report agrees."""
+
+    def __init__(self, largest: float):
+        self.name, self.div = pick_unit(largest)
+
+    def __call__(self, n: float) -> str:
+        return f"{n / self.div:.3f}"
+
+    def signed(self, n: float) -> str:
+        return f"{n / self.div:+.3f}"
