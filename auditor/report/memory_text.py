@@ -92,8 +92,10 @@ def render_memory(rep: dict, fmt: str = "table", max_tensor_rows: int | None = N
         lines.append(f"observed {gib(o['observed_bytes'])} {u.name}, modeled {gib(o['modeled_bytes'])} {u.name}, "
                      f"delta {signed_gib(o['delta_bytes'])} {u.name}"
                      + (f" ({100 * o['relative']:+.1f}%)" if o["relative"] is not None else ""))
-        body = [[c["category"], gib(c["modeled_bytes"]), gib(c["needed_bytes"]),
-                 f"x{c['factor']:.2f}" if c["factor"] is not None else "-"] for c in o["by_category"]]
+        body = [[c["category"], gib(c["modeled_bytes"]),
+                 gib(c["needed_bytes"]) if c["needed_bytes"] >= 0 else "impossible",
+                 f"x{c['factor']:.2f}" if c["factor"] is not None and c["needed_bytes"] >= 0 else "-"]
+                for c in o["by_category"]]
         lines.append(tabulate(body, ["if the gap were all in", f"modeled {u.name}", f"would need {u.name}", "factor"],
                               tablefmt=tf, disable_numparse=True))
         if o["closest_bridge_steps"]:
