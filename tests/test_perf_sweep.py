@@ -1,0 +1,66 @@
+"""The batched sweep kernel agrees with single evaluations; ``audit sweep`` writes the grid."""
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from auditor.cli import main
+from auditor.devices import load_device
+from auditor.model.presets import preset_spec
+from auditor.perf.api import Workload, evaluate
+from auditor.perf.sweep import COLUMNS, run_sweep
+from auditor.plan import ParallelPlan
+
+SPEC = preset_spec("glm-5.1")
+DEV = load_device("a3-752t")
+ENGINE = "vllm-ascend@main"
+
+
+def test_batched_kernel_matches_single_evaluations():
+    res = run_sweep(SPEC, ParallelPlan(sp=True), ENGINE, "w8a8", DEV, [4, 16], [2], [512, 4096], [0, 3000],
+                    [1, 4], [0, 2])
+    assert res.n_configs == 2 * 2 * 2 * 2 * 2 and not res.skipped
+    col = {c: i for i, c in enumerate(COLUMNS)}
+    for row in res.rows[::5]:
+        tp, dp, ep = int(row[col["tp"]]), int(row[col["dp"]]), int(row[col["ep"]])
+        assert ep == tp * dp
+        plan = ParallelPlan(tp=tp, dp=dp, ep=ep, sp=True)
+        kw = dict(tokens=int(row[col["tokens"]]), context=int(row[col["context"]]), batch=int(row[col["batch"]]),
+                  mtp=int(row[col["mtp"]]))
+        pre = evaluate(SPEC, plan, ENGINE, Workload("prefill", **kw), DEV, "w8a8")
+        dec = evaluate(SPEC, plan, ENGINE, Workload("decode", **kw), DEV, "w8a8")
+        assert row[col["ttft_ms"]] == pytest.approx(pre.phases["prefill"].time_ms, rel=1e-9)
+        assert row[col["decode_step_ms"]] == pytest.approx(dec.phases["decode"].time_ms, rel=1e-9)
+        per_dev = kw["batch"] * (1 + kw["mtp"]) / (dec.phases["decode"].time_s * tp)
+        assert row[col["decode_tok_s_per_device"]] == pytest.approx(per_dev, rel=1e-9)
+
+
+def test_impossible_plans_are_skipped():
+    res = run_sweep(SPEC, ParallelPlan(), ENGINE, "w8a8", DEV, [3, 4], [1], [128], [0], [1], [0])
+    assert len(res.skipped) == 1 and "tp3" in res.skipped[0]
+    assert set(res.rows[:, 0]) == {4}
+
+
+def test_sweep_cli_csv(tmp_path):
+    out = tmp_path / "s.csv"
+    rep = tmp_path / "best.txt"
+    assert main(["sweep", "--tp", "4,8", "--dp", "1,2", "--tokens", "1024,4096", "--context", "0",
+                 "--batch", "1,8", "--sp", "--csv", str(out), "-o", str(rep)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 2 * 2 * 2 * 2 and list(rows[0]) == COLUMNS
+    assert {(r["tp"], r["dp"], r["ep"]) for r in rows} == {("4", "1", "4"), ("4", "2", "8"), ("8", "1", "8"),
+                                                          ("8", "2", "16")}
+    text = rep.read_text()
+    assert "best TTFT" in text and "best decode tokens/s per device" in text
+    js_path = tmp_path / "best.json"
+    assert main(["sweep", "--tp", "4,8", "--dp", "1,2", "--tokens", "1024,4096", "--context", "0",
+                 "--batch", "1,8", "--sp", "--format", "json", "-o", str(js_path)]) == 0
+    import json
+    js = json.loads(js_path.read_text())
+    assert js["configurations"] == 16
+    best = min(rows, key=lambda r: float(r["ttft_ms"]))
+    assert js["best_ttft"][0]["ttft_ms"] == pytest.approx(float(best["ttft_ms"]), abs=1e-3)
+    top_dec = max(rows, key=lambda r: float(r["decode_tok_s_per_device"]))
+    assert js["best_decode_tok_s_per_device"][0]["decode_tok_s_per_device"] == pytest.approx(
+        float(top_dec["decode_tok_s_per_device"]), abs=1e-3)
