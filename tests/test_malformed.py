@@ -159,6 +159,33 @@ def case_duplicate_across_shards(d: Path) -> Case:
     return d, d / "model-00003.safetensors", f"tensor 'a.weight' is also stored in '{d / 'model-00001-of-00002.safetensors'}'", "scan"
 
 
+def case_bool_in_shape(d: Path) -> Case:
+    good_dir(d)
+    p = raw_st(d / "model-00003.safetensors", {"x": {"dtype": "F32", "shape": [True], "data_offsets": [0, 4]}}, 4)
+    return d, p, "tensor 'x': shape [true] is not a list of non-negative integers", "scan"
+
+
+def case_float_offsets(d: Path) -> Case:
+    good_dir(d)
+    p = raw_st(d / "model-00003.safetensors", {"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4.0]}}, 4)
+    return d, p, "tensor 'x': data_offsets [0, 4.0] must be two non-negative integers", "scan"
+
+
+def case_duplicate_key_non_object_first(d: Path) -> Case:
+    """The dropped duplicate carries no '"dtype"' at all: only the ':' count can notice it."""
+    good_dir(d)
+    hb = b'{"x": 5, "x": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]}}'
+    p = raw_st(d / "model-00003.safetensors", hb, 12)
+    return d, p, "duplicate key 'x' in header", "scan"
+
+
+def case_duplicate_across_shards_with_index(d: Path) -> Case:
+    good_dir(d)
+    save_file({"a.weight": np.ones((4, 4), np.float32)}, str(d / "model-00003.safetensors"))
+    _index(d, {"a.weight": "model-00001-of-00002.safetensors", "b.weight": "model-00002-of-00002.safetensors"})
+    return d, d / "model-00003.safetensors", "tensor 'a.weight' is also stored in", "scan"
+
+
 def _index(d: Path, weight_map) -> Path:
     p = d / "model.safetensors.index.json"
     p.write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))

@@ -304,3 +304,54 @@ def test_shared_w8a8_checkpoint(shared_dir: Path) -> None:
     assert q.globals["is_rot_used"] is True and q.findings == []
     # msModelSlim's total_size counts the quantized model, not QuaRot's rot.weight
     assert int(t.nbytes[t.loaded].sum()) == index["metadata"]["total_size"]
+
+
+def test_library_tolerances_are_matched(tmp_path: Path) -> None:
+    """Things safe_open accepts must scan too: extra entry keys, ':' in names and metadata,
+    whitespace before the JSON, a header with no tensors."""
+    header = {"__metadata__": {"note": "a:b:c", "k:1": "v"},
+              "ns:x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8], "extra": {"deep": [1, 2.5]}},
+              "y": {"dtype": "I8", "shape": [3], "data_offsets": [8, 11]}}
+    raw = b"   " + json.dumps(header).encode()
+    (tmp_path / "a.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(11))
+    raw2 = b"{}      "
+    (tmp_path / "b.safetensors").write_bytes(struct.pack("<Q", len(raw2)) + raw2)
+    res = scan_model_dir(tmp_path)
+    assert_matches_safe_open(tmp_path, res.table)
+    assert table_rows(res.table)["ns:x"][:4] == ("F32", [2], 8 + len(raw), 16 + len(raw))
+    assert read_header(tmp_path / "a.safetensors").metadata == {"note": "a:b:c", "k:1": "v"}
+    assert len(read_header(tmp_path / "b.safetensors")) == 0
+
+
+def test_index_paths_normalized_and_multiple_indexes_merged(tmp_path: Path) -> None:
+    wm = _three_shards(tmp_path, np.random.default_rng(4))
+    _write_index(tmp_path, {k: "./" + v for k, v in wm.items()})
+    res = scan_model_dir(tmp_path)
+    assert res.index_findings == []          # './x' is the same file as 'x'
+    _write_index(tmp_path, wm, name="other.safetensors.index.json")
+    res = scan_model_dir(tmp_path)
+    assert [(s, f) for s, f, _ in res.index_findings] == [("warning", "model.safetensors.index.json")]
+    assert "2 index files" in res.index_findings[0][2]
+
+
+def test_optional_tensor_listed_in_index_takes_the_exact_path(tmp_path: Path) -> None:
+    save_file({"w": np.zeros(4, np.int8)}, str(tmp_path / "model.safetensors"))
+    (tmp_path / "optional").mkdir()
+    save_file({"g": np.zeros(4, np.float32)}, str(tmp_path / "optional" / "quarot.safetensors"))
+    _write_index(tmp_path, {"w": "model.safetensors", "g": "optional/quarot.safetensors"})
+    res = scan_model_dir(tmp_path)
+    assert res.index_findings == []          # listed where it is stored: nothing to report
+    assert table_rows(res.table)["g"][4:] == ("optional/quarot.safetensors", False)
+
+
+def test_scan_restores_gc_state(tmp_path: Path) -> None:
+    import gc
+
+    save_file({"w": np.zeros(4, np.int8)}, str(tmp_path / "model.safetensors"))
+    assert gc.isenabled()
+    scan_model_dir(tmp_path)
+    assert gc.isenabled()
+    (tmp_path / "bad.safetensors").write_bytes(b"\x00" * 4)
+    with pytest.raises(Exception):
+        scan_model_dir(tmp_path)
+    assert gc.isenabled()

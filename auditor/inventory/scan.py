@@ -17,6 +17,7 @@ from __future__ import annotations
 import gc
 import re
 from contextlib import contextmanager
+from operator import countOf
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
@@ -96,7 +97,7 @@ def _scan(model_dir: Path, progress: bool | None) -> ScanResult:
             entries: HeaderEntries = read_header(model_dir / rel)
             tables.append(entries.to_table(rel, loaded=_is_loaded(rel)))
             if agrees and not _is_optional(rel):
-                agrees = list(map(weight_map.get, entries.names)).count(rel) == len(entries)
+                agrees = countOf(map(weight_map.get, entries.names), rel) == len(entries)
                 counted += len(entries)
             bar.update(8 + entries.header_len)
     table = TensorTable.concat(tables)
