@@ -75,7 +75,11 @@ def stream_table(decode: int, tokens: float, context: float, batch: float, mtp: 
 
 @njit(cache=True)
 def op_tokens(base: float, exp: int, dpmul: int, tp: float) -> float:
-    if exp < 0:
+    if exp == 0:
+        t = base
+    elif exp == -1:
+        t = math.ceil(base / tp)
+    elif exp < 0:
         t = math.ceil(base / tp ** (-exp))
     else:
         t = base * tp ** exp
@@ -284,6 +288,63 @@ def program_time(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.
         m = t * co_f[j, 0] + co_f[j, 1]
         total += coll_time(co_i[j, 0], m, grp[co_i[j, 1]], dev[7]) * cnt
     return total
+
+
+@njit(cache=True)
+def context_dependent(kind: int) -> bool:
+    """Op kinds whose cost depends on the cached context (everything else depends only on the
+    token counts, so a sweep evaluates it once per (tokens, batch, mtp))."""
+    return kind == SFA or kind == IDX_SCORE or kind == IDX_TOPK or kind == ATTN
+
+
+@njit(cache=True)
+def partial_time(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.ndarray, co_f: np.ndarray,
+                 co_m: np.ndarray, decode: int, tp: float, tokens: float, context: float, batch: float,
+                 mtp: float, dev: np.ndarray, grp: np.ndarray, ctx_part: bool) -> float:
+    """``program_time`` restricted to the context-dependent ops (``ctx_part``) or to all the
+    rest including collectives; the two parts sum to ``program_time``."""
+    st = stream_table(decode, tokens, context, batch, mtp)
+    total = 0.0
+    for i in range(op_i.shape[0]):
+        kind = op_i[i, 0]
+        if kind == ZERO or context_dependent(kind) != ctx_part:
+            continue
+        cnt = op_f[i, 9] * mult(op_m[i], mtp)
+        if cnt == 0.0:
+            continue
+        s = op_i[i, 1]
+        base = st[s, 0] * st[s, 1]
+        t = op_tokens(base, op_i[i, 2], op_i[i, 3], tp)
+        frac = t / base if base > 0 else 0.0
+        mma, vec, seq, rnd, rk = op_work(kind, op_f[i, :8], op_f[i, 8], t, frac, st[s])
+        total += op_time(kind, op_i[i, 4], mma, vec, seq, rnd, rk, dev)[2] * cnt
+    if ctx_part:
+        return total
+    for j in range(co_i.shape[0]):
+        cnt = co_f[j, 2] * mult(co_m[j], mtp)
+        if cnt == 0.0:
+            continue
+        s = co_i[j, 2]
+        base = st[s, 0] * st[s, 1]
+        t = op_tokens(base, co_i[j, 3], co_i[j, 4], tp)
+        total += coll_time(co_i[j, 0], t * co_f[j, 0] + co_f[j, 1], grp[co_i[j, 1]], dev[7]) * cnt
+    return total
+
+
+@njit(cache=True, parallel=True)
+def sweep_grid(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.ndarray, co_f: np.ndarray,
+               co_m: np.ndarray, decode: int, tp: float, keys: np.ndarray, contexts: np.ndarray,
+               dev: np.ndarray, grp: np.ndarray) -> np.ndarray:
+    """Batched evaluation over a product grid: ``keys[u] = (tokens, batch, mtp)`` x ``contexts``.
+    Context-independent work is evaluated once per key; returns seconds ``[len(keys), len(contexts)]``."""
+    out = np.empty((keys.shape[0], contexts.shape[0]))
+    for u in prange(keys.shape[0]):
+        tok, bat, mtp = keys[u, 0], keys[u, 1], keys[u, 2]
+        fixed = partial_time(op_i, op_f, op_m, co_i, co_f, co_m, decode, tp, tok, 0.0, bat, mtp, dev, grp, False)
+        for c in range(contexts.shape[0]):
+            out[u, c] = fixed + partial_time(op_i, op_f, op_m, co_i, co_f, co_m, decode, tp, tok, contexts[c],
+                                             bat, mtp, dev, grp, True)
+    return out
 
 
 @njit(cache=True, parallel=True)

@@ -64,3 +64,21 @@ def test_sweep_cli_csv(tmp_path):
     top_dec = max(rows, key=lambda r: float(r["decode_tok_s_per_device"]))
     assert js["best_decode_tok_s_per_device"][0]["decode_tok_s_per_device"] == pytest.approx(
         float(top_dec["decode_tok_s_per_device"]), abs=1e-3)
+
+
+def test_grid_kernel_equals_generic_batched_kernel():
+    import numpy as np
+    from auditor_kernels.perf_core import sweep_grid, sweep_times
+
+    from auditor.perf.api import cached_program
+    from auditor.perf.device import device_vector, group_table
+    plan = ParallelPlan(tp=8, dp=2, ep=16, sp=True)
+    prog = cached_program(SPEC, plan, ENGINE, "w8a8", "decode", "repetition", True)
+    keys = np.array([[1.0, 4.0, 0.0], [1.0, 16.0, 3.0]])
+    ctx = np.array([0.0, 1000.0, 50000.0])
+    dv, grp = device_vector(DEV), group_table(DEV, plan)
+    grid = sweep_grid(*prog.arrays(), 1, 8.0, keys, ctx, dv, grp)
+    cfg = np.array([[k[0], c, k[1], k[2]] for k in keys for c in ctx])
+    flat = sweep_times(*prog.arrays(), 1, 8.0, cfg, dv, grp)
+    assert np.allclose(grid.ravel(), flat, rtol=1e-12)
+    assert grid[0, 2] > grid[0, 1] > grid[0, 0]          # longer context costs more

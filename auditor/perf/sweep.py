@@ -1,7 +1,9 @@
 """``audit sweep``: evaluate a grid of parallel plans x workloads with the batched kernel.
 
 One repetition-graph program per (tp, dp) plan and phase is built in Python (cached); every
-workload of the grid for that plan is then one row of a single ``sweep_times`` kernel call.
+workload of the grid for that plan is then evaluated by one ``sweep_grid`` kernel call, which
+costs the context-independent ops once per (tokens, batch, mtp) and only the attention-like ops
+once per context.
 """
 from __future__ import annotations
 
@@ -50,11 +52,18 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
               batches: Iterable[int], mtps: Iterable[int], ep_on: bool = True,
               progress: Callable[[int], None] | None = None) -> SweepResult:
     """TTFT and decode step time for every grid point; plans the model cannot take are skipped."""
-    from auditor_kernels.perf_core import sweep_times
+    from auditor_kernels.perf_core import sweep_grid
 
     from .device import device_vector, group_table
     recipe = check_quant(recipe)
-    work = np.array(list(itertools.product(tokens, contexts, batches, mtps)), dtype=np.float64)
+    keys = np.array(list(itertools.product(tokens, batches, mtps)), dtype=np.float64)
+    ctx = np.array(list(contexts), dtype=np.float64)
+    # rows in (tokens, batch, mtp) x context order, as the kernel returns them
+    work = np.empty((len(keys) * len(ctx), 4))
+    work[:, 0] = np.repeat(keys[:, 0], len(ctx))
+    work[:, 1] = np.tile(ctx, len(keys))
+    work[:, 2] = np.repeat(keys[:, 1], len(ctx))
+    work[:, 3] = np.repeat(keys[:, 2], len(ctx))
     if spec.mtp_layers == 0 and (work[:, 3] > 0).any():
         raise AuditInputError("--mtp", f"{spec.name} has no MTP layer")
     dv = device_vector(device)
@@ -70,8 +79,8 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
                 progress(1)
             continue
         grp = group_table(device, plan)
-        t_pre = sweep_times(*pre.arrays(), 0, float(tp), work, dv, grp)
-        t_dec = sweep_times(*dec.arrays(), 1, float(tp), work, dv, grp)
+        t_pre = sweep_grid(*pre.arrays(), 0, float(tp), keys, ctx, dv, grp).ravel()
+        t_dec = sweep_grid(*dec.arrays(), 1, float(tp), keys, ctx, dv, grp).ravel()
         n = len(work)
         block = np.empty((n, len(COLUMNS)))
         block[:, 0], block[:, 1], block[:, 2] = tp, dp, plan.ep
