@@ -19,7 +19,7 @@ from safetensors.numpy import save_file
 
 from auditor.inventory.header import read_header
 from auditor.inventory.progress import ProgressLine, want_progress
-from auditor.inventory.quantdesc import load_quant_description
+from auditor.inventory.quantdesc import QuantDescription, load_quant_description
 from auditor.inventory.scan import scan_model_dir
 
 NP_TO_ST = {"float64": "F64", "float32": "F32", "float16": "F16", "int64": "I64", "int32": "I32",
@@ -264,6 +264,9 @@ def test_quant_description_split(tmp_path: Path) -> None:
     assert q.per_tensor == {"a.weight": "W8A8", "a.deq_scale": "W8A8"}
     assert q.globals == {"version": "1.0.0", "group_size": 0, "is_rot_used": True, "optional": {"quarot": {}}}
     assert [(s, k) for s, k, _ in q.findings] == [("warning", "b.weight")]
+    # globals are recognized by name, so a string-valued global never becomes a tensor scheme
+    q2 = QuantDescription.from_dict({"kv_cache_type": "C8", "fa_quant_type": "FAKQuant", "x.weight": "FLOAT"})
+    assert q2.per_tensor == {"x.weight": "FLOAT"} and set(q2.globals) == {"kv_cache_type", "fa_quant_type"}
 
 
 # --------------------------------------------------------------------------- real checkpoints

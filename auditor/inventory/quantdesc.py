@@ -35,6 +35,30 @@ class QuantDescription:
     def scheme(self, tensor: str, default: str | None = None) -> str | None:
         return self.per_tensor.get(tensor, default)
 
+    @classmethod
+    def from_dict(cls, doc: dict, path: Path | str = "<synthesized>") -> "QuantDescription":
+        """Split a parsed description into globals / per-tensor schemes / findings.
+
+        One rule for files and synthesized descriptions alike: known global keys are globals
+        whatever their type; any other key must map to a scheme string.
+        """
+        out = cls(path=Path(path))
+        bad: list[str] = []
+        for key, val in doc.items():
+            if key in GLOBAL_KEYS:
+                out.globals[key] = val
+            elif isinstance(val, str):
+                out.per_tensor[key] = val
+            else:
+                bad.append(key)
+        for key in bad[:20]:
+            out.findings.append(("warning", key, f"value {_short(doc[key])} is not a scheme string; "
+                                                 f"entry ignored"))
+        if len(bad) > 20:
+            out.findings.append(("warning", f"({len(bad) - 20} more)",
+                                 f"{len(bad) - 20} more non-string per-tensor entries ignored"))
+        return out
+
 
 def load_quant_description(path: Path) -> QuantDescription:
     """Read and split the description; raises AuditInputError only when the file is unusable."""
@@ -56,22 +80,7 @@ def load_quant_description(path: Path) -> QuantDescription:
     if not isinstance(doc, dict):
         raise AuditInputError(path, "quant description is not a JSON object")
 
-    out = QuantDescription(path=path)
-    bad: list[str] = []
-    for key, val in doc.items():
-        if key in GLOBAL_KEYS:
-            out.globals[key] = val
-        elif isinstance(val, str):
-            out.per_tensor[key] = val
-        else:
-            bad.append(key)
-    for key in bad[:20]:
-        out.findings.append(("warning", key, f"value {_short(doc[key])} is not a scheme string; "
-                                             f"entry ignored"))
-    if len(bad) > 20:
-        out.findings.append(("warning", f"({len(bad) - 20} more)",
-                             f"{len(bad) - 20} more non-string per-tensor entries ignored"))
-    return out
+    return QuantDescription.from_dict(doc, path)
 
 
 def _short(value) -> str:
