@@ -171,15 +171,42 @@ def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, b
     emit(render_sweep(res, fmt, top), output)
 
 
+class _LazyCommand(click.Command):
+    """A command whose module is imported only when it runs (or its --help is shown), so the
+    other commands do not pay for its imports (calibrate pulls in numpy/scipy optimisation)."""
+
+    def __init__(self, name: str, loader, short_help: str):
+        super().__init__(name, short_help=short_help, help=short_help)
+        self._loader = loader
+        self._real: click.Command | None = None
+
+    def real(self) -> click.Command:
+        if self._real is None:
+            self._real = self._loader()
+        return self._real
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        return self.real().make_context(info_name, args, parent=parent, **extra)
+
+    def invoke(self, ctx):
+        return self.real().invoke(ctx)
+
+    def get_help(self, ctx) -> str:
+        return self.real().get_help(ctx)
+
+
+def _load_calibrate() -> click.Command:
+    from .calibrate import calibrate_command
+    return calibrate_command
+
+
 def register_perf_commands(group: click.Group) -> None:
     group.add_command(perf_command)
     group.add_command(sweep_command)
-    try:
-        from .calibrate import calibrate_command
-    except ImportError:
-        calibrate_command = None
-    if calibrate_command is not None:
-        group.add_command(calibrate_command)
+    here = Path(__file__).resolve().parent
+    if (here / "calibrate.py").is_file():
+        group.add_command(_LazyCommand("calibrate", _load_calibrate,
+                                       "Fit a device profile's efficiency constants to measured latencies."))
     try:
         from .measured_cli import kernels_group
     except ImportError:
