@@ -200,9 +200,10 @@ class PerfResult:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
+        first = next(iter(self.phases.values()))
         head = {"model": self.model, "plan": self.plan.describe(), "tp": self.plan.tp, "dp": self.plan.dp,
                 "ep": self.plan.ep, "engine": self.engine, "quant": self.recipe, "device": self.device,
-                "graph": self.graph, "notes": self.notes}
+                "graph": self.graph, "weights": first.program.weight_source, "notes": self.notes}
         if len(self.phases) == 1:
             (name, ph), = self.phases.items()
             return {**head, "phase": name, "workload": ph.workload.__dict__, **ph.to_json()}
@@ -248,7 +249,20 @@ def evaluate(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: Workloa
     """Evaluate one phase (``workload.phase``) and return a PerfResult (JSON via ``to_json``)."""
     ph = evaluate_phase(spec, plan, engine, workload, device, recipe, graph, table)
     return PerfResult(spec.name, plan, engine, recipe, getattr(device, "name", str(device)), graph,
-                      {workload.phase: ph}, list(ph.program.layout.assumptions) if ph.program.layout else [])
+                      {workload.phase: ph}, result_notes(ph.program, plan, workload.mtp))
+
+
+def result_notes(prog: Program, plan: ParallelPlan, mtp: int) -> list[str]:
+    """Assumptions a reader of the numbers must know (layout resolution plus model choices)."""
+    notes = list(prog.layout.assumptions) if prog.layout else []
+    if mtp:
+        notes.append(f"MTP: the drafter layer runs {mtp}x per step (pass 1 on the main tokens, later passes "
+                     "one token per request); decode tokens/s assumes every draft is accepted")
+    if plan.pp > 1:
+        notes.append("PP > 1: all stages' layers are summed (one micro-batch latency); no pipeline "
+                     "overlap and no stage-to-stage transfer is modelled")
+    notes.append("ops and collectives are serialised (no compute/communication overlap)")
+    return notes
 
 
 def _apply_measured(res: PhaseResult, table: Any) -> None:

@@ -89,7 +89,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
     """Per-op performance model of MODEL (checkpoint dir, config-only dir or preset; default
     glm-5.1): token layout, FLOPs, bytes, collectives and time for every op of every layer."""
     from ..devices import load_device
-    from .api import PerfResult, Workload, evaluate_phase
+    from .api import PerfResult, Workload, evaluate_phase, result_notes
     from .report import render
 
     spec, default_quant = load_model(model)
@@ -104,7 +104,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
         phases[ph] = evaluate_phase(spec, plan, engine, wl, dev, recipe, graph, table)
     first = next(iter(phases.values()))
     res = PerfResult(spec.name, plan, engine, recipe, dev.name, graph, phases,
-                     list(first.program.layout.assumptions) + _choices(mtp))
+                     result_notes(first.program, plan, mtp))
     if trace:
         from .render_trace import write_trace
         write_trace(res, trace)
@@ -114,14 +114,6 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
         write_png(res, png)
         click.echo(f"wrote {png}", err=True)
     emit(render(res, fmt), output)
-
-
-def _choices(mtp: int) -> list[str]:
-    out = []
-    if mtp:
-        out.append(f"MTP: the drafter layer runs {mtp}x per step (first pass on the main tokens, then "
-                   "one token per request); decode tokens/s assumes every draft is accepted")
-    return out
 
 
 @click.command("sweep")
