@@ -60,11 +60,7 @@ def _synthesized(spec: ModelSpec, recipe: str) -> tuple[TensorTable, QuantDescri
     rows = expected_tensors(spec, recipe)
     table = TensorTable.from_rows(rows, file="<synthesized>")
     desc_doc = expected_description(spec, recipe)
-    desc = None
-    if desc_doc is not None:
-        desc = QuantDescription(path=Path("<synthesized>"))
-        for k, v in desc_doc.items():
-            (desc.per_tensor if isinstance(v, str) and k not in ("version", "model_quant_type") else desc.globals)[k] = v
+    desc = QuantDescription.from_dict(desc_doc, Path("<synthesized>")) if desc_doc is not None else None
     return table, desc
 
 

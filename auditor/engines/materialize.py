@@ -8,6 +8,7 @@ the config and reported as a finding.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -62,9 +63,17 @@ class Materialization:
     stage_of_layer: dict[int, int] = field(default_factory=dict)
 
 
+_EXPR_GLOBALS = {"cdiv": lambda a, b: -(-a // b), "__builtins__": {}}
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(expr: str):
+    return compile(f"({expr},)", "<rule shape>", "eval")
+
+
 def _shard_expr(expr: str, env: dict) -> tuple[int, ...]:
-    return tuple(int(v) for v in eval(expr, {"cdiv": lambda a, b: -(-a // b), "__builtins__": {}}, env)) \
-        if "," in expr else (int(eval(expr, {"cdiv": lambda a, b: -(-a // b), "__builtins__": {}}, env)),)
+    """Evaluate a rule's shape expression (our own data, see rules.py) for one module."""
+    return tuple(int(v) for v in eval(_compiled(expr), _EXPR_GLOBALS, env))
 
 
 def nz_nbytes(shape: tuple[int, ...], itemsize: float) -> int:

@@ -56,31 +56,26 @@ def build_ledger(mat: Materialization, spec: ModelSpec, plan: ParallelPlan, layo
     stage = rank // plan.ranks_per_stage
     in_stage = rank % plan.ranks_per_stage           # = dp*TP + tp = EP slot when EP is on
     last = plan.pp - 1
+    st_row = np.array([mat.stage_of_layer.get(r.layer, 0) if r.layer >= 0 else -1 for r in rows], dtype=np.int64)
+    kind = np.array([r.placement for r in rows], dtype=object)
+    owner = np.array([r.owner for r in rows], dtype=np.int64)
+    same_stage = (st_row[:, None] == stage[None, :]) | (st_row[:, None] < 0)      # [rows, R]
     mult = np.zeros((n, R), dtype=np.float64)
     naive_mult = np.zeros((n, R), dtype=np.float64)
-    if plan.ep_on:
-        res_slots = experts_per_slot(spec.E + plan.redundant_experts, plan.ep)[in_stage]
-        naive_slots = experts_per_slot(spec.E, plan.ep)[in_stage]
-    for i, r in enumerate(rows):
-        st = mat.stage_of_layer.get(r.layer, 0) if r.layer >= 0 else None
-        if r.placement == "stage":
-            m = (stage == st) if st is not None else np.ones(R, bool)
-            mult[i] = m
-            naive_mult[i] = m
-        elif r.placement == "expert":
-            m = stage == st
-            mult[i] = m * res_slots
-            naive_mult[i] = m * naive_slots
-        elif r.placement == "owner":
-            m = (stage == st) & (in_stage == r.owner)
-            mult[i] = m
-            naive_mult[i] = m
-        elif r.placement == "first":
-            mult[i] = naive_mult[i] = stage == 0
-        elif r.placement == "last":
-            mult[i] = naive_mult[i] = stage == last
-        else:   # all
-            mult[i] = naive_mult[i] = 1.0
+    m = kind == "stage"
+    mult[m] = naive_mult[m] = same_stage[m]
+    m = kind == "expert"
+    if m.any():
+        mult[m] = same_stage[m] * experts_per_slot(spec.E + plan.redundant_experts, plan.ep)[in_stage]
+        naive_mult[m] = same_stage[m] * experts_per_slot(spec.E, plan.ep)[in_stage]
+    m = kind == "owner"
+    mult[m] = naive_mult[m] = same_stage[m] & (owner[m, None] == in_stage[None, :])
+    m = kind == "first"
+    mult[m] = naive_mult[m] = (stage == 0)[None, :]
+    m = kind == "last"
+    mult[m] = naive_mult[m] = (stage == last)[None, :]
+    m = kind == "all"
+    mult[m] = naive_mult[m] = 1.0
     nbytes = np.array([r.bytes for r in rows], dtype=np.float64)
     nnaive = np.array([r.naive for r in rows], dtype=np.float64)
     res = mult * nbytes[:, None]                       # [rows, R]

@@ -118,18 +118,21 @@ def classify(table: TensorTable, n_main_layers: int | None, desc: dict[str, str]
     # --- category and kind, per (template-level suffix / kind) and dtype
     category = np.full(n, CAT_CODE["float"], dtype=np.int8)
     kind = np.empty(n, dtype=object)
-    suf_scale = np.isin(suffix, list(SCALE_SUFFIXES))
-    suf_offset = np.isin(suffix, list(OFFSET_SUFFIXES))
+    suf_scale = np.isin(addr.sufcode, [i for i, x in enumerate(addr.suffixes) if x in SCALE_SUFFIXES])
+    suf_offset = np.isin(addr.sufcode, [i for i, x in enumerate(addr.suffixes) if x in OFFSET_SUFFIXES])
     lowbit = np.isin(dtypes, list(LOWBIT_DTYPES)) & ~suf_scale & ~suf_offset
     category[suf_scale] = CAT_CODE["scale"]
     category[suf_offset] = CAT_CODE["offset"]
     category[lowbit] = CAT_CODE["int8"]
-    kind[suf_scale | suf_offset] = suffix[suf_scale | suf_offset]
+    aux = suf_scale | suf_offset
+    kind[aux] = suffix[aux]
     if lowbit.any():
-        w4 = lowbit & np.array([str(x).startswith("W4") for x in scheme], dtype=bool)
-        low_kinds = np.array([LOWBIT_DTYPES.get(str(d), "int8") for d in dtypes[lowbit]], dtype=object)
-        kind[lowbit] = low_kinds
-        kind[w4] = "int4_packed"
+        lb = np.flatnonzero(lowbit)
+        for dt in np.unique(dtypes[lb]):
+            kind[lb[dtypes[lb] == dt]] = LOWBIT_DTYPES[str(dt)]
+        w4 = {x for x in set(scheme[lb].tolist()) if str(x).startswith("W4")}
+        if w4:
+            kind[lb[np.fromiter((x in w4 for x in scheme[lb].tolist()), dtype=bool, count=len(lb))]] = "int4_packed"
     flt = ~(suf_scale | suf_offset | lowbit)
     if flt.any():
         fk: dict[tuple, str] = {}
@@ -186,25 +189,37 @@ def check_consistency(ct: ClassifiedTable, desc: dict[str, str] | None) -> list[
             out.append(Finding("warning", key, "listed in quant_model_description.json but not stored in any shard"))
         for key in sorted(stored_loaded - set(desc)):
             out.append(Finding("warning", key, "stored but missing from quant_model_description.json"))
-    weight = ct.addr.suffix == "weight"
+    a = ct.addr
+    w_code = a.suffixes.index("weight") if "weight" in a.suffixes else -1
+    weight = a.sufcode == w_code
     scheme = ct.scheme
     is_float_dt = np.isin(t.dtype, list(FLOAT_DTYPES))
-    says_float = weight & (scheme == "FLOAT") & ~is_float_dt
-    says_quant = weight & np.array([str(s).startswith(("W8", "W4")) for s in scheme], dtype=bool) & is_float_dt
+    schemes = set(scheme[weight].tolist())
+    quant = [x for x in schemes if str(x).startswith(("W8", "W4"))]
+
+    def has_scheme(values: list[str]) -> np.ndarray:
+        wanted = set(values)
+        return np.fromiter((x in wanted for x in scheme.tolist()), dtype=bool, count=len(scheme)) if wanted \
+            else np.zeros(len(scheme), dtype=bool)
+
+    says_float = weight & has_scheme(["FLOAT"]) & ~is_float_dt
+    says_quant = weight & has_scheme(quant) & is_float_dt
     for i in np.flatnonzero(says_float)[:50]:
         out.append(Finding("error", str(names[i]), f"description says FLOAT but the stored dtype is {t.dtype[i]}"))
     for i in np.flatnonzero(says_quant)[:50]:
         out.append(Finding("error", str(names[i]), f"description says {scheme[i]} but the stored dtype is "
                                                     f"{t.dtype[i]}"))
-    inst = _instance_keys(ct.addr)
-    suffix = ct.addr.suffix
+    inst = _instance_keys(a)
     for sch, need in REQUIRED_SIBLINGS.items():
-        rows = np.flatnonzero(weight & loaded & (scheme == sch))
+        if sch not in schemes:
+            continue
+        rows = np.flatnonzero(weight & loaded & has_scheme([sch]))
         if not len(rows):
             continue
         missing_by_row: dict[int, list[str]] = {}
         for s in need:
-            have = np.isin(inst[rows], inst[suffix == s])
+            code = a.suffixes.index(s) if s in a.suffixes else -2
+            have = np.isin(inst[rows], inst[a.sufcode == code])
             for i in rows[~have].tolist():
                 missing_by_row.setdefault(i, []).append(s)
         for n_listed, (i, miss) in enumerate(sorted(missing_by_row.items())):
