@@ -36,6 +36,12 @@ ETA_C, ETA_M = 0.7, 0.6
 LINK = 196e9 * 0.7
 
 
+def w8a8_static_resident(N: int, K: int) -> int:
+    """Engine spec §2.1: int8 [K,N] + input_scale bf16 + input_offset int8 + quant_bias i32[N] +
+    deq_scale f32[N] + weight_scale/offset bf16[N] + 3 aclnn_input_* bf16[K]."""
+    return K * N + 2 + 1 + N * (4 + 4 + 2 + 2) + 3 * K * 2
+
+
 def roofline_us(mma_flops: float, peak: float, nbytes: float, vec_flops: float = 0.0, static_us: float = 5.0) -> float:
     compute = (mma_flops / peak + vec_flops / 22e12) / ETA_C
     memory = nbytes / (HBM * ETA_M)
@@ -58,8 +64,8 @@ def test_q_b_proj(prefill):
     T, Qr, NH, Dq = 4096, 2048, 64, 192 + 64
     flops = 2 * T * Qr * (NH * Dq)
     assert o["mma_flops"] == flops == 274_877_906_944
-    # W8A8 static: int8 input, int8 replicated weight + fp32 scale/offset per output row, bf16 out
-    weight = NH * Dq * Qr * 1 + NH * Dq * 8
+    # W8A8 static: int8 input, the replicated weight as resident (memory ledger rules), bf16 out
+    weight = w8a8_static_resident(NH * Dq, Qr)
     nbytes = T * Qr * 1 + weight + T * NH * Dq * 2
     assert o["bytes"] == nbytes
     assert o["dtype"] == "I8"
@@ -71,8 +77,9 @@ def test_o_proj_local_full_weight(prefill):
     o = op(prefill, "self_attn.o_proj")
     flops = 2 * 256 * (64 * 256) * 6144
     assert o["mma_flops"] == flops
-    # TP shard resident (6144 x 1024 int8 + scales) gathered into the full-size pool: 16 shards read
-    shard = 6144 * 1024 + 6144 * 8
+    # TP shard resident (6144 x 1024 int8 + W8A8 aux + the per-layer full aclnn copies of §3.3),
+    # gathered into the full-size pool: counted as 16 shards read
+    shard = w8a8_static_resident(6144, 1024) + 3 * 16384 * 2
     assert o["weight_bytes"] == 16 * shard
     assert o["bytes"] == 256 * 16384 * 1 + 16 * shard + 256 * 6144 * 2
 
@@ -111,7 +118,8 @@ def test_moe_gate_and_experts(prefill):
     rows = 256 * 8
     assert ex["mma_flops"] == 2 * rows * 6144 * (2 * 2048) + 2 * rows * 2048 * 6144
     assert ex["vector_flops"] == 3 * rows * 2048 + 4 * rows * (6144 + 2048)
-    weight = 8 * 3 * 6144 * 2048 + 8 * (2 * 2048 + 6144) * 8     # 8 local experts, int8 + scales
+    # 8 local experts, §2.4: int8 w13/w2, bf16 scales and offsets, fp32 w13 scale copy
+    weight = 8 * 3 * 6144 * 2048 + 2 * 8 * (2 * 2048 + 6144) * 2 + 8 * 2 * 2048 * 4
     assert ex["weight_bytes"] == weight
     hit = 1 - (1 - 8 / 256) ** (256 * 32)                          # every local expert is hit
     act = rows * 6144 * 1 + rows * 2 * 2048 * 2 + rows * 2048 * 1 + rows * 6144 * 2
@@ -123,7 +131,11 @@ def test_w4a8_halves_expert_weight():
     plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True)
     js = evaluate(SPEC, plan, ENGINE, Workload("prefill", 4096), DEV, "w4a8").to_json()
     ex = op(js, "mlp.experts")
-    assert ex["weight_bytes"] == 8 * 3 * 6144 * 2048 // 2 + 8 * (2 * 2048 + 6144) * 8
+    # §2.5: packed int4 w13 [8, 6144, 2048] and w2 [8, 2048, 3072] bytes, int64 scales,
+    # fp32 scale_bias and offsets
+    el, H, I = 8, 6144, 2048
+    weight = el * H * I + el * I * H // 2 + el * (2 * I + H) * 8 + 2 * el * (2 * I + H) * 4
+    assert ex["weight_bytes"] == weight
     assert ex["dtype"] == "I8"
     assert op(js, "self_attn.q_b_proj")["dtype"] == "I8"
 

@@ -121,7 +121,7 @@ def run_memory_audit(source: ModelSource, plan: ParallelPlan, engine: str) -> Me
         assumptions.append("MTP layer not loaded (no drafter); --mtp-drafter to include it")
     if plan.mtp and spec.mtp_layers:
         assumptions.append("MTP drafter shares embed_tokens and lm_head with the target (torch.equal assumed)")
-    if spec.dsa and ct.scheme.size and source.desc is None and source.kind == "checkpoint":
+    if source.desc is None and source.kind == "checkpoint":
         assumptions.append("no quant_model_description.json: schemes inferred from stored dtypes")
     return MemoryAudit(source, plan, profile, layout, ct, mat, ledger, findings, _dedupe(assumptions))
 

@@ -89,10 +89,11 @@ def build_ledger(mat: Materialization, spec: ModelSpec, plan: ParallelPlan, layo
     cause = np.array([cause_idx.get(r.cause, -1) for r in rows], dtype=np.int64)
 
     def group(codes: np.ndarray, k: int, values: np.ndarray) -> np.ndarray:
-        onehot = np.zeros((len(codes), k))
+        """[R, k] sums of ``values`` rows by code (rows with code -1 are dropped)."""
+        out = np.zeros((k, R))
         ok = codes >= 0
-        onehot[np.nonzero(ok)[0], codes[ok]] = 1.0
-        return values.T @ onehot                    # [R, k]
+        np.add.at(out, codes[ok], values[ok])
+        return out.T
 
     return Ledger(
         ranks=R, total=res.sum(axis=0), naive=nai.sum(axis=0),
