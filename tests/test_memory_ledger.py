@@ -152,3 +152,54 @@ def test_uneven_redundant_experts_make_ranks_differ(glm51):
     heavy = [r for r in range(32) if int(round(a.ledger.total[r])) == totals[1]]
     assert heavy == [0, 1, 2, 3]
     assert a.ledger.worst_rank in heavy
+
+
+def test_layer_sharding_owned_layers_plus_two_windows(glm51):
+    """§3.4 (v0.18 P node): q_b_proj.weight of layer i lives on stage rank i % 32; every rank keeps
+    2 window buffers; scales/offsets stay everywhere. 78 layers over 32 ranks: ranks 0-13 own 3."""
+    plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True, role="prefill")
+    base = run_memory_audit(glm51, plan, "vllm-ascend@0.18")
+    shard = run_memory_audit(glm51, plan.with_(layer_sharding=("q_b_proj",)), "vllm-ascend@0.18")
+    w = NH * (Dn + Dr) * Qr * I8                      # full int8 q_b_proj weight (NZ, aligned)
+    for rank, owned in ((0, 3), (13, 3), (14, 2), (31, 2)):
+        delta = shard.ledger.total[rank] - base.ledger.total[rank]
+        assert int(round(delta)) == (owned + 2 - LYR) * w
+
+
+def test_mtp_drafter_adds_a_float_layer(glm51):
+    """The msModelSlim W8A8 recipe keeps the MTP layer FLOAT (bf16 resident); the drafter shares
+    embed_tokens / lm_head, adds enorm/hnorm/shared_head.norm, eh_proj [H, 2H], QuaRot rot [H, H]."""
+    plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True)
+    base = run_memory_audit(glm51, plan, "vllm-ascend@main")
+    mtp = run_memory_audit(glm51, plan.with_(mtp=True), "vllm-ascend@main")
+    el = E // 32
+    layer = (2 * rmsnorm(H) + (Qr + Lkv + Dr) * H * BF16 + rmsnorm(Qr) + rmsnorm(Lkv)
+             + NH * (Dn + Dr) * Qr * BF16                                   # q_b replicated (DSA-CP)
+             + NH * Dn * Lkv * BF16 + NH * Lkv * Dv * BF16                 # W_UK_T + W_UV
+             + H * (NH * Dv // 16) * BF16 + (NH * Dv // 16) * H * BF16     # o_proj TP + gather-input copy
+             + IH * ID * Qr * BF16 + (ID + IH) * H * BF16 + 2 * ID * F32    # indexer
+             + E * H * F32 + E * F32                                        # router fp32 + bias
+             + el * H * 2 * I * BF16 + el * I * H * BF16                    # 8 local bf16 experts
+             + (2 * I // 16) * H * BF16 + H * (I // 16) * BF16)             # shared experts TP
+    extras = 3 * rmsnorm(H) + H * 2 * H * BF16 + H * H * BF16
+    pool_bf16 = NH * Dv * H * BF16                   # a second gather pool for the bf16 o_proj
+    delta = mtp.ledger.total.max() - base.ledger.total.max()
+    assert int(round(delta)) == layer + extras + pool_bf16
+
+
+def test_fp8_block_checkpoint_is_classified(tmp_path):
+    from auditor.model.classify import classify
+    from auditor.synth import synthesize
+    synthesize(tmp_path / "ds", model="deepseek-v3.2", recipe="fp8-block")
+    src = open_model(tmp_path / "ds")
+    ct = classify(src.table, src.spec.Lyr, None)
+    summ = ct.summary()
+    # quantized linears per main layer: q_a, q_b, kv_a, kv_b, o_proj, wq_b, wk + 3 per expert/dense/shared MLP
+    n_moe, n_dense, n_mtp = 58, 3, 1
+    per_attn = 7
+    expected_fp8 = (61 + n_mtp) * per_attn + n_dense * 3 + (n_moe + n_mtp) * (256 + 1) * 3
+    assert summ["int8"]["count"] == expected_fp8
+    assert summ["scale"]["count"] == expected_fp8        # one weight_scale_inv per FP8 weight
+    kinds = set(ct.kind[ct.category == 1])
+    assert kinds == {"fp8_e4m3"}
+    assert set(ct.scheme[ct.addr.suffix == "weight"]) >= {"FP8_BLOCK", "FLOAT"}

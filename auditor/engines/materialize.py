@@ -100,6 +100,8 @@ class Materializer:
         self.rot_used = bool(desc_globals.get("is_rot_used"))
         self.has_desc = desc_keys is not None
         self._missing: set[str] = set()
+        self._o_pool_schemes: set[str] = set()
+        self._fp8_noted = False
 
     # ---------------------------------------------------------------- helpers
     def dtype(self, tok: str, stored: str) -> str:
@@ -200,6 +202,11 @@ class Materializer:
         sms = [self.lookup(layer, m) for m in members]
         scheme = "FLOAT" if force_float else self.scheme_of(sms, name, layer)
         rules = R.LINEAR.get(scheme)
+        if scheme.startswith("FP8") and not self._fp8_noted:
+            self._fp8_noted = True
+            self.findings.append(Finding("warning", None, "FP8 linears: vLLM-Ascend has no FP8 linear method (A2/A3 "
+                                                          "have no FP8 units); weights shown as stored, convert to "
+                                                          "W8A8 to deploy"))
         if rules is None:
             self.findings.append(Finding("warning", f"model.layers.{layer}.{name}",
                                          f"scheme {scheme} has no engine rule; modelled as stored FLOAT"))
@@ -313,7 +320,7 @@ class Materializer:
             if scheme == "FLOAT" and self.prof.o_proj_gather_input_copy:
                 self.emit((R.O_PROJ_GATHER_INPUT,), layer=layer, block=blk, module="self_attn.o_proj", env=env,
                           stored=[], placement="stage", naive_shard=None, module_cause=None, conditions={})
-            self._o_pool_scheme = scheme
+            self._o_pool_schemes.add(scheme)
 
     def indexer(self, layer: int, blk: str) -> None:
         s = self.spec
@@ -458,9 +465,11 @@ class Materializer:
             self.rows.append(Resident(-1, "other", "buffers", name, "derived", dt, shape,
                                       int(math.prod(shape) * DTYPE_BYTES[dt]), 0, "all", -1, R.C_BUFFERS,
                                       "created", note))
-        if L.o_proj_gather_pool and getattr(self, "_o_pool_scheme", None):
-            scheme = self._o_pool_scheme
-            rule = R.O_PROJ_POOL_QUANT if scheme in ("W8A8", "W8A8_DYNAMIC") else R.O_PROJ_POOL_FLOAT
+        # the pool is keyed by (attr, dtype, dim, full shape): one buffer per distinct o_proj dtype
+        # (an int8 one for quantized layers, a pd one for a FLOAT MTP layer)
+        pools = {R.O_PROJ_POOL_QUANT if sch in ("W8A8", "W8A8_DYNAMIC") else R.O_PROJ_POOL_FLOAT
+                 for sch in self._o_pool_schemes} if L.o_proj_gather_pool else set()
+        for rule in sorted(pools, key=lambda r: r.dtype):
             self.emit((rule,), layer=-1, block="attention", module="o_proj_full_pool",
                       env={"Kf": s.NH * s.Dv, "H": s.H}, stored=[], placement="all", naive_shard=None,
                       module_cause=None, conditions={})
