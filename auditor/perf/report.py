@@ -92,10 +92,26 @@ def layer_rows(ph: PhaseResult) -> list[list]:
         for L, _ in ph._instances(c.mult, c.layers):
             comm[L] += t
     spec_layers = sorted({k for k in list(comp) + list(comm) if k is not None})
-    rows = []
-    for L in [None] + spec_layers:
-        rows.append(["model" if L is None else L, f"{comp[L] / 1e3:.3f}", f"{comm[L] / 1e3:.3f}",
-                     f"{(comp[L] + comm[L]) / 1e3:.3f}"])
+    rows = [["model", 1, f"{comp[None] / 1e3:.3f}", f"{comm[None] / 1e3:.3f}",
+             f"{(comp[None] + comm[None]) / 1e3:.3f}", f"{(comp[None] + comm[None]) / 1e3:.3f}"]]
+    # consecutive layers that cost the same fold into one row ("3-77", 75 layers), as the op table does
+    run: list[int] = []
+
+    def flush() -> None:
+        if run:
+            L = run[0]
+            each = (comp[L] + comm[L]) / 1e3
+            rows.append([layer_ranges(run), len(run), f"{comp[L] / 1e3:.3f}", f"{comm[L] / 1e3:.3f}",
+                         f"{each:.3f}", f"{each * len(run):.3f}"])
+
+    for L in spec_layers:
+        if run and (round(comp[L], 3), round(comm[L], 3)) == (round(comp[run[-1]], 3), round(comm[run[-1]], 3)) \
+                and L == run[-1] + 1:
+            run.append(L)
+        else:
+            flush()
+            run = [L]
+    flush()
     return rows
 
 
@@ -138,7 +154,8 @@ def render(res: PerfResult, fmt: str, per_layer: bool = True) -> str:
                                                   "ms total"], tablefmt=tf))
         if per_layer:
             out.append("")
-            out.append(tabulate(layer_rows(ph), ["layer", "ops ms", "comm ms", "total ms"], tablefmt=tf))
+            out.append(tabulate(layer_rows(ph), ["layers", "n", "ops ms each", "comm ms each",
+                                                          "total ms each", "total ms"], tablefmt=tf))
     out.append("")
     out.append(tabulate(totals_rows(res), ["phase", "time ms", "", "comm ms", "FLOPs", "bytes", "tokens/DP rank",
                                            "tokens/s/DP rank"], tablefmt=tf))
