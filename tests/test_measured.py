@@ -72,16 +72,56 @@ def test_lookup_exact_interpolated_miss(details):
     assert t.lookup("nope", (1, 2, 3)) is None
 
 
-def test_two_axis_interpolation():
-    # t = 1 + 2a + 3b sampled on the unit square corners; piecewise linear reproduces a plane
+def _grid_2d() -> KernelTable:
+    """(a, b, 7) on the box a in {0, 4}, b in {0, 10}; not a plane (10 + 5a + b + 1.25ab)."""
+    t = KernelTable()
+    for (a, b), v in {(0, 0): 10.0, (4, 0): 30.0, (0, 10): 20.0, (4, 10): 80.0}.items():
+        t.add("k", (a, b, 7), v)
+    return t
+
+
+def test_bilinear_from_box_corners():
+    t = _grid_2d()
+    # a = 1: weights 3/4 (a=0), 1/4 (a=4); b = 6: weights 0.4 (b=0), 0.6 (b=10)
+    # 10*.75*.4 + 30*.25*.4 + 20*.75*.6 + 80*.25*.6 = 3 + 3 + 9 + 12 = 27
+    time_us, how = t.lookup("k", (1, 6, 7))
+    assert how == "interpolated" and time_us == pytest.approx(27.0)
+    # on an edge it is 1-D: a = 4, b = 6 -> 30*.4 + 80*.6 = 60; b = 0, a = 1 -> 10*.75 + 30*.25 = 15
+    assert t.lookup("k", (4, 6, 7)) == (pytest.approx(60.0), "interpolated")
+    assert t.lookup("k", (1, 0, 7)) == (pytest.approx(15.0), "interpolated")
+    assert t.lookup("k", (1, 11, 7)) is None                        # outside the measured b range
+    assert t.lookup("k", (1, 6, 8)) is None                         # fixed axis not matched
+
+
+def test_missing_corner_gives_none():
+    t = KernelTable()
+    for (a, b), v in {(0, 0): 10.0, (4, 0): 30.0, (0, 10): 20.0}.items():   # (4, 10) never measured
+        t.add("k", (a, b, 7), v)
+    assert t.lookup("k", (1, 6, 7)) is None
+    assert t.lookup("k", (1, 0, 7)) == (pytest.approx(15.0), "interpolated")   # the measured edge still works
+
+
+def test_unrelated_point_does_not_displace_the_box():
+    # a point at b = 50 has a = 2 between the box's a values; it is not on b = 0 or b = 10,
+    # so the box stays a in {0, 4}, b in {0, 10} and the answer stays 27
+    t = _grid_2d()
+    t.add("k", (2, 50, 7), 1000.0)
+    assert t.lookup("k", (1, 6, 7)) == (pytest.approx(27.0), "interpolated")
+    # a point ON the box's b = 0 line at a = 2 does narrow the box: a in {0, 2} then needs (2, 10)
+    t.add("k", (2, 0, 7), 18.0)
+    assert t.lookup("k", (1, 6, 7)) is None
+
+
+def test_trilinear_from_cube_corners():
+    # v = 8a + 4b + 2c + 16abc on the unit cube's corners (v(1,1,1) = 30)
     t = KernelTable()
     for a in (0, 1):
         for b in (0, 1):
-            t.add("k", (a, b, 7), 1 + 2 * a + 3 * b)
-    time_us, how = t.lookup("k", (0.25, 0.5, 7))
-    assert how == "interpolated" and time_us == pytest.approx(1 + 0.5 + 1.5)
-    assert t.lookup("k", (0.25, 1.5, 7)) is None                    # outside the hull
-    assert t.lookup("k", (0.25, 0.5, 8)) is None                    # fixed axis not matched
+            for c in (0, 1):
+                t.add("k", (a, b, c), 8 * a + 4 * b + 2 * c + 16 * a * b * c)
+    # trilinear reproduces the abc term exactly: 4 + 1 + 1.5 + 16 * 0.5 * 0.25 * 0.75 = 8.0
+    assert t.lookup("k", (0.5, 0.25, 0.75)) == (pytest.approx(8.0), "interpolated")
+    assert t.lookup("k", (0.5, 0.25, 1.5)) is None                  # no extrapolation
 
 
 def test_table_csv_round_trip(details, tmp_path):

@@ -19,10 +19,28 @@ Table file format (ours, CSV, UTF-8; lines starting with '#' are comments)::
 * ``time_us``: kernel time in microseconds (duplicates are averaged on load).
 * ``source_note``: free text provenance (optional column).
 
-Interpolation, in order of preference (the first that brackets the query wins):
-1. 1-D linear along one axis, over the points that equal the query on every other axis;
-2. 2-D, then 3-D, piecewise-linear over a Delaunay triangulation (scipy LinearNDInterpolator)
-   of the points that equal the query on the remaining axes.
+Interpolation (ours; no scipy). A query ``q`` that is not a measured key is interpolated over
+the rows of the same kernel and key length, multilinearly inside a box of measured points:
+
+1. Candidate axis sets are tried in order: every single axis, then every pair, then every triple
+   (at most 3 axes, ``MAX_INTERP_DIMS``), each in key order; the first set that yields a value
+   wins. For a set A, only the points equal to ``q`` on every axis outside A take part.
+2. The box: for each axis a in A, a lower value lo_a <= q_a and an upper value hi_a >= q_a (equal
+   when q_a is itself a measured value of that axis). They are the nearest measured values below
+   and above q_a among the points whose other A-coordinates are box values of their own axes.
+   This is found by starting from the nearest values over all participating points and re-taking
+   each axis's nearest values among the points that sit on the other axes' current box values,
+   until nothing changes (a box that keeps changing after ``MAX_BOX_ROUNDS`` rounds is no box).
+3. Every corner of the box must be a measured point; the value is the multilinear blend of the
+   2^|A| corners with weights prod_a (hi_a - q_a)/(hi_a - lo_a) or (q_a - lo_a)/(hi_a - lo_a).
+   Along one axis this is plain linear interpolation between the two neighbours.
+4. Otherwise (a corner missing, ``q`` outside the measured range on some axis, or no points
+   matching the fixed axes) the lookup gives ``None`` and the analytic model is used. We never
+   extrapolate and never interpolate over scattered points that do not form a full box.
+
+Example: points (M, N) = (16, 2048): 10 us, (256, 2048): 50, (16, 4096): 20, (256, 4096): 80 and
+the query (136, 3072): weights 1/2 on each axis, so (10 + 50 + 20 + 80) / 4 = 40 us. Drop the
+(256, 4096) point and the same query gives ``None``.
 """
 from __future__ import annotations
 
@@ -78,7 +96,8 @@ class KernelTable:
 
     # -- lookup ---------------------------------------------------------------------------
     def lookup(self, kernel: str, key: tuple[float, ...]) -> tuple[float, str] | None:
-        """(time_us, "measured" | "interpolated"), or None when the key is outside the data."""
+        """(time_us, "measured" | "interpolated"), or None when the key is outside the data
+        (semantics in the module docstring)."""
         q = tuple(float(v) for v in key)
         rows = self._rows.get(kernel)
         if not rows:
@@ -86,49 +105,28 @@ class KernelTable:
         hit = rows.get(q)
         if hit is not None:
             return hit[0] / hit[1], "measured"
-        pts = {k: v for k, v in self.points(kernel).items() if len(k) == len(q)}
-        if len(pts) < 2:
+        coords, times = self._arrays(kernel, len(q))
+        if len(times) < 2:
             return None
-        ndim = len(q)
-        for d in range(1, min(MAX_INTERP_DIMS, ndim) + 1):
-            for axes in itertools.combinations(range(ndim), d):
-                t = self._interp(kernel, pts, q, axes)
+        qa = np.array(q)
+        for d in range(1, min(MAX_INTERP_DIMS, len(q)) + 1):
+            for axes in itertools.combinations(range(len(q)), d):
+                t = _interpolate_on_axes(coords, times, qa, axes)
                 if t is not None:
                     return t, "interpolated"
         return None
 
-    def _interp(self, kernel: str, pts: dict[Key, float], q: Key, axes: tuple[int, ...]) -> float | None:
-        fixed = tuple(i for i in range(len(q)) if i not in axes)
-        fixed_vals = tuple(q[i] for i in fixed)
-        sub = [(tuple(k[a] for a in axes), v) for k, v in pts.items()
-               if all(k[i] == q[i] for i in fixed)]
-        if len(sub) < len(axes) + 1:
-            return None
-        x = tuple(q[a] for a in axes)
-        if len(axes) == 1:
-            xs = np.array([p[0][0] for p in sub])
-            if not xs.min() <= x[0] <= xs.max():
-                return None
-            order = np.argsort(xs)
-            return float(np.interp(x[0], xs[order], np.array([p[1] for p in sub])[order]))
-        # every chosen axis must actually vary in the subset, otherwise a lower-d case applies
-        coords = np.array([p[0] for p in sub], dtype=float)
-        if any(np.ptp(coords[:, j]) == 0 for j in range(len(axes))):
-            return None
-        cache_key = (kernel, axes, fixed_vals, len(q))
-        fn = self._cache.get(cache_key)
-        if fn is None:
-            from scipy.interpolate import LinearNDInterpolator
-            from scipy.spatial import QhullError
-            try:
-                fn = LinearNDInterpolator(coords, np.array([p[1] for p in sub]))
-            except (QhullError, ValueError):     # degenerate (collinear/coplanar) points
-                fn = False
-            self._cache[cache_key] = fn
-        if fn is False:
-            return None
-        t = float(fn(np.array([x]))[0])
-        return None if math.isnan(t) else t
+    def _arrays(self, kernel: str, ndim: int) -> tuple[np.ndarray, np.ndarray]:
+        """Averaged points of one kernel with ``ndim``-long keys as arrays (coords [n, ndim],
+        times [n]); cached because a perf evaluation looks up every op of the program."""
+        cache_key = (kernel, ndim)
+        hit = self._cache.get(cache_key)
+        if hit is None:
+            pts = [(k, v) for k, v in self.points(kernel).items() if len(k) == ndim]
+            coords = np.array([k for k, _ in pts], dtype=float).reshape(len(pts), ndim)
+            hit = (coords, np.array([v for _, v in pts], dtype=float))
+            self._cache[cache_key] = hit
+        return hit
 
     # -- file I/O -------------------------------------------------------------------------
     def write(self, path: Path) -> None:
@@ -145,6 +143,79 @@ class KernelTable:
                     keys = [_fmt(v) for v in k] + [""] * (width - len(k))
                     note = "; ".join(notes) + (f" (mean of {n})" if n > 1 else "")
                     w.writerow([kernel, *keys, f"{s / n:.6g}", note])
+
+
+#: rounds of box refinement before a query is declared not boxed (a box settles in 1-2 rounds)
+MAX_BOX_ROUNDS = 8
+
+Box = list[tuple[float, float]]
+
+
+def _interpolate_on_axes(coords: np.ndarray, times: np.ndarray, q: np.ndarray,
+                         axes: tuple[int, ...]) -> float | None:
+    """Multilinear value at ``q`` varying only ``axes`` (the others must match exactly), or None."""
+    fixed = [i for i in range(len(q)) if i not in axes]
+    mask = np.all(coords[:, fixed] == q[fixed], axis=1) if fixed else np.ones(len(times), dtype=bool)
+    if mask.sum() < 2:
+        return None
+    sub, vals, x = coords[mask][:, list(axes)], times[mask], q[list(axes)]
+    box = _find_box(sub, x)
+    return None if box is None else _multilinear(sub, vals, x, box)
+
+
+def _bracket(values: np.ndarray, x: float) -> tuple[float, float] | None:
+    """Nearest values <= x and >= x (equal when x itself occurs); None outside the range."""
+    below, above = values[values <= x], values[values >= x]
+    if below.size == 0 or above.size == 0:
+        return None
+    return float(below.max()), float(above.min())
+
+
+def _find_box(sub: np.ndarray, x: np.ndarray) -> Box | None:
+    """The self-consistent bracketing box around ``x`` (module docstring, step 2), or None.
+
+    Why the refinement: a point measured at some unrelated value of another axis must not
+    displace the bracket of this axis; only points on the box's other values are neighbours.
+    """
+    box: Box = []
+    for j in range(len(x)):
+        br = _bracket(sub[:, j], x[j])
+        if br is None:
+            return None
+        box.append(br)
+    for _ in range(MAX_BOX_ROUNDS):
+        new: Box = []
+        for j in range(len(x)):
+            on_box = np.ones(len(sub), dtype=bool)
+            for b in range(len(x)):
+                if b != j:
+                    on_box &= np.isin(sub[:, b], box[b])
+            br = _bracket(sub[on_box, j], x[j])
+            if br is None:
+                return None
+            new.append(br)
+        if new == box:
+            return box
+        box = new
+    return None
+
+
+def _multilinear(sub: np.ndarray, vals: np.ndarray, x: np.ndarray, box: Box) -> float | None:
+    """Blend of the box corners with multilinear weights; None when a corner was not measured."""
+    table = {tuple(p): v for p, v in zip(sub.tolist(), vals.tolist())}
+    per_axis: list[list[tuple[float, float]]] = []
+    for (lo, hi), xv in zip(box, x.tolist()):
+        if hi == lo:
+            per_axis.append([(lo, 1.0)])
+        else:
+            per_axis.append([(lo, (hi - xv) / (hi - lo)), (hi, (xv - lo) / (hi - lo))])
+    total = 0.0
+    for corner in itertools.product(*per_axis):
+        v = table.get(tuple(c for c, _ in corner))
+        if v is None:
+            return None
+        total += math.prod(w for _, w in corner) * v
+    return total
 
 
 def _fmt(v: float) -> str:
