@@ -99,63 +99,98 @@ class AddressColumns:
     suffixes: list[str]
 
 
-def _templates(names: np.ndarray) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Vectorised over one byte buffer: every dot-separated all-digit component becomes '#'.
+_MASK_DIGITS = bytes.maketrans(b"0123456789", b"##########")
+_WHOLE_RUN = re.compile(rb"(?:^|(?<=\.))[0-9]+(?=\.|$)")
 
-    Returns (distinct templates, template index per name, first and second numeric component per
-    name (-1 when absent), index of one name per template). Whole components only, so ``w13`` or ``fp8`` keep their digits.
+
+def _templates(names: np.ndarray, blob: bytes | None = None
+               ) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Name templates: every dot-separated all-digit component becomes '#' (whole components
+    only, so ``w13`` or ``fp8`` keep their digits), with no per-byte Python work.
+
+    ``blob`` is ``b"\n".join(names) + b"\n"`` when the caller has it. One C-speed
+    ``bytes.translate`` masks every digit; names that agree after masking differ only in digits
+    at fixed positions, so each masked group is parsed once from one representative and its
+    numbers are read for all members with numpy fancy indexing. Returns (distinct templates,
+    template index per name, first and second numeric component per name (-1 when absent),
+    index of one name per template).
     """
     n = len(names)
-    buf = np.frombuffer(("\n".join(names.tolist()) + "\n").encode("utf-8"), dtype=np.uint8)
-    nl = np.flatnonzero(buf == 10)
-    is_digit = (buf >= 48) & (buf <= 57)
-    # digit runs
-    edge = np.diff(np.concatenate(([0], is_digit.view(np.int8), [0])))
-    run_s = np.flatnonzero(edge == 1)
-    run_e = np.flatnonzero(edge == -1)          # exclusive
-    before = np.where(run_s > 0, buf[np.maximum(run_s - 1, 0)], 46)
-    after = buf[np.minimum(run_e, len(buf) - 1)]
-    whole = ((before == 46) | (before == 10) | (run_s == 0)) & ((after == 46) | (after == 10))
-    run_s, run_e = run_s[whole], run_e[whole]
-    # values of the whole-component runs (at most 18 digits)
-    vals = np.zeros(len(run_s), dtype=np.int64)
-    for k in range(int((run_e - run_s).max()) if len(run_s) else 0):
-        pos = run_s + k
-        ok = pos < run_e
-        vals[ok] = vals[ok] * 10 + (buf[pos[ok]] - 48)
-    line_of_run = np.searchsorted(nl, run_s)
+    if blob is None:
+        blob = ("\n".join(names.tolist()) + "\n").encode("utf-8")
+    lines = blob.translate(_MASK_DIGITS).split(b"\n")[:n]
+    ids: dict[bytes, int] = {}
+    mcode = np.fromiter((ids.setdefault(x, len(ids)) for x in lines), dtype=np.int64, count=n)
+    buf = np.frombuffer(blob, dtype=np.uint8)
+    starts = np.concatenate(([0], np.flatnonzero(buf == 10)[:-1] + 1)).astype(np.int64)
+    order = np.argsort(mcode, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(mcode, minlength=len(ids)))))
     first = np.full(n, -1, dtype=np.int64)
     second = np.full(n, -1, dtype=np.int64)
-    if len(run_s):
-        is_first = np.concatenate(([True], line_of_run[1:] != line_of_run[:-1]))
-        first[line_of_run[is_first]] = vals[is_first]
-        nxt = np.flatnonzero(~is_first)
-        is_second = np.zeros(len(run_s), dtype=bool)
-        is_second[nxt] = is_first[nxt - 1]
-        second[line_of_run[is_second]] = vals[is_second]
-    # template bytes: drop every digit of a run but its first, which becomes '#'
-    keep = np.ones(len(buf), dtype=bool)
-    out = buf.copy()
-    if len(run_s):
-        cover = np.zeros(len(buf) + 1, dtype=np.int64)
-        np.add.at(cover, run_s + 1, 1)
-        np.add.at(cover, run_e, -1)
-        keep[np.cumsum(cover[:-1]) > 0] = False
-        out[run_s] = 35
-    tbuf = out[keep]
-    tnl = np.flatnonzero(tbuf == 10)
-    tstart = np.concatenate(([0], tnl[:-1] + 1))
-    # polynomial hash of each template line, wrapping uint64 arithmetic
-    pos = np.arange(len(tbuf), dtype=np.int64) - np.repeat(tstart, tnl - tstart + 1)
-    pw = np.cumprod(np.full(int(pos.max()) + 1, 1099511628211, dtype=np.uint64), dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        h = np.add.reduceat(tbuf.astype(np.uint64) * pw[pos], tstart)
-    _, rep, code = np.unique(h, return_index=True, return_inverse=True)
-    templates = [tbuf[tstart[r]:tnl[r]].tobytes() for r in rep]
-    return templates, code.astype(np.int32).reshape(-1), first, second, rep
+    code = np.zeros(n, dtype=np.int32)
+    tids: dict[bytes, int] = {}
+    templates: list[bytes] = []
+    reps: list[int] = []
+    for g in range(len(ids)):
+        members = order[bounds[g]:bounds[g + 1]]
+        r = int(members[0])
+        line = blob[starts[r]:starts[r] + len(lines[r])]
+        runs = [(m.start(), m.end()) for m in _WHOLE_RUN.finditer(line)]
+        # digits outside whole components must agree across the group (w1 vs w3), else split it
+        fixed = [i for i, ch in enumerate(lines[r]) if ch == 35 and not any(a <= i < b for a, b in runs)]
+        if fixed and len(members) > 1:
+            same = (buf[starts[members][:, None] + np.array(fixed)] == buf[starts[r] + np.array(fixed)]).all(axis=1)
+            if not same.all():
+                for m in members[~same].tolist():      # rare: exact per-name templates
+                    _assign(blob[starts[m]:starts[m] + len(lines[m])], m, code, first, second, tids, templates,
+                            reps)
+                members = members[same]
+        _assign_group(line, runs, members, starts, buf, code, first, second, tids, templates, reps)
+    return templates, code, first, second, np.array(reps, dtype=np.int64)
 
 
-def parse_names(names: np.ndarray, n_main_layers: int | None = None) -> AddressColumns:
+def _template_of(line: bytes, runs: list[tuple[int, int]]) -> bytes:
+    out, prev = [], 0
+    for a, b in runs:
+        out.append(line[prev:a])
+        out.append(b"#")
+        prev = b
+    out.append(line[prev:])
+    return b"".join(out)
+
+
+def _assign_group(line: bytes, runs: list[tuple[int, int]], members: np.ndarray, starts: np.ndarray,
+                  buf: np.ndarray, code: np.ndarray, first: np.ndarray, second: np.ndarray,
+                  tids: dict[bytes, int], templates: list[bytes], reps: list[int]) -> None:
+    """Give every member the group's template id and read its first two whole numbers."""
+    tmpl = _template_of(line, runs)
+    tid = tids.get(tmpl)
+    if tid is None:
+        tid = tids[tmpl] = len(templates)
+        templates.append(tmpl)
+        reps.append(int(members[0]))
+    code[members] = tid
+    for k, (a, b) in enumerate(runs[:2]):
+        vals = np.zeros(len(members), dtype=np.int64)
+        for pos in range(a, b):
+            vals = vals * 10 + (buf[starts[members] + pos].astype(np.int64) - 48)
+        (first if k == 0 else second)[members] = vals
+
+
+def _assign(line: bytes, m: int, code, first, second, tids, templates, reps) -> None:
+    runs = [(x.start(), x.end()) for x in _WHOLE_RUN.finditer(line)]
+    tmpl = _template_of(line, runs)
+    tid = tids.get(tmpl)
+    if tid is None:
+        tid = tids[tmpl] = len(templates)
+        templates.append(tmpl)
+        reps.append(m)
+    code[m] = tid
+    for k, (a, b) in enumerate(runs[:2]):
+        (first if k == 0 else second)[m] = int(line[a:b])
+
+
+def parse_names(names: np.ndarray, n_main_layers: int | None = None, blob: bytes | None = None) -> AddressColumns:
     """Parse every tensor name: a numpy pass finds the templates (numbers replaced), then each
     distinct template (a few dozen in a 180,000-tensor checkpoint) is parsed once in Python."""
     n = len(names)
@@ -167,7 +202,7 @@ def parse_names(names: np.ndarray, n_main_layers: int | None = None) -> AddressC
         e = np.zeros(0, dtype=np.int32)
         return AddressColumns(e, e.copy(), np.zeros(0, np.int8), np.zeros(0, object), np.zeros(0, object),
                               np.zeros(0, object), e.copy(), e.copy(), modules, suffixes)
-    templates, code, first, second, rep = _templates(names)
+    templates, code, first, second, rep = _templates(names, blob)
     T = len(templates)
     t_layer = np.zeros(T, dtype=bool)
     t_expert = np.zeros(T, dtype=bool)
