@@ -8,7 +8,8 @@ import pytest
 
 from auditor.devices import load_device, write_device
 from auditor.errors import AuditInputError
-from auditor.perf.calibrate import DEFAULT_FIT, Scenario, fit, load_scenarios, perf_evaluator, uncalibrated
+from auditor.perf.calibrate import (DEFAULT_FIT, Scenario, fit, load_scenarios, minimize_restarted, nelder_mead,
+                                    perf_evaluator, uncalibrated)
 
 SHARED_CSV = Path(__file__).resolve().parents[2] / "shared" / "data" / "glm-5.1-a3-latency-calibration.csv"
 
@@ -49,6 +50,20 @@ def test_fitter_recovers_known_constants():
     assert res.fitted["static"] == pytest.approx(8.0 / 5.0, rel=1e-3)     # 5 us -> 8 us
     assert res.device.static_us["gp"] == pytest.approx(2.0 * 1.6, rel=1e-3)
     assert res.mape_before > 10.0 and res.mape_after < 0.05
+
+
+def test_nelder_mead_rosenbrock_and_bounds():
+    # Rosenbrock (1 - x)^2 + 100 (y - x^2)^2: minimum 0 at (1, 1), from the classic start (-1.2, 1)
+    rosen = lambda x: (1 - x[0]) ** 2 + 100 * (x[1] - x[0] ** 2) ** 2      # noqa: E731
+    r = nelder_mead(rosen, [-1.2, 1.0], [-2, -2], [2, 2])
+    assert r.converged and r.x == pytest.approx([1.0, 1.0], abs=1e-6) and r.fun < 1e-12
+    assert nelder_mead(rosen, [-1.2, 1.0], [-2, -2], [2, 2]).x.tolist() == r.x.tolist()   # deterministic
+    # (x - 1)^2 + (y + 2)^2 with y >= 0: the bounded minimum is (1, 0), value 0 + 2^2 = 4
+    bowl = lambda x: (x[0] - 1) ** 2 + (x[1] + 2) ** 2                  # noqa: E731
+    r = minimize_restarted(bowl, [3.0, 3.0], [-5, 0], [5, 5])
+    assert r.x == pytest.approx([1.0, 0.0], abs=1e-6) and r.fun == pytest.approx(4.0)
+    # max_iter stops an unconverged search and says so
+    assert not nelder_mead(rosen, [-1.2, 1.0], [-2, -2], [2, 2], max_iter=5).converged
 
 
 def test_leave_one_out_and_block():

@@ -6,9 +6,13 @@ GLM-5.1 latencies by ~29 % on average. Given a few measured scenarios we fit a *
 those constants (few scenarios, so few knobs) and ship them with their provenance, the
 per-scenario errors and a leave-one-out error that shows how much the fit generalises.
 
-Method: each fitted constant is searched in log space within physical bounds. A bounded
-least-squares fit of the relative errors gives a start point; Nelder-Mead then minimises the
-mean absolute percentage error (MAPE) itself, which is the figure reported.
+Method: each fitted constant is searched in log space (efficiencies span decades and must stay
+positive) within physical bounds. Our own Nelder-Mead simplex search (``nelder_mead``, no scipy:
+audit does not depend on it) minimises the mean absolute percentage error (MAPE) itself, the
+figure reported; MAPE is not smooth, which a derivative-free simplex tolerates. Trial points are
+clipped to the bounds, the start simplex is fixed (deterministic results), and the search is
+restarted from its best point until a restart no longer improves it, because a simplex can
+collapse early on a kinked objective.
 
 Measurement file (CSV, '#' comment lines): ``scenario,phase,query_len,context_len,measured_ms``.
 For prefill rows query_len is the new tokens and context_len the tokens already cached; for
@@ -161,34 +165,131 @@ def _resolve(names: Sequence[str]) -> list[Param]:
     return [PARAMS[n] for n in names]
 
 
+@dataclass(frozen=True)
+class SimplexResult:
+    x: np.ndarray          # best point found
+    fun: float             # objective there
+    iterations: int
+    evaluations: int
+    converged: bool        # stopped on the tolerances rather than on max_iter
+
+
+#: Nelder-Mead coefficients (the textbook values): reflection, expansion, contraction, shrink
+NM_REFLECT, NM_EXPAND, NM_CONTRACT, NM_SHRINK = 1.0, 2.0, 0.5, 0.5
+
+
+def _start_simplex(x0: np.ndarray, lo: np.ndarray, hi: np.ndarray, step: float) -> np.ndarray:
+    """x0 plus one vertex per axis, ``step`` along it (backwards when that would leave the
+    bounds): fixed, so a fit is reproducible bit for bit."""
+    simplex = [x0]
+    for i in range(len(x0)):
+        v = x0.copy()
+        v[i] = x0[i] + step if x0[i] + step <= hi[i] else x0[i] - step
+        simplex.append(np.clip(v, lo, hi))
+    return np.array(simplex)
+
+
+def nelder_mead(f: Callable[[np.ndarray], float], x0: Sequence[float], lo: Sequence[float],
+                hi: Sequence[float], step: float = 0.25, xtol: float = 1e-8, ftol: float = 1e-12,
+                max_iter: int = 2000) -> SimplexResult:
+    """Minimise ``f`` over the box [lo, hi] with the Nelder-Mead simplex method.
+
+    Why this method: the calibration objective (MAPE through the whole perf model) has no
+    derivatives and kinks where a scenario's error changes sign. Bounds are kept by clipping
+    every trial point onto the box. Stops when the simplex is smaller than ``xtol`` in every
+    coordinate and its values differ by at most ``ftol``, or after ``max_iter`` iterations.
+    """
+    lo_a, hi_a = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    evals = 0
+
+    def fc(x: np.ndarray) -> float:
+        nonlocal evals
+        evals += 1
+        return float(f(x))
+
+    simplex = _start_simplex(np.clip(np.asarray(x0, dtype=float), lo_a, hi_a), lo_a, hi_a, step)
+    values = np.array([fc(v) for v in simplex])
+    for it in range(1, max_iter + 1):
+        order = np.argsort(values, kind="stable")
+        simplex, values = simplex[order], values[order]
+        if (np.max(np.abs(simplex[1:] - simplex[0])) <= xtol
+                and np.max(np.abs(values[1:] - values[0])) <= ftol):
+            return SimplexResult(simplex[0], float(values[0]), it - 1, evals, True)
+        simplex, values = _nm_step(fc, simplex, values, lo_a, hi_a)
+    best = int(np.argmin(values))
+    return SimplexResult(simplex[best], float(values[best]), max_iter, evals, False)
+
+
+def _nm_step(f: Callable[[np.ndarray], float], simplex: np.ndarray, values: np.ndarray,
+             lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One Nelder-Mead iteration on a sorted simplex (best first): replace the worst vertex by
+    a reflected, expanded or contracted point, or shrink everything towards the best."""
+    simplex, values = simplex.copy(), values.copy()
+    centroid = simplex[:-1].mean(axis=0)
+    worst = simplex[-1]
+    xr = np.clip(centroid + NM_REFLECT * (centroid - worst), lo, hi)
+    fr = f(xr)
+    if fr < values[0]:
+        xe = np.clip(centroid + NM_EXPAND * (xr - centroid), lo, hi)
+        fe = f(xe)
+        simplex[-1], values[-1] = (xe, fe) if fe < fr else (xr, fr)
+        return simplex, values
+    if fr < values[-2]:
+        simplex[-1], values[-1] = xr, fr
+        return simplex, values
+    if fr < values[-1]:      # outside contraction, towards the reflected point
+        xc = np.clip(centroid + NM_CONTRACT * (xr - centroid), lo, hi)
+        fcv = f(xc)
+        accept = fcv <= fr
+    else:                    # inside contraction, towards the worst point
+        xc = np.clip(centroid + NM_CONTRACT * (worst - centroid), lo, hi)
+        fcv = f(xc)
+        accept = fcv < values[-1]
+    if accept:
+        simplex[-1], values[-1] = xc, fcv
+        return simplex, values
+    for i in range(1, len(simplex)):
+        simplex[i] = simplex[0] + NM_SHRINK * (simplex[i] - simplex[0])
+        values[i] = f(simplex[i])
+    return simplex, values
+
+
+def minimize_restarted(f: Callable[[np.ndarray], float], x0: Sequence[float], lo: Sequence[float],
+                       hi: Sequence[float], max_restarts: int = 8, ftol: float = 1e-12) -> SimplexResult:
+    """``nelder_mead`` restarted from its own best point (with a fresh, smaller start simplex)
+    until a restart improves the objective by no more than ``ftol``: a simplex that collapsed
+    on a kink or against a bound gets new directions to try."""
+    res = nelder_mead(f, x0, lo, hi, ftol=ftol)
+    step = 0.25
+    for _ in range(max_restarts):
+        step *= 0.5
+        again = nelder_mead(f, res.x, lo, hi, step=step, ftol=ftol)
+        improved = again.fun < res.fun - ftol
+        if again.fun <= res.fun:
+            res = SimplexResult(again.x, again.fun, res.iterations + again.iterations,
+                                res.evaluations + again.evaluations, again.converged)
+        if not improved:
+            break
+    return res
+
+
 def _fit_params(scen: Sequence[Scenario], evaluate_fn: EvaluateFn, device: Device,
                 params: list[Param]) -> dict[str, float]:
-    """Best constants for ``scen`` (log-space, bounded); starting point = the device's values."""
-    from scipy.optimize import least_squares, minimize
-
+    """Constants of ``params`` with minimum MAPE on ``scen`` (log space, bounded); the search
+    starts from the device's current values."""
     lo = np.log([p.lo for p in params])
     hi = np.log([p.hi for p in params])
-    x0 = np.clip(np.log([max(p.get(device, device), 1e-12) for p in params]), lo + 1e-9, hi - 1e-9)
+    x0 = np.clip(np.log([max(p.get(device, device), 1e-12) for p in params]), lo, hi)
     measured = np.array([s.measured_ms for s in scen])
 
-    def apply(x: np.ndarray) -> Device:
+    def mape(x: np.ndarray) -> float:
         dev = device
-        for p, v in zip(params, np.exp(x)):
+        for p, v in zip(params, np.exp(np.clip(x, lo, hi))):
             dev = p.set(dev, float(v), device)
-        return dev
+        return float(np.mean(np.abs(np.array([evaluate_fn(dev, s) for s in scen]) / measured - 1.0)))
 
-    def rel(x: np.ndarray) -> np.ndarray:
-        dev = apply(np.clip(x, lo, hi))
-        return np.array([evaluate_fn(dev, s) for s in scen]) / measured - 1.0
-
-    ls = least_squares(rel, x0, bounds=(lo, hi), x_scale=1.0, diff_step=1e-4, max_nfev=200 * len(params))
-    best = ls.x
-    mape = lambda x: float(np.mean(np.abs(rel(x))))            # noqa: E731 - tiny local objective
-    nm = minimize(mape, best, method="Nelder-Mead", bounds=list(zip(lo, hi)),
-                  options={"xatol": 1e-6, "fatol": 1e-9, "maxfev": 400 * len(params)})
-    if nm.fun <= mape(best):
-        best = nm.x
-    return {p.name: float(v) for p, v in zip(params, np.exp(np.clip(best, lo, hi)))}
+    best = minimize_restarted(mape, x0, lo, hi)
+    return {p.name: float(v) for p, v in zip(params, np.exp(np.clip(best.x, lo, hi)))}
 
 
 def _apply(device: Device, fitted: dict[str, float]) -> Device:
