@@ -52,6 +52,9 @@ class ClassifiedTable:
     kind: np.ndarray        # object
     scheme: np.ndarray      # object: description value, or inferred from dtypes ("" if unknown)
     findings: list[Finding] = field(default_factory=list)
+    scheme_code: np.ndarray | None = None   # int32 code into ``scheme_names`` (same information)
+    scheme_names: list[str] = field(default_factory=list)
+    in_desc: np.ndarray | None = None       # bool: the name has its own description entry
 
     def __len__(self) -> int:
         return len(self.table)
@@ -112,9 +115,14 @@ def classify(table: TensorTable, n_main_layers: int | None, desc: dict[str, str]
     # --- scheme: msModelSlim lists every sub-tensor of a linear with the linear's scheme
     if desc is not None:
         get = desc.get
-        scheme = np.array([get(x, "") for x in names.tolist()], dtype=object) if n else np.zeros(0, object)
+        ids: dict = {}
+        scode = np.fromiter((ids.setdefault(get(x), len(ids)) for x in names.tolist()), dtype=np.int32, count=n)
+        scheme_names = ["" if k is None else str(k) for k in ids]
+        in_desc = scode != ids.get(None, -1)
     else:
-        scheme = _infer_schemes(table, addr)
+        scode, scheme_names = _infer_schemes(table, addr)
+        in_desc = None
+    scheme = np.array(scheme_names + [""], dtype=object)[scode] if n else np.zeros(0, object)
     # --- category and kind, per (template-level suffix / kind) and dtype
     category = np.full(n, CAT_CODE["float"], dtype=np.int8)
     kind = np.empty(n, dtype=object)
@@ -130,9 +138,9 @@ def classify(table: TensorTable, n_main_layers: int | None, desc: dict[str, str]
         lb = np.flatnonzero(lowbit)
         for dt in np.unique(dtypes[lb]):
             kind[lb[dtypes[lb] == dt]] = LOWBIT_DTYPES[str(dt)]
-        w4 = {x for x in set(scheme[lb].tolist()) if str(x).startswith("W4")}
+        w4 = [i for i, x in enumerate(scheme_names) if x.startswith("W4")]
         if w4:
-            kind[lb[np.fromiter((x in w4 for x in scheme[lb].tolist()), dtype=bool, count=len(lb))]] = "int4_packed"
+            kind[lb[np.isin(scode[lb], w4)]] = "int4_packed"
     flt = ~(suf_scale | suf_offset | lowbit)
     if flt.any():
         fk: dict[tuple, str] = {}
@@ -141,7 +149,7 @@ def classify(table: TensorTable, n_main_layers: int | None, desc: dict[str, str]
         kind[idx] = [fk.get(k) or fk.setdefault(k, _float_kind(BLOCKS[k[0]], k[1], k[2], "")) for k in keys]
         for i in idx[np.isin(names[idx], ["rot.weight", "global_rotation"])]:
             kind[i] = "rotation"
-    ct = ClassifiedTable(table, addr, category, kind, scheme, [])
+    ct = ClassifiedTable(table, addr, category, kind, scheme, [], scode, scheme_names, in_desc)
     ct.findings.extend(check_consistency(ct, desc))
     return ct
 
@@ -152,68 +160,69 @@ def _instance_keys(addr: AddressColumns) -> np.ndarray:
     return ((addr.layer.astype(np.int64) + 1) * 100003 + (addr.expert.astype(np.int64) + 1)) * M + addr.modcode
 
 
-def _infer_schemes(table: TensorTable, addr: AddressColumns) -> np.ndarray:
-    """No description: a linear's scheme follows from its weight dtype and which siblings exist."""
-    n = len(table)
+def _infer_schemes(table: TensorTable, addr: AddressColumns) -> tuple[np.ndarray, list[str]]:
+    """No description: a linear's scheme follows from its weight dtype and which siblings exist.
+    Returns (code per tensor, scheme names); every tensor of a module instance shares its code."""
     inst = _instance_keys(addr)
-    suffix = addr.suffix
-    present = {s: set(inst[suffix == s].tolist()) for s in ("deq_scale", "scale_bias", "weight_scale",
-                                                              "weight_scale_inv")}
-    scheme = np.full(n, "", dtype=object)
-    w = np.flatnonzero(suffix == "weight")
-    cache: dict[tuple, str] = {}
-    per_inst: dict[int, str] = {}
-    for i in w.tolist():
-        key = inst[i]
+    code_of = {s: i for i, s in enumerate(addr.suffixes)}
+    present = {s: set(inst[addr.sufcode == code_of[s]].tolist()) for s in
+               ("deq_scale", "scale_bias", "weight_scale", "weight_scale_inv") if s in code_of}
+    names: list[str] = [""]
+    ids = {"": 0}
+    w = np.flatnonzero(addr.sufcode == code_of["weight"]) if "weight" in code_of else np.zeros(0, np.int64)
+    cache: dict[tuple, int] = {}
+    per_inst: dict[int, int] = {}
+    for i, key in zip(w.tolist(), inst[w].tolist()):
         sib = frozenset(s for s, keys in present.items() if key in keys)
         dt = str(table.dtype[i])
-        sch = cache.get((dt, sib))
-        if sch is None:
-            sch = cache[(dt, sib)] = infer_scheme(dt, set(sib))
-        per_inst[key] = sch
+        c = cache.get((dt, sib))
+        if c is None:
+            sch = infer_scheme(dt, set(sib))
+            c = cache[(dt, sib)] = ids.setdefault(sch, len(names))
+            if c == len(names):
+                names.append(sch)
+        per_inst[key] = c
     get = per_inst.get
-    scheme[:] = [get(k, "") for k in inst.tolist()]
-    return scheme
+    code = np.fromiter((get(k, 0) for k in inst.tolist()), dtype=np.int32, count=len(inst))
+    return code, names
 
 
 def check_consistency(ct: ClassifiedTable, desc: dict[str, str] | None) -> list[Finding]:
-    """Description vs stored tensors, missing quant siblings, dtype contradictions."""
+    """Description vs stored tensors, missing quant siblings, dtype contradictions. Set work happens
+    only when something disagrees: the common, consistent checkpoint costs a few numpy passes."""
     out: list[Finding] = []
     t = ct.table
     names = t.name
     loaded = t.loaded
-    if desc is not None:
-        stored_all = set(names.tolist())
-        stored_loaded = set(names[loaded].tolist())
-        for key in sorted(set(desc) - stored_all):
-            out.append(Finding("warning", key, "listed in quant_model_description.json but not stored in any shard"))
-        for key in sorted(stored_loaded - set(desc)):
-            out.append(Finding("warning", key, "stored but missing from quant_model_description.json"))
+    scode = ct.scheme_code
+    snames = ct.scheme_names
+    if desc is not None and ct.in_desc is not None:
+        if int(ct.in_desc.sum()) != len(desc):        # names are unique, so this is exact
+            for key in sorted(set(desc) - set(names.tolist())):
+                out.append(Finding("warning", key, "listed in quant_model_description.json but not stored in any "
+                                                   "shard"))
+        for i in np.flatnonzero(loaded & ~ct.in_desc).tolist():
+            out.append(Finding("warning", str(names[i]), "stored but missing from quant_model_description.json"))
     a = ct.addr
     w_code = a.suffixes.index("weight") if "weight" in a.suffixes else -1
     weight = a.sufcode == w_code
-    scheme = ct.scheme
+
+    def has_scheme(pred) -> np.ndarray:
+        return np.isin(scode, [i for i, x in enumerate(snames) if pred(x)])
+
     is_float_dt = np.isin(t.dtype, list(FLOAT_DTYPES))
-    schemes = set(scheme[weight].tolist())
-    quant = [x for x in schemes if str(x).startswith(("W8", "W4"))]
-
-    def has_scheme(values: list[str]) -> np.ndarray:
-        wanted = set(values)
-        return np.fromiter((x in wanted for x in scheme.tolist()), dtype=bool, count=len(scheme)) if wanted \
-            else np.zeros(len(scheme), dtype=bool)
-
-    says_float = weight & has_scheme(["FLOAT"]) & ~is_float_dt
-    says_quant = weight & has_scheme(quant) & is_float_dt
+    says_float = weight & has_scheme(lambda x: x == "FLOAT") & ~is_float_dt
+    says_quant = weight & has_scheme(lambda x: x.startswith(("W8", "W4"))) & is_float_dt
     for i in np.flatnonzero(says_float)[:50]:
         out.append(Finding("error", str(names[i]), f"description says FLOAT but the stored dtype is {t.dtype[i]}"))
     for i in np.flatnonzero(says_quant)[:50]:
-        out.append(Finding("error", str(names[i]), f"description says {scheme[i]} but the stored dtype is "
+        out.append(Finding("error", str(names[i]), f"description says {ct.scheme[i]} but the stored dtype is "
                                                     f"{t.dtype[i]}"))
     inst = _instance_keys(a)
     for sch, need in REQUIRED_SIBLINGS.items():
-        if sch not in schemes:
+        if sch not in snames:
             continue
-        rows = np.flatnonzero(weight & loaded & has_scheme([sch]))
+        rows = np.flatnonzero(weight & loaded & (scode == snames.index(sch)))
         if not len(rows):
             continue
         missing_by_row: dict[int, list[str]] = {}
