@@ -112,6 +112,11 @@ def read_header(path: Path) -> HeaderEntries:
     """
     path = Path(path)
     raw, file_size = _read_raw_header(path)
+    return entries_from_raw(path, raw, file_size)
+
+
+def entries_from_raw(path: Path, raw: bytes, file_size: int) -> HeaderEntries:
+    """Validate already-read header bytes through orjson: the exact path, precise errors."""
     header = _parse_json(path, raw)
     if not isinstance(header, dict):
         raise AuditInputError(path, f"header is a JSON {_json_kind(header)}, not an object")

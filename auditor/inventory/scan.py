@@ -24,7 +24,8 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 import numpy as np
 
 from ..errors import AuditInputError
-from .header import HeaderEntries, read_header
+from .fastheader import parse_index
+from .shards import read_headers
 from .progress import ProgressLine, want_progress
 from .table import TensorTable
 
@@ -87,20 +88,20 @@ def _scan(model_dir: Path, progress: bool | None) -> ScanResult:
     index_paths = sorted(p for p in model_dir.glob(INDEX_GLOB) if not p.name.startswith("."))
     weight_map, findings = _load_indexes(index_paths, model_dir)
     shards = _shard_files(model_dir, weight_map)
-    tables: list[TensorTable] = []
-    # Fast index check while scanning: every stored tensor maps to its own shard, and the index
-    # has exactly as many entries as were counted => index == shards (and names are unique).
+    with ProgressLine(len(shards), enabled=want_progress(progress, len(shards))) as bar:
+        batch = read_headers([model_dir / rel for rel in shards], on_file=bar.update)
+    table = batch.to_table(shards, [_is_loaded(rel) for rel in shards])
+    # Fast index check: every stored tensor maps to its own shard, and the index has exactly as
+    # many entries as were counted => index == shards (names are unique within each shard).
     agrees = bool(index_paths)
     counted = 0
-    with ProgressLine(len(shards), enabled=want_progress(progress, len(shards))) as bar:
-        for rel in shards:
-            entries: HeaderEntries = read_header(model_dir / rel)
-            tables.append(entries.to_table(rel, loaded=_is_loaded(rel)))
-            if agrees and not _is_optional(rel):
-                agrees = countOf(map(weight_map.get, entries.names), rel) == len(entries)
-                counted += len(entries)
-            bar.update(8 + entries.header_len)
-    table = TensorTable.concat(tables)
+    for i, rel in enumerate(shards):
+        if not agrees:
+            break
+        if not _is_optional(rel):
+            names = batch.file_names(i)
+            agrees = countOf(map(weight_map.get, names), rel) == len(names)
+            counted += len(names)
 
     if index_paths:
         index_name = index_paths[0].name
@@ -155,8 +156,12 @@ def load_index(index_path: Path, model_dir: Path) -> dict[str, str]:
         raise AuditInputError(index_path, "cannot read index: is a directory") from None
     except OSError as exc:
         raise AuditInputError(index_path, f"cannot read index: {exc.strerror or exc}") from None
+    # a 180,000-entry weight_map costs orjson ~0.17 s in string objects; the vectorised parser
+    # reads the usual all-strings layout ~4x faster and defers everything else to orjson
+    doc = parse_index(raw)
     try:
-        doc = _orjson.loads(raw) if _orjson is not None else json.loads(raw.decode("utf-8"))
+        if doc is None:
+            doc = _orjson.loads(raw) if _orjson is not None else json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError):
         try:
             raw.decode("utf-8")

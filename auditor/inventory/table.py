@@ -26,6 +26,9 @@ class TensorTable:
     end: np.ndarray         # int64 absolute end offset (exclusive)
     loaded: np.ndarray      # bool: the engine loads this tensor (False for rot.safetensors, optional/)
     files: list[str] = field(default_factory=list)   # paths relative to the model directory
+    # b"\n".join(name) + b"\n" in row order, when the scanner already had it at hand: name
+    # parsing works on this one buffer and would otherwise rebuild it (None: not available)
+    name_blob: bytes | None = None
 
     def __len__(self) -> int:
         return len(self.name)
@@ -84,4 +87,6 @@ class TensorTable:
             end=np.concatenate([t.end for t in tables]) if tables else np.array([], dtype=np.int64),
             loaded=np.concatenate([t.loaded for t in tables]) if tables else np.array([], dtype=bool),
             files=files,
+            name_blob=b"".join(t.name_blob for t in tables)
+            if tables and all(t.name_blob is not None for t in tables) else None,
         )
