@@ -302,8 +302,62 @@ _VALUE_GAP = re.compile(_WS + rb"," + _WS)
 _WM0, _WM2 = _word8(b"weight_m"), _word8(b"ight_map")
 
 
+@dataclass
+class IndexColumns:
+    """A weight_map as spans of the index bytes: no per-entry Python objects until asked."""
+
+    doc: dict                    # the rest of the document; its "weight_map" is {}
+    buf: bytes                   # the index bytes, padded for 8-byte loads
+    key_start: np.ndarray        # int64 byte spans of the keys, in document order
+    key_end: np.ndarray
+    value_start: np.ndarray
+    value_end: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.key_start)
+
+    def file_codes(self) -> tuple[np.ndarray, list[str]] | None:
+        """(code per entry, distinct shard names) or None if a name is not valid UTF-8."""
+        words = _u64(self.buf)
+        rows = span_words(words, self.value_start, self.value_end)
+        if rows is None:
+            return None
+        h = row_hash(rows)
+        order = np.argsort(h)
+        new = np.ones(len(h), dtype=bool)
+        new[1:] = h[order][1:] != h[order][:-1]
+        code = np.empty(len(h), dtype=np.int64)
+        code[order] = np.cumsum(new) - 1
+        rep = order[new]
+        if not (rows == rows[rep][code]).all():
+            return None                    # a hash collision between different names: rare
+        files = _strings(self.buf, len(self.buf) - len(_PAD), self.value_start[rep], self.value_end[rep])
+        return (code, files) if files is not None else None
+
+    def to_dict(self) -> dict[str, str] | None:
+        """The weight_map exactly as orjson builds it (duplicate keys: first place, last value)."""
+        size = len(self.buf) - len(_PAD)
+        keys = _strings(self.buf, size, self.key_start, self.key_end)
+        values = _strings(self.buf, size, self.value_start, self.value_end)
+        if keys is None or values is None:
+            return None
+        return dict(zip(keys, values))
+
+
 def parse_index(raw: bytes) -> dict | None:
-    """The document of a ``*.safetensors.index.json`` whose weight_map holds only plain strings.
+    """The document of a ``*.safetensors.index.json``, or None (see index_columns)."""
+    cols = index_columns(raw)
+    if cols is None:
+        return None
+    wm = cols.to_dict()
+    if wm is None:
+        return None
+    cols.doc["weight_map"] = wm
+    return cols.doc
+
+
+def index_columns(raw: bytes) -> IndexColumns | None:
+    """The weight_map of an index whose entries are all plain strings, as byte spans.
 
     Any whitespace layout is accepted as long as it is the same between every key and value and
     between every pair (what ``json.dump(indent=...)`` writes); the rest of the document is small
@@ -358,12 +412,42 @@ def parse_index(raw: bytes) -> dict | None:
         return None
     if type(doc) is not dict or doc.get("weight_map") != {}:
         return None
-    keys = _strings(buf, len(raw), o[keys_tok] + 1, c[keys_tok])
-    values = _strings(buf, len(raw), o[keys_tok + 1] + 1, c[keys_tok + 1])
-    if keys is None or values is None:
+    return IndexColumns(doc, buf, o[keys_tok] + 1, c[keys_tok], o[keys_tok + 1] + 1, c[keys_tok + 1])
+
+
+_MAX_WORDS = 32     # names up to 256 bytes are compared as word rows; longer ones go the slow way
+
+
+def word_count(*spans: tuple[np.ndarray, np.ndarray]) -> int:
+    """Columns span_words needs for the longest of these spans (room for the folded length)."""
+    longest = max((int((e - s).max()) for s, e in spans if len(s)), default=0)
+    return (longest + 2 + 7) // 8
+
+
+def span_words(words: np.ndarray, start: np.ndarray, end: np.ndarray, k: int | None = None) -> np.ndarray | None:
+    """Row i: the bytes ``[start_i, end_i)`` as u64 words, zero past the end; the length is
+    folded into the top 16 bits of the last column, so rows built with the same ``k`` are equal
+    exactly when the byte strings are. None when a span needs more than _MAX_WORDS words."""
+    length = end - start
+    if k is None:
+        k = word_count((start, end))
+    if k > _MAX_WORDS or (len(length) and int(length.max()) > 8 * k - 2):
         return None
-    doc["weight_map"] = dict(zip(keys, values))
-    return doc
+    off = np.arange(k, dtype=np.int64) * 8
+    rows = words[np.minimum(start[:, None] + off, len(words) - 1)]
+    left = length[:, None] - off                       # bytes of this span still in each word
+    rows &= _LOW[np.clip(left, 0, 8)]
+    rows[:, -1] ^= length.astype(np.uint64) << np.uint64(48)   # the last word holds <= 7 bytes
+    return rows
+
+
+def row_hash(rows: np.ndarray) -> np.ndarray:
+    """A well-mixed u64 per row (splitmix-style finaliser per word, then a weighted sum)."""
+    x = rows ^ (rows >> np.uint64(31))
+    x *= np.uint64(0x9E3779B97F4A7C15)
+    x ^= x >> np.uint64(29)
+    weights = (np.arange(1, rows.shape[1] + 1, dtype=np.uint64) * np.uint64(0xBF58476D1CE4E5B9)) | np.uint64(1)
+    return (x * weights).sum(axis=1, dtype=np.uint64)
 
 
 def _same_gaps(words: np.ndarray, gap_len: np.ndarray, close: np.ndarray, tokens: np.ndarray,

@@ -24,7 +24,8 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 import numpy as np
 
 from ..errors import AuditInputError
-from .fastheader import parse_index
+from .fastheader import index_columns, parse_index
+from .indexcheck import FastIndex
 from .shards import read_headers
 from .progress import ProgressLine, want_progress
 from .table import TensorTable
@@ -86,11 +87,19 @@ def _gc_paused():
 
 def _scan(model_dir: Path, progress: bool | None) -> ScanResult:
     index_paths = sorted(p for p in model_dir.glob(INDEX_GLOB) if not p.name.startswith("."))
-    weight_map, findings = _load_indexes(index_paths, model_dir)
-    shards = _shard_files(model_dir, weight_map)
+    fast = _fast_index(index_paths[0], model_dir) if len(index_paths) == 1 else None
+    if fast is None:
+        weight_map, findings = _load_indexes(index_paths, model_dir)
+        shards = _shard_files(model_dir, set(weight_map.values()))
+    else:
+        shards = _shard_files(model_dir, set(fast.files))
     with ProgressLine(len(shards), enabled=want_progress(progress, len(shards))) as bar:
         batch = read_headers([model_dir / rel for rel in shards], on_file=bar.update)
     table = batch.to_table(shards, [_is_loaded(rel) for rel in shards])
+    if fast is not None:
+        if fast.agrees_with(table, _optional_rows(table)):
+            return _result(model_dir, table, index_paths, _optional_notes(table, index_paths[0].name))
+        weight_map, findings = _load_indexes(index_paths, model_dir)   # exact findings/errors
     # Fast index check: every stored tensor maps to its own shard, and the index has exactly as
     # many entries as were counted => index == shards (names are unique within each shard).
     agrees = bool(index_paths)
@@ -115,6 +124,10 @@ def _scan(model_dir: Path, progress: bool | None) -> ScanResult:
     else:
         _check_unique(model_dir, table)
 
+    return _result(model_dir, table, index_paths, findings)
+
+
+def _result(model_dir: Path, table: TensorTable, index_paths: list[Path], findings: list[Finding]) -> ScanResult:
     config = model_dir / "config.json"
     return ScanResult(
         table=table, model_dir=model_dir,
@@ -214,10 +227,36 @@ def _normalize_shard_path(index_path: Path, rel, name_of) -> str:
     return PurePosixPath(rel.replace("\\", "/")).as_posix()
 
 
-def _shard_files(model_dir: Path, weight_map: dict[str, str]) -> list[str]:
+def _fast_index(index_path: Path, model_dir: Path) -> FastIndex | None:
+    """The index as columns when it is plain and every shard it names is a file here; None
+    sends it through load_index, which also words every error."""
+    try:
+        raw = index_path.read_bytes()
+    except OSError:
+        return None
+    cols = index_columns(raw)
+    coded = cols.file_codes() if cols is not None else None
+    if coded is None:
+        return None
+    codes, files = coded
+    try:
+        norm = [_normalize_shard_path(index_path, rel, lambda _: "") for rel in files]
+    except AuditInputError:
+        return None
+    if len(set(norm)) != len(norm) or not all((model_dir / n).is_file() for n in norm):
+        return None
+    return FastIndex(cols, codes, norm)
+
+
+def _optional_rows(table: TensorTable) -> np.ndarray:
+    idx = [i for i, f in enumerate(table.files) if _is_optional(f)]
+    return np.isin(table.file, idx) if idx else np.zeros(len(table), dtype=bool)
+
+
+def _shard_files(model_dir: Path, index_files: set[str]) -> list[str]:
     """Relative paths of all files to inventory, de-duplicated, in a stable sorted order."""
     rels = {p.name for p in model_dir.glob("*.safetensors")}
-    rels.update(set(weight_map.values()))
+    rels.update(index_files)
     opt = model_dir / OPTIONAL_DIR
     if opt.is_dir():
         rels.update(f"{OPTIONAL_DIR}/{p.name}" for p in opt.glob("*.safetensors"))

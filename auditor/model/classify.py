@@ -107,7 +107,7 @@ def infer_scheme(dtype: str, siblings: set[str]) -> str:
 def classify(table: TensorTable, n_main_layers: int | None, desc: dict[str, str] | None) -> ClassifiedTable:
     """Vectorised over templates: every per-tensor attribute is a function of (name template,
     dtype, scheme), so Python work is per distinct template, not per tensor."""
-    addr = parse_names(table.name, n_main_layers)
+    addr = parse_names(table.name, n_main_layers, table.name_blob)
     n = len(table)
     names = table.name
     dtypes = table.dtype

@@ -1,0 +1,58 @@
+"""Does the index agree with the shards? Decided on bytes, without a 180,000-entry dict.
+
+Why: building the weight_map dict and looking every tensor up in it cost more than parsing all
+the headers. In the common case (the index lists exactly the stored tensors, each in its own
+shard) a sort of word rows answers the question exactly; any doubt (a disagreement, a hash tie,
+a name over 254 bytes) answers "no", and the scanner then runs its dict-based cross-check,
+which words the findings.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .fastheader import _PAD, IndexColumns, _u64, row_hash, span_words, word_count
+from .table import TensorTable
+
+
+@dataclass
+class FastIndex:
+    cols: IndexColumns
+    codes: np.ndarray            # shard code per weight_map entry
+    files: list[str]             # normalized shard path per code (distinct)
+
+    def agrees_with(self, table: TensorTable, optional: np.ndarray) -> bool:
+        """True exactly when the index lists each non-``optional`` row once, in its own file,
+        no other name, and no optional row (what the scanner's dict check would conclude)."""
+        if table.name_blob is None or int((~optional).sum()) != len(self.cols):
+            return False
+        blob = table.name_blob + _PAD
+        nl = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8)[: len(table.name_blob)] == 10)
+        if len(nl) != len(table):
+            return False                  # a name holding '\n'
+        t_start = np.concatenate(([0], nl[:-1] + 1)).astype(np.int64)
+        c = self.cols
+        k = word_count((t_start, nl), (c.key_start, c.key_end))
+        t_rows = span_words(_u64(blob), t_start, nl, k)
+        i_rows = span_words(_u64(c.buf), c.key_start, c.key_end, k)
+        if t_rows is None or i_rows is None:
+            return False
+        t_hash, i_hash = row_hash(t_rows), row_hash(i_rows)
+        code_of = {f: i for i, f in enumerate(self.files)}
+        t_code = np.array([code_of.get(f, -1) for f in table.files], dtype=np.int64)[table.file]
+        main = np.flatnonzero(~optional)
+        pt = main[np.argsort(t_hash[main])]
+        pi = np.argsort(i_hash)
+        th = t_hash[pt]
+        if not np.array_equal(th, i_hash[pi]) or not np.array_equal(t_code[pt], self.codes[pi]):
+            return False
+        if not (t_rows[pt] == i_rows[pi]).all():
+            return False                  # equal hashes, different names
+        if (th[1:] == th[:-1]).any():
+            return False                  # a name twice (or a tie): let the exact check decide
+        opt = np.sort(t_hash[optional])
+        if (opt[1:] == opt[:-1]).any():
+            return False
+        at = np.minimum(np.searchsorted(th, opt), max(len(th) - 1, 0))
+        return not len(th) or not (th[at] == opt).any()
