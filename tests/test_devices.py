@@ -93,3 +93,17 @@ def test_invalid_json_and_unknown_name(tmp_path):
         load_device("b200")
     with pytest.raises(AuditInputError, match="not found"):
         load_device(tmp_path / "absent.json")
+
+
+def test_a3_calibration_stays_physically_plausible():
+    """The shipped fit must not buy its error with implausible constants: every efficiency in
+    (0.05, 1] and the per-kernel fixed cost within 5x TensorCast's 5 us (an earlier comm+static
+    fit had comm 0.10 and 27.7 us); the note must say what the fitted constants absorb."""
+    dev = load_device("a3-752t")
+    cal = dev.calibration
+    assert cal["status"] == "calibrated"
+    for k in ("compute", "memory", "comm"):
+        assert 0.05 < dev.efficiency[k] <= 1.0, k
+    assert dev.static_us["mma"] <= 5 * 5.0 and dev.static_us["gp"] <= 5 * 2.0
+    assert all(name in cal["note"] for name in cal["fitted"])
+    assert "absorb" in cal["note"]
