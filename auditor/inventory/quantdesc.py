@@ -43,14 +43,15 @@ class QuantDescription:
         whatever their type; any other key must map to a scheme string.
         """
         out = cls(path=Path(path))
+        per_tensor = dict(doc)                       # one C-level copy; globals are popped out of it
+        for key in GLOBAL_KEYS & per_tensor.keys():
+            out.globals[key] = per_tensor.pop(key)
         bad: list[str] = []
-        for key, val in doc.items():
-            if key in GLOBAL_KEYS:
-                out.globals[key] = val
-            elif isinstance(val, str):
-                out.per_tensor[key] = val
-            else:
-                bad.append(key)
+        if set(map(type, per_tensor.values())) - {str}:      # rare: find the offenders
+            bad = [k for k, v in per_tensor.items() if not isinstance(v, str)]
+            for k in bad:
+                del per_tensor[k]
+        out.per_tensor = per_tensor
         for key in bad[:20]:
             out.findings.append(("warning", key, f"value {_short(doc[key])} is not a scheme string; "
                                                  f"entry ignored"))

@@ -114,11 +114,15 @@ def classify(table: TensorTable, n_main_layers: int | None, desc: dict[str, str]
     suffix = addr.suffix
     # --- scheme: msModelSlim lists every sub-tensor of a linear with the linear's scheme
     if desc is not None:
-        get = desc.get
-        ids: dict = {}
-        scode = np.fromiter((ids.setdefault(get(x), len(ids)) for x in names.tolist()), dtype=np.int32, count=n)
-        scheme_names = ["" if k is None else str(k) for k in ids]
-        in_desc = scode != ids.get(None, -1)
+        # C-level map over the names, then integer coding of the handful of distinct values
+        looked = np.array(list(map(desc.get, names.tolist())), dtype=object) if n else np.zeros(0, object)
+        distinct = sorted(set(looked.tolist()), key=lambda v: (v is None, str(v)))
+        scode = np.zeros(n, dtype=np.int32)
+        for i, v in enumerate(distinct):
+            scode[looked == v] = i if v is not None else -1
+        scheme_names = [str(v) for v in distinct if v is not None]
+        in_desc = scode >= 0
+        scode[~in_desc] = len(scheme_names)          # points at the trailing "" below
     else:
         scode, scheme_names = _infer_schemes(table, addr)
         in_desc = None

@@ -119,8 +119,11 @@ def _templates(names: np.ndarray, blob: bytes | None = None
     if blob is None:
         blob = ("\n".join(names.tolist()) + "\n").encode("utf-8")
     lines = blob.translate(_MASK_DIGITS).split(b"\n")[:n]
-    ids: dict[bytes, int] = {}
-    mcode = np.fromiter((ids.setdefault(x, len(ids)) for x in lines), dtype=np.int64, count=n)
+    # code = index of the first line with the same mask, via C-level map (no Python frame per name)
+    first_seen: dict[bytes, int] = {}
+    raw = np.fromiter(map(first_seen.setdefault, lines, range(n)), dtype=np.int64, count=n)
+    uniq, mcode = np.unique(raw, return_inverse=True)
+    ids = range(len(uniq))
     buf = np.frombuffer(blob, dtype=np.uint8)
     starts = np.concatenate(([0], np.flatnonzero(buf == 10)[:-1] + 1)).astype(np.int64)
     order = np.argsort(mcode, kind="stable")
