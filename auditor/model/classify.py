@@ -115,14 +115,12 @@ def classify(table: TensorTable, n_main_layers: int | None, desc: dict[str, str]
     # --- scheme: msModelSlim lists every sub-tensor of a linear with the linear's scheme
     if desc is not None:
         # C-level map over the names, then integer coding of the handful of distinct values
-        looked = np.array(list(map(desc.get, names.tolist())), dtype=object) if n else np.zeros(0, object)
-        distinct = sorted(set(looked.tolist()), key=lambda v: (v is None, str(v)))
-        scode = np.zeros(n, dtype=np.int32)
-        for i, v in enumerate(distinct):
-            scode[looked == v] = i if v is not None else -1
-        scheme_names = [str(v) for v in distinct if v is not None]
-        in_desc = scode >= 0
-        scode[~in_desc] = len(scheme_names)          # points at the trailing "" below
+        looked = list(map(desc.get, names.tolist()))
+        scheme_names = sorted(str(v) for v in set(looked) - {None})
+        code_of = {v: i for i, v in enumerate(scheme_names)}
+        code_of[None] = len(scheme_names)           # points at the trailing "" below
+        scode = np.fromiter(map(code_of.__getitem__, looked), dtype=np.int32, count=n)
+        in_desc = scode < len(scheme_names)
     else:
         scode, scheme_names = _infer_schemes(table, addr)
         in_desc = None
