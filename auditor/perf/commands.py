@@ -165,7 +165,7 @@ def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, b
 
 class _LazyCommand(click.Command):
     """A command whose module is imported only when it runs (or its --help is shown), so the
-    other commands do not pay for its imports (calibrate pulls in numpy/scipy optimisation)."""
+    other commands do not pay for its imports (calibrate brings the whole perf evaluator and fitter)."""
 
     def __init__(self, name: str, loader, short_help: str):
         super().__init__(name, short_help=short_help, help=short_help)
