@@ -19,3 +19,14 @@ class AuditInputError(Exception):
     def one_line(self) -> str:
         text = f"{self.where}: {self.problem}" if self.where else self.problem
         return " ".join(text.split())
+
+
+def read_input_bytes(path: str | Path, what: str) -> bytes:
+    """Bytes of a user-supplied file, or an AuditInputError naming it ("cannot read <what>: ...")."""
+    path = Path(path)
+    try:
+        return path.read_bytes()
+    except IsADirectoryError:
+        raise AuditInputError(path, f"cannot read {what}: is a directory") from None
+    except OSError as exc:
+        raise AuditInputError(path, f"cannot read {what}: {exc.strerror or exc}") from None

@@ -257,37 +257,8 @@ def evaluate_program(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i:
     return total
 
 
-@njit(cache=True)
-def program_time(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.ndarray,
-                 co_f: np.ndarray, co_m: np.ndarray, decode: int, tp: float, tokens: float,
-                 context: float, batch: float, mtp: float, dev: np.ndarray, grp: np.ndarray) -> float:
-    """Phase time only (no per-op output): the inner loop of a sweep."""
-    st = stream_table(decode, tokens, context, batch, mtp)
-    total = 0.0
-    for i in range(op_i.shape[0]):
-        cnt = op_f[i, 9] * mult(op_m[i], mtp)
-        if cnt == 0.0:
-            continue
-        kind = op_i[i, 0]
-        if kind == ZERO:
-            continue
-        s = op_i[i, 1]
-        base = st[s, 0] * st[s, 1]
-        t = op_tokens(base, op_i[i, 2], op_i[i, 3], tp)
-        frac = t / base if base > 0 else 0.0
-        mma, vec, seq, rnd, rk = op_work(kind, op_f[i, :8], op_f[i, 8], t, frac, st[s])
-        tt = op_time(kind, op_i[i, 4], mma, vec, seq, rnd, rk, dev)[2]
-        total += tt * cnt
-    for j in range(co_i.shape[0]):
-        cnt = co_f[j, 2] * mult(co_m[j], mtp)
-        if cnt == 0.0:
-            continue
-        s = co_i[j, 2]
-        base = st[s, 0] * st[s, 1]
-        t = op_tokens(base, co_i[j, 3], co_i[j, 4], tp)
-        m = t * co_f[j, 0] + co_f[j, 1]
-        total += coll_time(co_i[j, 0], m, grp[co_i[j, 1]], dev[7]) * cnt
-    return total
+# which ops a partial evaluation covers
+ALL_PARTS, CTX_PART, REST_PART = 0, 1, 2
 
 
 @njit(cache=True)
@@ -300,14 +271,15 @@ def context_dependent(kind: int) -> bool:
 @njit(cache=True)
 def partial_time(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.ndarray, co_f: np.ndarray,
                  co_m: np.ndarray, decode: int, tp: float, tokens: float, context: float, batch: float,
-                 mtp: float, dev: np.ndarray, grp: np.ndarray, ctx_part: bool) -> float:
-    """``program_time`` restricted to the context-dependent ops (``ctx_part``) or to all the
-    rest including collectives; the two parts sum to ``program_time``."""
+                 mtp: float, dev: np.ndarray, grp: np.ndarray, part: int) -> float:
+    """Phase time (no per-op output), the inner loop of a sweep: every op and collective
+    (``ALL_PARTS``), only the context-dependent ops (``CTX_PART``) or everything else including
+    the collectives (``REST_PART``); the last two sum to the first."""
     st = stream_table(decode, tokens, context, batch, mtp)
     total = 0.0
     for i in range(op_i.shape[0]):
         kind = op_i[i, 0]
-        if kind == ZERO or context_dependent(kind) != ctx_part:
+        if kind == ZERO or (part != ALL_PARTS and context_dependent(kind) != (part == CTX_PART)):
             continue
         cnt = op_f[i, 9] * mult(op_m[i], mtp)
         if cnt == 0.0:
@@ -318,7 +290,7 @@ def partial_time(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.
         frac = t / base if base > 0 else 0.0
         mma, vec, seq, rnd, rk = op_work(kind, op_f[i, :8], op_f[i, 8], t, frac, st[s])
         total += op_time(kind, op_i[i, 4], mma, vec, seq, rnd, rk, dev)[2] * cnt
-    if ctx_part:
+    if part == CTX_PART:
         return total
     for j in range(co_i.shape[0]):
         cnt = co_f[j, 2] * mult(co_m[j], mtp)
@@ -331,6 +303,15 @@ def partial_time(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.
     return total
 
 
+@njit(cache=True)
+def program_time(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.ndarray,
+                 co_f: np.ndarray, co_m: np.ndarray, decode: int, tp: float, tokens: float,
+                 context: float, batch: float, mtp: float, dev: np.ndarray, grp: np.ndarray) -> float:
+    """Phase time only (no per-op output)."""
+    return partial_time(op_i, op_f, op_m, co_i, co_f, co_m, decode, tp, tokens, context, batch, mtp, dev, grp,
+                        ALL_PARTS)
+
+
 @njit(cache=True, parallel=True)
 def sweep_grid(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.ndarray, co_f: np.ndarray,
                co_m: np.ndarray, decode: int, tp: float, keys: np.ndarray, contexts: np.ndarray,
@@ -340,10 +321,11 @@ def sweep_grid(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.nd
     out = np.empty((keys.shape[0], contexts.shape[0]))
     for u in prange(keys.shape[0]):
         tok, bat, mtp = keys[u, 0], keys[u, 1], keys[u, 2]
-        fixed = partial_time(op_i, op_f, op_m, co_i, co_f, co_m, decode, tp, tok, 0.0, bat, mtp, dev, grp, False)
+        fixed = partial_time(op_i, op_f, op_m, co_i, co_f, co_m, decode, tp, tok, 0.0, bat, mtp, dev, grp,
+                             REST_PART)
         for c in range(contexts.shape[0]):
             out[u, c] = fixed + partial_time(op_i, op_f, op_m, co_i, co_f, co_m, decode, tp, tok, contexts[c],
-                                             bat, mtp, dev, grp, True)
+                                             bat, mtp, dev, grp, CTX_PART)
     return out
 
 

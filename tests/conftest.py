@@ -18,6 +18,12 @@ def shared_dir() -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def ckpts(shared_dir: Path) -> Path:
+    """The real tiny checkpoints written by transformers and msModelSlim (see PROVENANCE.md)."""
+    return shared_dir / "data" / "checkpoints"
+
+
 def tree_snapshot(root: Path) -> dict[str, tuple[str, int, int]]:
     """{relative path: (kind, size, mtime_ns)} of everything under ``root`` (symlinks not followed).
 

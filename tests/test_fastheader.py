@@ -17,7 +17,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from auditor.inventory.fastheader import parse_entries, parse_index, split_header
-from auditor.inventory.header import DTYPE_BITS, DTYPE_NAMES, entries_from_raw, read_header
+from auditor.inventory.header import DTYPE_BITS, DTYPE_NAMES, read_header
 from auditor.inventory.scan import scan_model_dir
 from auditor.inventory.shards import read_headers
 from auditor.inventory.table import TensorTable

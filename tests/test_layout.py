@@ -17,14 +17,6 @@ from auditor.model.presets import preset_spec
 Row = tuple[str, str, tuple[int, ...]]
 
 
-@pytest.fixture(scope="module")
-def ckpts() -> Path:
-    shared = Path(__file__).resolve().parents[1].parent / "shared"
-    if not shared.is_dir():
-        pytest.skip("../shared not present: reference checkpoints live beside the checkout")
-    return shared / "data" / "checkpoints"
-
-
 def read_header(path: Path) -> dict:
     """Minimal safetensors header reader, independent of the code under test."""
     with open(path, "rb") as f:

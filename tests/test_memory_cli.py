@@ -8,7 +8,6 @@ import os
 import struct
 from pathlib import Path
 
-import pytest
 
 from auditor.cli import main
 from auditor.model.presets import preset_config

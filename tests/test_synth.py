@@ -22,14 +22,6 @@ from auditor.synth import config_from_spec, safetensors_header, synthesize
 from auditor.synth_cli import parse_size, synth_command
 
 
-@pytest.fixture(scope="module")
-def ckpts() -> Path:
-    shared = Path(__file__).resolve().parents[1].parent / "shared"
-    if not shared.is_dir():
-        pytest.skip("../shared not present: reference checkpoints live beside the checkout")
-    return shared / "data" / "checkpoints"
-
-
 def raw_header(path: Path) -> tuple[bytes, dict]:
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import AuditInputError
+from ..errors import AuditInputError, read_input_bytes
 
 try:
     import orjson as _orjson
@@ -64,12 +64,7 @@ class QuantDescription:
 def load_quant_description(path: Path) -> QuantDescription:
     """Read and split the description; raises AuditInputError only when the file is unusable."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except IsADirectoryError:
-        raise AuditInputError(path, "cannot read quant description: is a directory") from None
-    except OSError as exc:
-        raise AuditInputError(path, f"cannot read quant description: {exc.strerror or exc}") from None
+    raw = read_input_bytes(path, "quant description")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

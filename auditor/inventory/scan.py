@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import numpy as np
 
-from ..errors import AuditInputError
+from ..errors import AuditInputError, read_input_bytes
 from .fastheader import index_columns, parse_index
 from .indexcheck import FastIndex
 from .shards import read_headers
@@ -163,12 +163,7 @@ def load_index(index_path: Path, model_dir: Path) -> dict[str, str]:
     A shard itself may be a symlink resolving anywhere (hub caches point into a blobs dir);
     only the path written in the index must stay inside the directory.
     """
-    try:
-        raw = index_path.read_bytes()
-    except IsADirectoryError:
-        raise AuditInputError(index_path, "cannot read index: is a directory") from None
-    except OSError as exc:
-        raise AuditInputError(index_path, f"cannot read index: {exc.strerror or exc}") from None
+    raw = read_input_bytes(index_path, "index")
     # a 180,000-entry weight_map costs orjson ~0.17 s in string objects; the vectorised parser
     # reads the usual all-strings layout ~4x faster and defers everything else to orjson
     doc = parse_index(raw)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from ..engines.materialize import BRIDGE_ORDER, Materialization, Materializer
 from ..engines.profiles import EngineProfile, get_profile

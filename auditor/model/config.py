@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import AuditInputError
+from ..errors import AuditInputError, read_input_bytes
 from .spec import ModelSpec, TORCH_DTYPE_TO_ST
 
 REQUIRED_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
@@ -14,10 +14,7 @@ REQUIRED_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "voc
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read config.json as a JSON object, with one-line errors for every failure."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise AuditInputError(path, f"cannot read config: {exc.strerror or exc}") from None
+    raw = read_input_bytes(path, "config")
     try:
         cfg = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

@@ -172,7 +172,7 @@ class _Builder:
 
     def attention(self, L: int, kind: LayerKind, h: Tok, shard: bool, mtp_layer: bool) -> Tok:
         """Attention on ``h`` (full-token); returns the o_proj output token layout."""
-        s, lay, tp = self.spec, self.lay, self.tp
+        s, lay = self.spec, self.lay
         sa = scheme(self.recipe, "attn", mtp_layer)
         if not s.mla:
             return self.gqa(L, h, shard, sa)
