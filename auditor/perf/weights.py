@@ -2,9 +2,9 @@
 model and the memory ledger.
 
 Why one place: an op's weight traffic must equal what the memory report says the rank holds, so
-perf and memory can never disagree. When ``auditor.memory.api.module_bytes`` exists it is the
-source; until then (or for a scheme the ledger does not know, e.g. ``w8a8-dynamic``) the
-fallback below computes the same keys from the scheme: int8 = 1 B/element, W4A8 experts 0.5 B,
+perf and memory can never disagree. ``auditor.memory.api.module_bytes`` is the source; for a
+scheme the layout generator has no recipe for (``w8a8-dynamic``) the fallback below computes the
+same keys from the scheme: int8 = 1 B/element, W4A8 experts 0.5 B,
 bf16 2 B, fp32 router 4 B, plus fp32 per-output-channel scale and offset (8 B per output row) on
 quantized linears. Keys: layer -1 holds "embed_tokens" and "lm_head"; decoder layers (MTP layer
 = index Lyr) hold module names relative to the layer ("self_attn.q_b_proj", "mlp.experts", ...);
@@ -13,6 +13,8 @@ quantized linears. Keys: layer -1 holds "embed_tokens" and "lm_head"; decoder la
 from __future__ import annotations
 
 from ..engines.profiles import get_profile
+from ..errors import AuditInputError
+from ..memory.api import module_bytes
 from ..engines.resolve import Layout
 from ..model.spec import ModelSpec
 from ..plan import ParallelPlan
@@ -25,16 +27,11 @@ def weight_bytes(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, 
                  rank: int = 0) -> tuple[WeightMap, str]:
     """(bytes per (layer, module), source) where source is "ledger" or "scheme"."""
     try:
-        from ..memory.api import module_bytes   # written by the memory pipeline
-    except ImportError:
-        module_bytes = None
-    if module_bytes is not None:
-        try:
-            got = module_bytes(spec, plan, engine, recipe, rank)
-            if got:
-                return dict(got), "ledger"
-        except Exception:   # noqa: BLE001 - a recipe the ledger lacks falls back to the scheme
-            pass
+        got = module_bytes(spec, plan, engine, recipe, rank)
+    except AuditInputError:     # a scheme the layout generator has no recipe for (w8a8-dynamic)
+        got = None
+    if got:
+        return dict(got), "ledger"
     return _scheme_bytes(spec, plan, engine, recipe, layout), "scheme"
 
 
