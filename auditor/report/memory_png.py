@@ -23,8 +23,9 @@ def write_memory_png(rep: dict, path: Path) -> None:
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.plot(labels, [g["naive_bytes"] / GiB for _, g in groups], "k_", markersize=28, mew=2, label="naive")
     m, p = rep["model"], rep["plan"]
-    ax.set_title(f"{m['name']} resident weights per rank - TP{p['tp']} DP{p['dp']} EP{p['ep']} "
-                 f"{'SP ' if p['sp'] else ''}{rep['engine']['label']} ({p['role']})", fontsize=9)
+    ax.set_title(f"{m['name']} resident weights per rank\nTP{p['tp']} DP{p['dp']} EP{p['ep']} "
+                 f"{'PP' + str(p['pp']) + ' ' if p['pp'] > 1 else ''}{'SP ' if p['sp'] else ''}"
+                 f"{rep['engine']['label']} ({p['role']})", fontsize=9)
     ax.set_ylabel("GiB")
     ax.set_xlabel("ranks (identical ranks grouped)")
     ax.legend(fontsize=8, loc="lower right")
