@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fastheader import _PAD, IndexColumns, _u64, row_hash, span_words, word_count
+from .fastheader import _LOW, _MAX_WORDS, _PAD, IndexColumns, _u64
 from .table import TensorTable
 
 
@@ -33,22 +33,28 @@ class FastIndex:
             return False                  # a name holding '\n'
         t_start = np.concatenate(([0], nl[:-1] + 1)).astype(np.int64)
         c = self.cols
-        k = word_count((t_start, nl), (c.key_start, c.key_end))
-        t_rows = span_words(_u64(blob), t_start, nl, k)
-        i_rows = span_words(_u64(c.buf), c.key_start, c.key_end, k)
-        if t_rows is None or i_rows is None:
+        t_len, i_len = nl - t_start, c.key_end - c.key_start
+        k = (max(int(t_len.max(initial=0)), int(i_len.max(initial=0))) + 7) // 8
+        if k > _MAX_WORDS:
             return False
-        t_hash, i_hash = row_hash(t_rows), row_hash(i_rows)
+        t_cols = _columns(_u64(blob), t_start, t_len, k)
+        i_cols = _columns(_u64(c.buf), c.key_start, i_len, k)
+        t_hash, i_hash = _hash(t_cols, t_len), _hash(i_cols, i_len)
         code_of = {f: i for i, f in enumerate(self.files)}
         t_code = np.array([code_of.get(f, -1) for f in table.files], dtype=np.int64)[table.file]
         main = np.flatnonzero(~optional)
         pt = main[np.argsort(t_hash[main])]
         pi = np.argsort(i_hash)
         th = t_hash[pt]
-        if not np.array_equal(th, i_hash[pi]) or not np.array_equal(t_code[pt], self.codes[pi]):
+        if not np.array_equal(th, i_hash[pi]):
             return False
-        if not (t_rows[pt] == i_rows[pi]).all():
-            return False                  # equal hashes, different names
+        q = np.empty(len(pi), dtype=np.int64)
+        q[pi] = pt                        # index entry j <-> table row q[j] (equal hashes)
+        if not np.array_equal(t_code[q], self.codes) or not np.array_equal(t_len[q], i_len):
+            return False
+        for j in range(k):
+            if not np.array_equal(t_cols[j][q], i_cols[j]):
+                return False              # equal hashes, different names
         if (th[1:] == th[:-1]).any():
             return False                  # a name twice (or a tie): let the exact check decide
         opt = np.sort(t_hash[optional])
@@ -56,3 +62,32 @@ class FastIndex:
             return False
         at = np.minimum(np.searchsorted(th, opt), max(len(th) - 1, 0))
         return not len(th) or not (th[at] == opt).any()
+
+
+_P = np.uint64(0x100000001B3)      # odd multiplier of the word-polynomial hash
+_M1, _M2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
+
+
+def _columns(words: np.ndarray, start: np.ndarray, length: np.ndarray, k: int) -> np.ndarray:
+    """Row j: the j-th 8-byte word of every span, zero past its end. Column-major on purpose:
+    each pass touches two 1.4 MB arrays instead of one [n, k] block, which is ~2x faster here."""
+    cols = np.empty((k, len(start)), dtype=np.uint64)
+    last = len(words) - 1
+    for j in range(k):
+        at = start + 8 * j
+        np.minimum(at, last, out=at)
+        np.bitwise_and(words[at], _LOW[np.clip(length - 8 * j, 0, 8)], out=cols[j])
+    return cols
+
+
+def _hash(cols: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """A u64 per span (polynomial over its words and length, then a splitmix finaliser). Equal
+    spans hash equal; a tie between different spans only sends the check to the exact path."""
+    h = length.astype(np.uint64) * _M2
+    for j in range(cols.shape[0]):
+        h *= _P
+        h ^= cols[j]
+    h ^= h >> np.uint64(31)
+    h *= _M1
+    h ^= h >> np.uint64(29)
+    return h
