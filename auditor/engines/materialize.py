@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from ..model.classify import OFFSET_SUFFIXES, SCALE_SUFFIXES, Finding
 from ..model.spec import DTYPE_BYTES, ModelSpec
@@ -63,6 +63,14 @@ class Materialization:
     stage_of_layer: dict[int, int] = field(default_factory=dict)
 
 
+_RESIDENT_FIELDS = tuple(f.name for f in fields(Resident))
+
+
+def astuple_shallow(r: Resident) -> tuple:
+    """The field values of ``r`` in declaration order (no deep copy, unlike dataclasses.astuple)."""
+    return tuple(getattr(r, f) for f in _RESIDENT_FIELDS)
+
+
 _EXPR_GLOBALS = {"cdiv": lambda a, b: -(-a // b), "__builtins__": {}}
 
 
@@ -102,6 +110,7 @@ class Materializer:
         self._missing: set[str] = set()
         self._o_pool_schemes: set[str] = set()
         self._fp8_noted = False
+        self._emitted: dict[tuple, tuple] = {}
 
     # ---------------------------------------------------------------- helpers
     def dtype(self, tok: str, stored: str) -> str:
@@ -138,6 +147,26 @@ class Materializer:
         divided by ``naive_shard`` (None: the caller accounts for it); scales and offsets count 0.
         Naive bytes of stored tensors no resident rule takes become a "(not resident)" row.
         """
+        # Every layer of a model repeats the same modules: the rows depend on the layer only
+        # through ``layer`` itself, so they are computed once per signature and copied.
+        key = (id(rule_set), block, module, tuple(env.items()), placement, naive_shard, module_cause,
+               tuple(conditions.items()), owner, skip, only,
+               tuple((s.weight_dtype, tuple(s.bytes_by_suffix.items())) if s is not None else None
+                     for s in stored))
+        hit = self._emitted.get(key)
+        if hit is not None:
+            self.rows.extend([Resident(layer, *fields) for fields in hit[1]])
+            return
+        start = len(self.rows)
+        self._emit(rule_set, layer=layer, block=block, module=module, env=env, stored=stored, placement=placement,
+                   naive_shard=naive_shard, module_cause=module_cause, conditions=conditions, owner=owner,
+                   skip=skip, only=only)
+        # keep rule_set alive with its rows, so its id() cannot be reused by another tuple
+        self._emitted[key] = (rule_set, [astuple_shallow(r)[1:] for r in self.rows[start:]])
+
+    def _emit(self, rule_set, *, layer: int, block: str, module: str, env: dict, stored: list[StoredModule | None],
+              placement: str, naive_shard: int | None, module_cause: str | None, conditions: dict,
+              owner: int, skip: tuple[str, ...], only: tuple[str, ...]) -> None:
         stored_dtype = next((s.weight_dtype for s in stored if s is not None and s.weight_dtype), "")
         naive_left: dict[str, int] = {}
         if naive_shard:
