@@ -55,7 +55,7 @@ def in_process_split(model_dir: Path) -> dict[str, float]:
     prof = get_profile("vllm-ascend@main")
     layout = resolve_layout(src.spec, plan, prof)
     stored = StoredIndex(ct)
-    keys = set(src.desc.per_tensor)
+    keys = src.desc.per_tensor.keys()
     mat = Materializer(src.spec, plan, prof, layout, stored, src.desc.globals, keys).run(keys)
     build_ledger(mat, src.spec, plan, layout)
     out["materialize + ledger"] = time.perf_counter() - t

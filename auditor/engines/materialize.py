@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, fields
 
 from ..model.classify import OFFSET_SUFFIXES, SCALE_SUFFIXES, Finding
@@ -96,7 +97,7 @@ def nz_nbytes(shape: tuple[int, ...], itemsize: float) -> int:
 
 class Materializer:
     def __init__(self, spec: ModelSpec, plan: ParallelPlan, prof: EngineProfile, layout: Layout,
-                 stored: StoredIndex, desc_globals: dict, desc_keys: set[str] | None):
+                 stored: StoredIndex, desc_globals: dict, desc_keys: AbstractSet[str] | None):
         self.spec, self.plan, self.prof, self.layout, self.stored = spec, plan, prof, layout, stored
         self.rows: list[Resident] = []
         self.findings: list[Finding] = []
@@ -521,7 +522,7 @@ class Materializer:
                                           "created", "prefetch window (prefetch_step=1)"))
 
     # ---------------------------------------------------------------- driver
-    def run(self, desc_keys: set[str] | None) -> Materialization:
+    def run(self, desc_keys: AbstractSet[str] | None) -> Materialization:
         self._keys = desc_keys or set()
         s, plan = self.spec, self.plan
         stages = stage_layers(s.Lyr, plan.pp)

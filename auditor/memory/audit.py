@@ -108,7 +108,7 @@ def run_memory_audit(source: ModelSource, plan: ParallelPlan, engine: str) -> Me
     desc = source.desc
     ct = classify(source.table, spec.Lyr, desc.per_tensor if desc is not None else None)
     stored = StoredIndex(ct)
-    keys = set(desc.per_tensor) if desc is not None else None
+    keys = desc.per_tensor.keys() if desc is not None else None     # a view: no 180k-entry set copy
     mat = Materializer(spec, plan, profile, layout, stored, desc.globals if desc else {}, keys).run(keys)
     ledger = build_ledger(mat, spec, plan, layout)
     findings = list(source.findings) + [Finding(s, None, m) for s, m in layout.findings] + ct.findings + mat.findings
