@@ -36,24 +36,25 @@ class QuantDescription:
         return self.per_tensor.get(tensor, default)
 
     @classmethod
-    def from_dict(cls, doc: dict, path: Path | str = "<synthesized>") -> "QuantDescription":
+    def from_dict(cls, doc: dict, path: Path | str = "<synthesized>", *, owned: bool = False) -> "QuantDescription":
         """Split a parsed description into globals / per-tensor schemes / findings.
 
         One rule for files and synthesized descriptions alike: known global keys are globals
-        whatever their type; any other key must map to a scheme string.
+        whatever their type; any other key must map to a scheme string. ``owned``: ``doc`` is
+        ours to keep and change (a freshly parsed file), so it is not copied.
         """
         out = cls(path=Path(path))
-        per_tensor = dict(doc)                       # one C-level copy; globals are popped out of it
+        per_tensor = doc if owned else dict(doc)     # globals are popped out of it
         for key in GLOBAL_KEYS & per_tensor.keys():
             out.globals[key] = per_tensor.pop(key)
-        bad: list[str] = []
+        bad: list[tuple[str, object]] = []
         if set(map(type, per_tensor.values())) - {str}:      # rare: find the offenders
-            bad = [k for k, v in per_tensor.items() if not isinstance(v, str)]
-            for k in bad:
+            bad = [(k, v) for k, v in per_tensor.items() if not isinstance(v, str)]
+            for k, _ in bad:
                 del per_tensor[k]
         out.per_tensor = per_tensor
-        for key in bad[:20]:
-            out.findings.append(("warning", key, f"value {_short(doc[key])} is not a scheme string; "
+        for key, value in bad[:20]:
+            out.findings.append(("warning", key, f"value {_short(value)} is not a scheme string; "
                                                  f"entry ignored"))
         if len(bad) > 20:
             out.findings.append(("warning", f"({len(bad) - 20} more)",
@@ -66,17 +67,22 @@ def load_quant_description(path: Path) -> QuantDescription:
     path = Path(path)
     raw = read_input_bytes(path, "quant description")
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise AuditInputError(path, f"quant description is not valid UTF-8 (bad byte at offset {exc.start})") from None
-    try:
-        doc = _orjson.loads(raw) if _orjson is not None else json.loads(text)
+        # orjson validates UTF-8 itself: the 10 MB decode only runs to word an error
+        doc = _orjson.loads(raw) if _orjson is not None else json.loads(_utf8(path, raw))
     except (ValueError, RecursionError):
+        _utf8(path, raw)                  # invalid UTF-8 is named before invalid JSON
         raise AuditInputError(path, "quant description is not valid JSON") from None
     if not isinstance(doc, dict):
         raise AuditInputError(path, "quant description is not a JSON object")
 
-    return QuantDescription.from_dict(doc, path)
+    return QuantDescription.from_dict(doc, path, owned=True)
+
+
+def _utf8(path: Path, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AuditInputError(path, f"quant description is not valid UTF-8 (bad byte at offset {exc.start})") from None
 
 
 def _short(value) -> str:
