@@ -220,17 +220,24 @@ def check_consistency(ct: ClassifiedTable, desc: dict[str, str] | None) -> list[
     for i in np.flatnonzero(says_quant)[:50]:
         out.append(Finding("error", str(names[i]), f"description says {ct.scheme[i]} but the stored dtype is "
                                                     f"{t.dtype[i]}"))
-    inst = _instance_keys(a)
+    inst_id = None                  # dense id per module instance, built on first need
+    present: dict[int, np.ndarray] = {}
     for sch, need in REQUIRED_SIBLINGS.items():
         if sch not in snames:
             continue
         rows = np.flatnonzero(weight & loaded & (scode == snames.index(sch)))
         if not len(rows):
             continue
+        if inst_id is None:
+            _, inst_id = np.unique(_instance_keys(a), return_inverse=True)
+            n_inst = int(inst_id.max()) + 1
         missing_by_row: dict[int, list[str]] = {}
         for s in need:
             code = a.suffixes.index(s) if s in a.suffixes else -2
-            have = np.isin(inst[rows], inst[a.sufcode == code])
+            if code not in present:     # which instances store a tensor with this suffix
+                present[code] = np.zeros(n_inst, dtype=bool)
+                present[code][inst_id[a.sufcode == code]] = True
+            have = present[code][inst_id[rows]]
             for i in rows[~have].tolist():
                 missing_by_row.setdefault(i, []).append(s)
         for n_listed, (i, miss) in enumerate(sorted(missing_by_row.items())):
