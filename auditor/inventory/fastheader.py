@@ -317,22 +317,36 @@ class IndexColumns:
         return len(self.key_start)
 
     def file_codes(self) -> tuple[np.ndarray, list[str]] | None:
-        """(code per entry, distinct shard names) or None if a name is not valid UTF-8."""
-        words = _u64(self.buf)
-        rows = span_words(words, self.value_start, self.value_end)
-        if rows is None:
+        """(code per entry, distinct shard names) or None if a name is not valid UTF-8.
+
+        Shard names come in long runs (an index lists a shard's tensors together, or at least a
+        layer's), so each value is compared with the one before it, word by word, and only the
+        first value of each run becomes a Python string.
+        """
+        n = len(self.value_start)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64), []
+        start, length = self.value_start, self.value_end - self.value_start
+        k = (int(length.max()) + 7) // 8
+        if k > _MAX_WORDS:
             return None
-        h = row_hash(rows)
-        order = np.argsort(h)
-        new = np.ones(len(h), dtype=bool)
-        new[1:] = h[order][1:] != h[order][:-1]
-        code = np.empty(len(h), dtype=np.int64)
-        code[order] = np.cumsum(new) - 1
-        rep = order[new]
-        if not (rows == rows[rep][code]).all():
-            return None                    # a hash collision between different names: rare
-        files = _strings(self.buf, len(self.buf) - len(_PAD), self.value_start[rep], self.value_end[rep])
-        return (code, files) if files is not None else None
+        words = _u64(self.buf)
+        last = len(words) - 1
+        same = length[1:] == length[:-1]
+        for j in range(k):
+            w = words[np.minimum(start + 8 * j, last)] & _LOW[np.clip(length - 8 * j, 0, 8)]
+            same &= w[1:] == w[:-1]
+        heads = np.flatnonzero(np.concatenate(([True], ~same)))
+        code_of: dict[str, int] = {}
+        head_codes = []
+        buf = self.buf
+        try:
+            for a, b in zip(start[heads].tolist(), self.value_end[heads].tolist()):
+                head_codes.append(code_of.setdefault(buf[a:b].decode("utf-8"), len(code_of)))
+        except UnicodeDecodeError:
+            return None
+        code = np.repeat(np.array(head_codes, dtype=np.int64), np.diff(np.append(heads, n)))
+        return code, list(code_of)
 
     def to_dict(self) -> dict[str, str] | None:
         """The weight_map exactly as orjson builds it (duplicate keys: first place, last value)."""
@@ -415,39 +429,7 @@ def index_columns(raw: bytes) -> IndexColumns | None:
     return IndexColumns(doc, buf, o[keys_tok] + 1, c[keys_tok], o[keys_tok + 1] + 1, c[keys_tok + 1])
 
 
-_MAX_WORDS = 32     # names up to 256 bytes are compared as word rows; longer ones go the slow way
-
-
-def word_count(*spans: tuple[np.ndarray, np.ndarray]) -> int:
-    """Columns span_words needs for the longest of these spans (room for the folded length)."""
-    longest = max((int((e - s).max()) for s, e in spans if len(s)), default=0)
-    return (longest + 2 + 7) // 8
-
-
-def span_words(words: np.ndarray, start: np.ndarray, end: np.ndarray, k: int | None = None) -> np.ndarray | None:
-    """Row i: the bytes ``[start_i, end_i)`` as u64 words, zero past the end; the length is
-    folded into the top 16 bits of the last column, so rows built with the same ``k`` are equal
-    exactly when the byte strings are. None when a span needs more than _MAX_WORDS words."""
-    length = end - start
-    if k is None:
-        k = word_count((start, end))
-    if k > _MAX_WORDS or (len(length) and int(length.max()) > 8 * k - 2):
-        return None
-    off = np.arange(k, dtype=np.int64) * 8
-    rows = words[np.minimum(start[:, None] + off, len(words) - 1)]
-    left = length[:, None] - off                       # bytes of this span still in each word
-    rows &= _LOW[np.clip(left, 0, 8)]
-    rows[:, -1] ^= length.astype(np.uint64) << np.uint64(48)   # the last word holds <= 7 bytes
-    return rows
-
-
-def row_hash(rows: np.ndarray) -> np.ndarray:
-    """A well-mixed u64 per row (splitmix-style finaliser per word, then a weighted sum)."""
-    x = rows ^ (rows >> np.uint64(31))
-    x *= np.uint64(0x9E3779B97F4A7C15)
-    x ^= x >> np.uint64(29)
-    weights = (np.arange(1, rows.shape[1] + 1, dtype=np.uint64) * np.uint64(0xBF58476D1CE4E5B9)) | np.uint64(1)
-    return (x * weights).sum(axis=1, dtype=np.uint64)
+_MAX_WORDS = 32     # names up to 256 bytes are compared as words; longer ones go the slow way
 
 
 def _same_gaps(words: np.ndarray, gap_len: np.ndarray, close: np.ndarray, tokens: np.ndarray,
