@@ -186,6 +186,18 @@ def case_duplicate_across_shards_with_index(d: Path) -> Case:
     return d, d / "model-00003.safetensors", "tensor 'a.weight' is also stored in", "scan"
 
 
+def case_duplicate_key_in_canonical_header_with_index(d: Path) -> Case:
+    """Canonical bytes (the fast parser takes them) and a plain index that lists every name:
+    the index check must not stand in for the duplicate-key rule."""
+    good_dir(d)
+    hb = (b'{"x":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},'
+          b'"x":{"dtype":"F32","shape":[3],"data_offsets":[12,24]}}')
+    p = raw_st(d / "model-00003.safetensors", hb, 24)
+    _index(d, {"a.weight": "model-00001-of-00002.safetensors", "b.weight": "model-00002-of-00002.safetensors",
+               "x": "model-00003.safetensors"})
+    return d, p, "duplicate key 'x' in header", "scan"
+
+
 def _index(d: Path, weight_map) -> Path:
     p = d / "model.safetensors.index.json"
     p.write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))

@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import AuditInputError, read_input_bytes
 from .fastheader import index_columns, parse_index
 from .indexcheck import FastIndex
-from .shards import read_headers
+from .shards import read_headers, unique_names
 from .progress import ProgressLine, want_progress
 from .table import TensorTable
 
@@ -94,11 +94,17 @@ def _scan(model_dir: Path, progress: bool | None) -> ScanResult:
     else:
         shards = _shard_files(model_dir, set(fast.files))
     with ProgressLine(len(shards), enabled=want_progress(progress, len(shards))) as bar:
-        batch = read_headers([model_dir / rel for rel in shards], on_file=bar.update)
-    table = batch.to_table(shards, [_is_loaded(rel) for rel in shards])
+        # with a fast index, agreement proves the names distinct: the uniqueness rule waits
+        batch = read_headers([model_dir / rel for rel in shards], on_file=bar.update,
+                             check_unique=fast is None)
+    loaded = [_is_loaded(rel) for rel in shards]
+    table = batch.to_table(shards, loaded)
     if fast is not None:
         if fast.agrees_with(table, _optional_rows(table)):
             return _result(model_dir, table, index_paths, _optional_notes(table, index_paths[0].name))
+        checked = unique_names(batch)
+        if checked is not batch:
+            batch, table = checked, checked.to_table(shards, loaded)
         weight_map, findings = _load_indexes(index_paths, model_dir)   # exact findings/errors
     # Fast index check: every stored tensor maps to its own shard, and the index has exactly as
     # many entries as were counted => index == shards (names are unique within each shard).

@@ -8,7 +8,7 @@ it, in file order, so the first damaged file raises exactly the error it always 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -35,6 +35,7 @@ class HeaderBatch:
     begin: np.ndarray            # int64 absolute file offsets
     end: np.ndarray
     counts: np.ndarray           # int64 tensors per file
+    _raw: tuple[list[bytes], list[int]] | None = field(default=None, repr=False, compare=False)
 
     def file_names(self, i: int) -> list[str]:
         """Names of the tensors stored in file ``i``."""
@@ -55,10 +56,14 @@ class HeaderBatch:
         )
 
 
-def read_headers(paths: list[Path], on_file: Callable[[int], None] | None = None) -> HeaderBatch:
+def read_headers(paths: list[Path], on_file: Callable[[int], None] | None = None, *,
+                 check_unique: bool = True) -> HeaderBatch:
     """Validated headers of ``paths``; ``on_file(bytes)`` is called as each header is read.
 
     Raises AuditInputError for the first damaged file, as ``read_header`` in a loop would.
+    ``check_unique=False`` leaves the name-uniqueness rule to the caller, who must call
+    ``unique_names`` on the batch unless it has proven the names distinct some other way (the
+    scanner's index check does, for the price of hashing it pays anyway).
     """
     paths = [Path(p) for p in paths]
     raws: list[bytes] = []
@@ -76,10 +81,17 @@ def read_headers(paths: list[Path], on_file: Callable[[int], None] | None = None
             on_file(8 + len(raw))
     fast = _fast_files(raws, sizes)
     batch = _assemble(paths, raws, sizes, fast)
-    if len(set(batch.names)) != len(batch.names):
-        # a name stored twice: the exact path tells a duplicate key inside one header from a
-        # tensor stored in two files (which the scanner reports, naming both files)
-        batch = _assemble(paths, raws, sizes, [None] * len(paths))
+    batch._raw = (raws, sizes)
+    return unique_names(batch) if check_unique else batch
+
+
+def unique_names(batch: HeaderBatch) -> HeaderBatch:
+    """``batch``, or when a name is stored twice, the batch the exact path gives: it tells a
+    duplicate key inside one header (raised here) from a tensor stored in two files (which the
+    scanner reports, naming both files)."""
+    if len(set(batch.names)) != len(batch.names) and batch._raw is not None:
+        raws, sizes = batch._raw
+        batch = _assemble(batch.paths, raws, sizes, [None] * len(batch.paths))
     return batch
 
 
