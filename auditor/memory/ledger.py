@@ -90,10 +90,10 @@ def build_ledger(mat: Materialization, spec: ModelSpec, plan: ParallelPlan, layo
 
     def group(codes: np.ndarray, k: int, values: np.ndarray) -> np.ndarray:
         """[R, k] sums of ``values`` rows by code (rows with code -1 are dropped)."""
-        out = np.zeros((k, R))
-        ok = codes >= 0
-        np.add.at(out, codes[ok], values[ok])
-        return out.T
+        # a one-hot product instead of np.add.at (~4x slower here); every value is a whole number
+        # of bytes far below 2**53, so the float sums are exact in any order
+        onehot = (codes[None, :] == np.arange(k)[:, None]).astype(np.float64)   # code -1 matches none
+        return (onehot @ values).T
 
     return Ledger(
         ranks=R, total=res.sum(axis=0), naive=nai.sum(axis=0),
