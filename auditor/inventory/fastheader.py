@@ -276,10 +276,10 @@ def parse_entries(parts: list[bytes], dtypes: tuple[str, ...]) -> ParsedEntries 
 
 
 def _strings(buf: bytes, size: int, start: np.ndarray, end: np.ndarray) -> list[str] | None:
-    """``buf[start:end]`` decoded as UTF-8 for each pair; None if any is not valid UTF-8."""
-    head = buf[:size]
-    if head.isascii():
-        text = head.decode("ascii")   # one char per byte: byte offsets are str offsets
+    """``buf[start:end]`` decoded as UTF-8 for each pair; None if any is not valid UTF-8.
+    ``buf`` is ``size`` bytes of text followed by _PAD."""
+    if buf.isascii():                 # past ``size`` is only _PAD (spaces): no 20 MB copy to cut it off
+        text = buf.decode("ascii")    # one char per byte: byte offsets are str offsets
         return list(map(text.__getitem__, map(slice, start.tolist(), end.tolist())))
     try:
         return [buf[a:b].decode("utf-8") for a, b in zip(start.tolist(), end.tolist())]
