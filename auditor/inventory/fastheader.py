@@ -432,6 +432,35 @@ def index_columns(raw: bytes) -> IndexColumns | None:
 _MAX_WORDS = 32     # names up to 256 bytes are compared as words; longer ones go the slow way
 
 
+_P = np.uint64(0x100000001B3)      # odd multiplier of the word-polynomial hash
+_M1, _M2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
+
+
+def span_columns(words: np.ndarray, start: np.ndarray, length: np.ndarray, k: int) -> np.ndarray:
+    """Row j: the j-th 8-byte word of every span, zero past its end. Column-major on purpose:
+    each pass touches two 1.4 MB arrays instead of one [n, k] block, which is ~2x faster here."""
+    cols = np.empty((k, len(start)), dtype=np.uint64)
+    last = len(words) - 1
+    for j in range(k):
+        at = start + 8 * j
+        np.minimum(at, last, out=at)
+        np.bitwise_and(words[at], _LOW[np.clip(length - 8 * j, 0, 8)], out=cols[j])
+    return cols
+
+
+def span_hash(cols: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """A u64 per span (polynomial over its words and length, then a splitmix finaliser). Equal
+    spans hash equal; a tie between different spans only sends the check to the exact path."""
+    h = length.astype(np.uint64) * _M2
+    for j in range(cols.shape[0]):
+        h *= _P
+        h ^= cols[j]
+    h ^= h >> np.uint64(31)
+    h *= _M1
+    h ^= h >> np.uint64(29)
+    return h
+
+
 def _same_gaps(words: np.ndarray, gap_len: np.ndarray, close: np.ndarray, tokens: np.ndarray,
                gap: bytes) -> np.ndarray:
     """For each token, whether the bytes between it and the next string equal ``gap`` (<= 16)."""

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..inventory.fastheader import _MAX_WORDS, _PAD, _u64, span_columns, span_hash
+
 BLOCKS = ("attention", "indexer", "dense_mlp", "routed_experts", "shared_experts", "router",
           "embedding", "lm_head", "norm", "mtp", "other")
 BLOCK_CODE = {b: i for i, b in enumerate(BLOCKS)}
@@ -118,14 +120,20 @@ def _templates(names: np.ndarray, blob: bytes | None = None
     n = len(names)
     if blob is None:
         blob = ("\n".join(names.tolist()) + "\n").encode("utf-8")
-    lines = blob.translate(_MASK_DIGITS).split(b"\n")[:n]
-    # code = index of the first line with the same mask, via C-level map (no Python frame per name)
-    first_seen: dict[bytes, int] = {}
-    raw = np.fromiter(map(first_seen.setdefault, lines, range(n)), dtype=np.int64, count=n)
-    uniq, mcode = np.unique(raw, return_inverse=True)
-    ids = range(len(uniq))
+    masked = blob.translate(_MASK_DIGITS)
     buf = np.frombuffer(blob, dtype=np.uint8)
-    starts = np.concatenate(([0], np.flatnonzero(buf == 10)[:-1] + 1)).astype(np.int64)
+    nl = np.flatnonzero(buf == 10)
+    starts = np.concatenate(([0], nl[:-1] + 1)).astype(np.int64)
+    length = nl[:n] - starts[:n] if len(nl) == n else None
+    mcode = _mask_groups(masked, starts, length) if length is not None else None
+    if mcode is None:
+        lines = masked.split(b"\n")[:n]
+        length = np.fromiter(map(len, lines), dtype=np.int64, count=n)
+        # code = index of the first line with the same mask, via C-level map (no Python frame per name)
+        first_seen: dict[bytes, int] = {}
+        raw = np.fromiter(map(first_seen.setdefault, lines, range(n)), dtype=np.int64, count=n)
+        _, mcode = np.unique(raw, return_inverse=True)
+    ids = range(int(mcode.max()) + 1 if n else 0)
     order = np.argsort(mcode, kind="stable")
     bounds = np.concatenate(([0], np.cumsum(np.bincount(mcode, minlength=len(ids)))))
     first = np.full(n, -1, dtype=np.int64)
@@ -137,19 +145,38 @@ def _templates(names: np.ndarray, blob: bytes | None = None
     for g in range(len(ids)):
         members = order[bounds[g]:bounds[g + 1]]
         r = int(members[0])
-        line = blob[starts[r]:starts[r] + len(lines[r])]
+        a_r, b_r = int(starts[r]), int(starts[r] + length[r])
+        line = blob[a_r:b_r]
         runs = [(m.start(), m.end()) for m in _WHOLE_RUN.finditer(line)]
         # digits outside whole components must agree across the group (w1 vs w3), else split it
-        fixed = [i for i, ch in enumerate(lines[r]) if ch == 35 and not any(a <= i < b for a, b in runs)]
+        fixed = [i for i, ch in enumerate(masked[a_r:b_r]) if ch == 35 and not any(a <= i < b for a, b in runs)]
         if fixed and len(members) > 1:
             same = (buf[starts[members][:, None] + np.array(fixed)] == buf[starts[r] + np.array(fixed)]).all(axis=1)
             if not same.all():
                 for m in members[~same].tolist():      # rare: exact per-name templates
-                    _assign(blob[starts[m]:starts[m] + len(lines[m])], m, code, first, second, tids, templates,
+                    _assign(blob[starts[m]:starts[m] + length[m]], m, code, first, second, tids, templates,
                             reps)
                 members = members[same]
         _assign_group(line, runs, members, starts, buf, code, first, second, tids, templates, reps)
     return templates, code, first, second, np.array(reps, dtype=np.int64)
+
+
+def _mask_groups(masked: bytes, starts: np.ndarray, length: np.ndarray) -> np.ndarray | None:
+    """Group number per name (numbered by first appearance) of equal masked lines, from 8-byte
+    word columns and a hash instead of 180,000 bytes objects in a dict; None when a line is too
+    long for it or two different lines share a hash (the caller then groups through a dict)."""
+    n = len(starts)
+    k = (int(length.max()) + 7) // 8 if n else 0
+    if k > _MAX_WORDS:
+        return None
+    cols = span_columns(_u64(masked + _PAD), starts[:n], length, k)
+    _, first, inv = np.unique(span_hash(cols, length), return_index=True, return_inverse=True)
+    rep = first[inv]
+    if not np.array_equal(length[rep], length) or any(not np.array_equal(c[rep], c) for c in cols):
+        return None
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(len(first))     # groups in order of first appearance
+    return rank[inv]
 
 
 def _template_of(line: bytes, runs: list[tuple[int, int]]) -> bytes:
