@@ -44,9 +44,20 @@ class StoredIndex:
         sc = a.sufcode[mask].astype(np.int64)
         M, S = max(len(a.modules), 1), max(len(a.suffixes), 1)
         key = (layer * M + mc) * S + sc
-        uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
-        sums = np.bincount(inv, weights=t.nbytes[mask])
-        counts = np.bincount(inv)
+        size = int(key.max()) + 1
+        if size <= 4 * len(key) + (1 << 20):
+            # the usual small key space ((layers + 1) x modules x suffixes): count by key, no sort
+            counts_all = np.bincount(key, minlength=size)
+            uniq = np.flatnonzero(counts_all)
+            counts = counts_all[uniq]
+            sums = np.bincount(key, weights=t.nbytes[mask], minlength=size)[uniq]
+            pos = np.full(size, len(key), dtype=np.int64)
+            np.minimum.at(pos, key, np.arange(len(key)))
+            first = pos[uniq]                               # first row of each key
+        else:
+            uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+            sums = np.bincount(inv, weights=t.nbytes[mask])
+            counts = np.bincount(inv)
         idx = np.nonzero(mask)[0]
         experts = a.expert[mask]
         for u, k in enumerate(uniq):
