@@ -25,14 +25,16 @@ from typing import Iterator
 from ..errors import AuditInputError
 from .spec import ModelSpec
 
-RECIPES = ("bf16", "w8a8", "w4a8", "fp8-block")
+RECIPES = ("bf16", "w8a8", "w8a8-dynamic", "w4a8", "fp8-block")
 WRITERS = ("transformers", "msmodelslim", "hf-release")
-DEFAULT_WRITER = {"bf16": "transformers", "w8a8": "msmodelslim", "w4a8": "msmodelslim",
-                  "fp8-block": "hf-release"}
-ALLOWED_WRITERS = {"bf16": WRITERS, "w8a8": ("msmodelslim",), "w4a8": ("msmodelslim",),
-                   "fp8-block": ("transformers", "hf-release")}
+DEFAULT_WRITER = {"bf16": "transformers", "w8a8": "msmodelslim", "w8a8-dynamic": "msmodelslim",
+                  "w4a8": "msmodelslim", "fp8-block": "hf-release"}
+ALLOWED_WRITERS = {"bf16": WRITERS, "w8a8": ("msmodelslim",), "w8a8-dynamic": ("msmodelslim",),
+                   "w4a8": ("msmodelslim",), "fp8-block": ("transformers", "hf-release")}
 # msModelSlim's global "model_quant_type" as the real files show it (W4A8 reports W8A8_DYNAMIC).
-MODEL_QUANT_TYPE = {"w8a8": "W8A8", "w4a8": "W8A8_DYNAMIC", "bf16": "FLOAT"}
+# w8a8-dynamic (every quantizable linear W8A8_DYNAMIC, MTP FLOAT) is ASSUMED to follow the W4A8
+# recipe's layout for its non-expert linears, which the real W4A8 description confirms.
+MODEL_QUANT_TYPE = {"w8a8": "W8A8", "w8a8-dynamic": "W8A8_DYNAMIC", "w4a8": "W8A8_DYNAMIC", "bf16": "FLOAT"}
 FP8_BLOCK = 128
 
 Row = tuple[str, str, tuple[int, ...]]

@@ -5,7 +5,8 @@ Why separate from the memory ledger: memory needs every scale tensor; the roofli
 the compute dtype and the streamed bytes. Recipes follow the msModelSlim GLM-5 recipes
 (engine spec §1.4): ``w8a8`` = attention linears W8A8 static, MLP/shared/routed experts
 W8A8_DYNAMIC; ``w8a8-dynamic`` = every quantizable linear W8A8_DYNAMIC; ``w4a8`` = routed experts
-W4A8_DYNAMIC, other linears W8A8_DYNAMIC, MTP layer FLOAT. kv_b_proj (W_UK_T/W_UV), the indexer
+W4A8_DYNAMIC, other linears W8A8_DYNAMIC; the MTP layer is FLOAT in all three (as msModelSlim's
+GLM-5.1 output shows), matching the memory ledger's recipes. kv_b_proj (W_UK_T/W_UV), the indexer
 wk/weights_proj, the router, eh_proj, embeddings and lm_head are always float, and SFA inputs
 are bf16 whatever the linear scheme (seed §3.6).
 """
@@ -61,6 +62,6 @@ def scheme(recipe: str, cls: str, mtp_layer: bool = False) -> Scheme:
     """The scheme of one linear class under a recipe; ``float`` classes are always FLOAT."""
     if cls == "float":
         return FLOAT
-    if mtp_layer and recipe == "w4a8":
-        return FLOAT   # the W4A8 recipe excludes model.layers.{Lyr}* (engine spec §1.4)
+    if mtp_layer and recipe in ("w8a8", "w8a8-dynamic", "w4a8"):
+        return FLOAT   # msModelSlim's GLM-5.1 recipes exclude model.layers.{Lyr}* (real W8A8/W4A8 output)
     return _RECIPES[check_quant(recipe)][cls]
