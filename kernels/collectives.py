@@ -1,5 +1,5 @@
-"""Numba twin of ``auditor.perf.collectives``: the alpha-beta collective cost with plain float
-arguments so the perf core can call it from inside njit loops over layers and ops.
+"""The alpha-beta collective cost (formulas in ``auditor.perf.collectives``' docstring) with plain
+float arguments, so the perf core can call it from inside njit loops over layers and ops.
 
 Kind codes: 0 all-reduce, 1 all-gather, 2 reduce-scatter, 3 all-to-all (``recv`` used only by
 all-to-all). ``beta`` is the effective bandwidth (bytes/s, already scaled by comm efficiency and
@@ -19,7 +19,7 @@ ALL_TO_ALL = 3
 
 @njit(cache=True)
 def collective_wire_s(kind: int, m: float, n: float, beta: float, alpha: float, recv: float) -> float:
-    """Wire time only; see the pure-Python module for the formulas and their source."""
+    """Wire time only; the formulas and their source are listed in auditor.perf.collectives."""
     if n <= 1.0:
         return 0.0
     lg = math.log2(n)

@@ -2,6 +2,8 @@
 agreement between the Python reference and the numba kernel."""
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from auditor.devices import load_device
@@ -40,21 +42,21 @@ def test_tp16_all_reduce_a3_by_hand():
     beta, alpha = C.tier_link(A3, 1, 16)
     assert beta == pytest.approx(137.2e9) and alpha == pytest.approx(0.5e-6)
     m = 2_195_200.0
-    assert C.all_reduce_s(m, 16, beta, alpha) == pytest.approx(36 * US)
+    assert C.collective_s("all_reduce", m, 16, beta, alpha) == pytest.approx(36 * US)
     # plus the 10 us static comm cost
     assert C.collective_time_s(A3, "all_reduce", m, 16) == pytest.approx(46 * US)
     # tiny message: ring latency 15 us loses to tree 4 us
-    assert C.all_reduce_s(0.0, 16, beta, alpha) == pytest.approx(4 * US)
+    assert C.collective_s("all_reduce", 0.0, 16, beta, alpha) == pytest.approx(4 * US)
     # two ranks: ring = 2*1*a + M/b, tree = 2*1*a + 2M/b -> ring wins
-    assert C.all_reduce_s(137_200.0, 2, beta, alpha) == pytest.approx((1 + 1) * US)
+    assert C.collective_s("all_reduce", 137_200.0, 2, beta, alpha) == pytest.approx((1 + 1) * US)
 
 
 def test_gather_scatter_all_to_all_a3_by_hand():
     beta, alpha = C.tier_link(A3, 1, 16)
     # startup = min(15*0.5, log2(16)*0.5) = 2 us
-    assert C.all_gather_s(137_200.0, 16, beta, alpha) == pytest.approx((2 + 15) * US)
-    assert C.reduce_scatter_s(2_195_200.0, 16, beta, alpha) == pytest.approx((2 + 15) * US)
-    assert C.all_to_all_s(274_400.0, 137_200.0, 16, beta, alpha) == pytest.approx((2 + 2) * US)
+    assert C.collective_s("all_gather", 137_200.0, 16, beta, alpha) == pytest.approx((2 + 15) * US)
+    assert C.collective_s("reduce_scatter", 2_195_200.0, 16, beta, alpha) == pytest.approx((2 + 15) * US)
+    assert C.collective_s("all_to_all", 274_400.0, 16, beta, alpha, recv=137_200.0) == pytest.approx((2 + 2) * US)
     assert C.collective_s("all_to_all", 137_200.0, 16, beta, alpha) == pytest.approx((2 + 1) * US)
 
 
@@ -75,12 +77,25 @@ def test_single_rank_is_free_and_unknown_kind():
         C.collective_s("broadcast", 1.0, 4, 1e9, 1e-6)
 
 
+def _formula(kind: str, m: float, n: int, b: float, a: float, recv: float) -> float:
+    """The anchor's §4 formulas, written out here independently of the kernel."""
+    start = min((n - 1) * a, math.log2(n) * a)
+    if kind == "all_reduce":
+        return min(2 * (n - 1) * a + 2 * (n - 1) * m / (n * b), 2 * math.log2(n) * a + 2 * m / b)
+    if kind == "all_gather":
+        return start + (n - 1) * m / b
+    if kind == "reduce_scatter":
+        return start + (n - 1) * m / (n * b)
+    return start + max(m, recv) / b
+
+
 @pytest.mark.parametrize("code, kind", [(K.ALL_REDUCE, "all_reduce"), (K.ALL_GATHER, "all_gather"),
                                         (K.REDUCE_SCATTER, "reduce_scatter"), (K.ALL_TO_ALL, "all_to_all")])
 @pytest.mark.parametrize("m, n", [(0.0, 2), (4096.0, 16), (3.1e6, 16), (7.0e7, 32), (1.0e5, 3)])
-def test_numba_matches_reference(code, kind, m, n):
+def test_kernel_matches_written_out_formulas(code, kind, m, n):
     beta, alpha = 1.234e11, 0.7e-6
-    ref = C.collective_s(kind, m, n, beta, alpha, recv=m * 0.5)
+    ref = _formula(kind, m, n, beta, alpha, m * 0.5)
     assert K.collective_wire_s(code, m, float(n), beta, alpha, m * 0.5) == pytest.approx(ref, rel=1e-12)
+    assert C.collective_s(kind, m, n, beta, alpha, recv=m * 0.5) == pytest.approx(ref, rel=1e-12)
     assert K.collective_time_s(code, m, float(n), beta, alpha, m * 0.5, 1e-5) == pytest.approx(ref + 1e-5)
     assert K.collective_time_s(code, m, 1.0, beta, alpha, m, 1e-5) == 0.0

@@ -1,7 +1,8 @@
 """Collective communication cost: the alpha-beta model per interconnect tier.
 
-This is the readable reference; ``auditor_kernels.collectives`` is the numba twin used in the hot
-loop, and the tests check that both agree. Formulas follow TensorCast's ``comm_analytic.py`` as
+Topology (which tier a group uses, its effective bandwidth) lives here; the wire-time formulas
+live once, in ``auditor_kernels.collectives`` (numba, called from the perf core's hot loop and
+from ``collective_s`` below). Formulas follow TensorCast's ``comm_analytic.py`` as
 summarised in the anchor (§4), with M = input bytes per rank, n = group size, alpha = link latency
 and beta = effective link bandwidth (peak x comm efficiency, scaled for FULL_MESH groups):
 
@@ -15,8 +16,9 @@ A group of one rank costs nothing: no collective is issued.
 """
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
+
+from auditor_kernels import collectives as K
 
 from ..errors import AuditInputError
 
@@ -66,49 +68,18 @@ def tier_link(device: "Device", tier: int, group_size: int) -> tuple[float, floa
     return bw, lat
 
 
-def _startup(n: int, alpha: float) -> float:
-    """Latency term shared by all-gather, reduce-scatter, all-to-all: best of a ring and a tree."""
-    return min((n - 1) * alpha, math.log2(n) * alpha)
-
-
-def all_reduce_s(m: float, n: int, beta: float, alpha: float) -> float:
-    if n <= 1:
-        return 0.0
-    ring = 2 * (n - 1) * alpha + 2 * (n - 1) * m / (n * beta)
-    tree = 2 * math.log2(n) * alpha + 2 * m / beta
-    return min(ring, tree)
-
-
-def all_gather_s(m: float, n: int, beta: float, alpha: float) -> float:
-    if n <= 1:
-        return 0.0
-    return _startup(n, alpha) + (n - 1) * m / beta
-
-
-def reduce_scatter_s(m: float, n: int, beta: float, alpha: float) -> float:
-    if n <= 1:
-        return 0.0
-    return _startup(n, alpha) + (n - 1) * m / (n * beta)
-
-
-def all_to_all_s(sent: float, recv: float, n: int, beta: float, alpha: float) -> float:
-    if n <= 1:
-        return 0.0
-    return _startup(n, alpha) + max(sent, recv) / beta
+_CODE = {"all_reduce": K.ALL_REDUCE, "all_gather": K.ALL_GATHER, "reduce_scatter": K.REDUCE_SCATTER,
+         "all_to_all": K.ALL_TO_ALL}
 
 
 def collective_s(kind: str, m: float, n: int, beta: float, alpha: float, recv: float | None = None) -> float:
-    """Wire time of one collective (no static cost). ``m`` is the input bytes per rank (for
+    """Wire time of one collective (no static cost), computed by the same numba kernel the perf
+    core runs (kernels/collectives.py holds the formulas). ``m`` is the input bytes per rank (for
     all-to-all the bytes sent; ``recv`` defaults to the same)."""
-    if kind == "all_reduce":
-        return all_reduce_s(m, n, beta, alpha)
-    if kind == "all_gather":
-        return all_gather_s(m, n, beta, alpha)
-    if kind == "reduce_scatter":
-        return reduce_scatter_s(m, n, beta, alpha)
-    if kind == "all_to_all":
-        return all_to_all_s(m, m if recv is None else recv, n, beta, alpha)
-    raise AuditInputError("collective", f"unknown kind {kind!r} ({', '.join(KINDS)})")
+    if kind not in _CODE:
+        raise AuditInputError("collective", f"unknown kind {kind!r} ({', '.join(KINDS)})")
+    return K.collective_wire_s(_CODE[kind], float(m), float(n), float(beta), float(alpha),
+                               float(m if recv is None else recv))
 
 
 def collective_time_s(device: "Device", kind: str, m: float, group_size: int, stride: int = 1,
