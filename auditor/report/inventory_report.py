@@ -81,7 +81,8 @@ def render_inventory(rep: dict, fmt: str) -> str:
     h = (lambda s: f"\n## {s}\n") if fmt == "markdown" else (lambda s: f"\n{s}\n{'-' * len(s)}")
     m = rep["model"]
     gib = Unit(rep["bytes"])
-    out = [f"audit inventory: {m['name']} ({m['source']})"]
+    title = f"audit inventory: {m['name']} ({m['source']})"
+    out = [f"# {title}" if fmt == "markdown" else title]
     if m["synthesized"]:
         out.append("NOTE: no safetensors were read; the inventory is SYNTHESIZED from config.json structure "
                    f"(recipe {m['recipe']}).")
