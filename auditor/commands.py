@@ -91,8 +91,7 @@ def inventory_command(model, recipe, by, progress, fmt, output):
 
     _guard_output(output, model)
     src = open_model(model, recipe, progress=progress)
-    desc = src.desc.per_tensor if src.desc is not None else None
-    ct = classify(src.table, src.spec.Lyr, desc)
+    ct = classify(src.table, src.spec.Lyr, src.desc)
     rep = inventory_report(src, ct, by=by)
     emit(_to_json(rep) if fmt == "json" else render_inventory(rep, fmt), output)
 

@@ -49,14 +49,13 @@ def in_process_split(model_dir: Path) -> dict[str, float]:
     src = open_model(model_dir, progress=False)
     out["open (scan + index + description)"] = time.perf_counter() - t
     t = time.perf_counter()
-    ct = classify(src.table, src.spec.Lyr, src.desc.per_tensor)
+    ct = classify(src.table, src.spec.Lyr, src.desc)
     out["classify"] = time.perf_counter() - t
     t = time.perf_counter()
     prof = get_profile("vllm-ascend@main")
     layout = resolve_layout(src.spec, plan, prof)
     stored = StoredIndex(ct)
-    keys = src.desc.per_tensor.keys()
-    mat = Materializer(src.spec, plan, prof, layout, stored, src.desc.globals, keys).run(keys)
+    mat = Materializer(src.spec, plan, prof, layout, stored, src.desc).run()
     build_ledger(mat, src.spec, plan, layout)
     out["materialize + ledger"] = time.perf_counter() - t
     t = time.perf_counter()

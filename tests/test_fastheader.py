@@ -69,7 +69,7 @@ def data_len(header: dict) -> int:
 
 
 def assert_same(batch, expected: list) -> None:
-    assert batch.names == [n for e in expected for n in e.names]
+    assert batch.names.strings().tolist() == [n for e in expected for n in e.names]
     assert batch.counts.tolist() == [len(e) for e in expected]
     assert batch.metadata == [e.metadata for e in expected]
     for col in ("dtype_code", "ndim", "shape"):
@@ -95,7 +95,7 @@ def test_fast_equals_slow_on_generated_headers(seed: int, tmp_path: Path) -> Non
     parts = [raw[s[0]:s[1]] for raw, s in zip(headers, map(split_header, headers))]
     parsed = parse_entries(parts, DTYPE_NAMES)
     assert parsed is not None                       # canonical input must take the fast path
-    assert parsed.names == [n for e in expected for n in e.names]
+    assert parsed.names.strings().tolist() == [n for e in expected for n in e.names]
     assert_same(read_headers(paths), expected)
 
 
@@ -109,7 +109,7 @@ def test_library_written_files_take_the_fast_path(tmp_path: Path) -> None:
     assert meta == {"format": "np"}
     parsed = parse_entries([raw[start:end]], DTYPE_NAMES)
     ref = read_header(p)
-    assert parsed is not None and parsed.names == ref.names
+    assert parsed is not None and parsed.names.strings().tolist() == ref.names
     assert parsed.ndim.tolist() == ref.ndim.tolist() and ref.ndim.tolist().count(0) == 1
     assert np.array_equal(parsed.shape, ref.shape)
 
@@ -230,15 +230,20 @@ def test_index_duplicate_keys_behave_like_orjson() -> None:
     assert list(parse_index(raw)["weight_map"]) == ["a", "b"]
 
 
-def test_concat_keeps_name_blob() -> None:
-    a = TensorTable.from_rows([("a", "F32", (1,)), ("b", "F32", (2,))])
+def test_concat_keeps_names_and_spans() -> None:
+    a = TensorTable.from_rows([("a", "F32", (1,)), ("bé", "F32", (2,))])
     b = TensorTable.from_rows([("c", "I8", (3,))])
-    assert TensorTable.concat([a, b]).name_blob is None
-    a.name_blob, b.name_blob = b"a\nb\n", b"c\n"
-    assert TensorTable.concat([a, b]).name_blob == b"a\nb\nc\n"
+    t = TensorTable.concat([a, b])
+    assert t.name.tolist() == ["a", "bé", "c"]
+    spans = t.name_spans
+    assert [spans.buf[x:x + n].decode() for x, n in zip(spans.start.tolist(), spans.length.tolist())] == ["a", "bé", "c"]
 
 
-def test_scan_table_carries_name_blob(tmp_path: Path) -> None:
+def test_scan_table_names_are_spans_until_asked(tmp_path: Path) -> None:
     save_file({"b.w": np.ones(2, np.float32), "a.ü": np.ones(1, np.int8)}, str(tmp_path / "m.safetensors"))
     t = scan_model_dir(tmp_path, progress=False).table
-    assert t.name_blob == ("\n".join(t.name.tolist()) + "\n").encode()
+    spans = t.name_spans
+    assert spans._strings is None                   # the scan itself made no name strings
+    raw = [spans.buf[x:x + n] for x, n in zip(spans.start.tolist(), spans.length.tolist())]
+    assert sorted(raw) == sorted(["b.w".encode(), "a.ü".encode()])
+    assert [r.decode() for r in raw] == t.name.tolist()

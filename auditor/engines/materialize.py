@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, fields
 
+from ..inventory.quantdesc import QuantDescription
 from ..model.classify import OFFSET_SUFFIXES, SCALE_SUFFIXES, Finding
 from ..model.spec import DTYPE_BYTES, ModelSpec
 from ..plan import ParallelPlan, stage_layers
@@ -97,17 +97,17 @@ def nz_nbytes(shape: tuple[int, ...], itemsize: float) -> int:
 
 class Materializer:
     def __init__(self, spec: ModelSpec, plan: ParallelPlan, prof: EngineProfile, layout: Layout,
-                 stored: StoredIndex, desc_globals: dict, desc_keys: AbstractSet[str] | None):
+                 stored: StoredIndex, desc: QuantDescription | None):
         self.spec, self.plan, self.prof, self.layout, self.stored = spec, plan, prof, layout, stored
         self.rows: list[Resident] = []
         self.findings: list[Finding] = []
         self.assumptions: list[str] = []
-        self.desc_globals = desc_globals
-        keys = desc_keys or set()
-        self.norm_bias = any("norm.bias" in k for k in keys)
+        self.desc = desc
+        desc_globals = self.desc_globals = desc.globals if desc is not None else {}
+        self.norm_bias = desc is not None and desc.any_key_contains("norm.bias")
         self.c8 = bool(desc_globals.get("indexer_quant_type"))
         self.rot_used = bool(desc_globals.get("is_rot_used"))
-        self.has_desc = desc_keys is not None
+        self.has_desc = desc is not None
         self._missing: set[str] = set()
         self._o_pool_schemes: set[str] = set()
         self._fp8_noted = False
@@ -461,7 +461,7 @@ class Materializer:
                 continue
             self.emit(R.EMBEDDING, layer=-1, block=block, module=module, env=env, stored=sms, placement=placement,
                       naive_shard=plan.tp, module_cause=None, conditions={})
-            if self.has_desc and sms[0] is not None and f"{module}.weight" not in self._keys:
+            if self.has_desc and sms[0] is not None and f"{module}.weight" not in self.desc:
                 self.findings.append(Finding("error", f"{module}.weight",
                                              "missing from quant_model_description.json: the engine raises KeyError"))
         self.norm(-1, "norm", "model.norm", s.H, placement="last")
@@ -522,8 +522,7 @@ class Materializer:
                                           "created", "prefetch window (prefetch_step=1)"))
 
     # ---------------------------------------------------------------- driver
-    def run(self, desc_keys: AbstractSet[str] | None) -> Materialization:
-        self._keys = desc_keys or set()
+    def run(self) -> Materialization:
         s, plan = self.spec, self.plan
         stages = stage_layers(s.Lyr, plan.pp)
         stage_of = {l: i for i, r in enumerate(stages) for l in r}

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .namespans import LOW_MASK, MAX_WORDS, PAD, NameSpans, decode_spans, span_columns, span_hash, u64_view
 from .table import MAXDIM
 
 try:
@@ -30,7 +31,7 @@ except ImportError:  # pragma: no cover - orjson is a declared dependency
     _orjson = None
 
 METADATA_KEY = "__metadata__"
-_PAD = b" " * 32            # lets 8-byte loads near the end stay inside the buffer; not structural
+_PAD = PAD                  # lets 8-byte loads near the end stay inside the buffer; not structural
 _MAX_DIGITS = 16            # longer numbers (>= 10 PB offsets) go the orjson way
 
 # Bytes whose positions carry the structure. Control characters and backslashes are included so
@@ -58,17 +59,11 @@ def _word8(text: bytes) -> int:
 _A0, _A4 = _word8(b'":{"dtyp'), _word8(b'dtype":"')                    # after the name
 _B0, _B3 = _word8(b'","shape'), _word8(b'shape":[')                    # after the dtype value
 _C0, _C8, _C10 = _word8(b'],"data_'), _word8(b'offsets"'), _word8(b'fsets":[')   # after the shape
-_LOW = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
 
 _ASCII_ZEROS = 0x3030303030303030
 _HIGH_NIBBLES = 0xF0F0F0F0F0F0F0F0
 # low (8 - L) bytes set to '0': pads an L-digit number on the left once shifted into the top bytes
 _ZERO_FILL = np.array([_ASCII_ZEROS & ((1 << (8 * (8 - k))) - 1) for k in range(9)], dtype=np.uint64)
-
-
-def _u64(buf: bytes) -> np.ndarray:
-    """Every byte offset of ``buf`` as an unaligned little-endian u64 (a view, no copy)."""
-    return np.ndarray(shape=(len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))
 
 
 # ----------------------------------------------------------------------------- numbers
@@ -156,7 +151,7 @@ def split_header(raw: bytes) -> tuple[int, int, dict[str, str] | None] | None:
 class ParsedEntries:
     """Columns of every entry of the parsed parts, in file order then header order."""
 
-    names: list[str]
+    names: NameSpans             # spans into the concatenated entry bytes
     dtype_code: np.ndarray       # int8 index into the caller's dtype list
     ndim: np.ndarray             # int8
     shape: np.ndarray            # int64 [n, MAXDIM], trailing dims 1
@@ -178,7 +173,6 @@ def parse_entries(parts: list[bytes], dtypes: tuple[str, ...]) -> ParsedEntries 
     part_end = np.cumsum(lens)
     part_start = part_end - lens
     buf = b"".join(parts) + _PAD
-    size = int(part_end[-1]) if len(parts) else 0
     e = np.frombuffer(buf, dtype=np.uint8)
     pos = np.flatnonzero(np.frombuffer(buf.translate(_STRUCTURAL), dtype=np.bool_))
     kind = e[pos]
@@ -194,8 +188,9 @@ def parse_entries(parts: list[bytes], dtypes: tuple[str, ...]) -> ParsedEntries 
         return None
     counts //= 10
     if n == 0:
-        return ParsedEntries([], np.zeros(0, np.int8), np.zeros(0, np.int8), np.ones((0, MAXDIM), np.int64),
-                             np.zeros(0, np.int64), np.zeros(0, np.int64), counts) if not has.any() else None
+        none = np.zeros(0, np.int64)
+        return ParsedEntries(NameSpans(_PAD, none, none), np.zeros(0, np.int8), np.zeros(0, np.int8),
+                             np.ones((0, MAXDIM), np.int64), none, none, counts) if not has.any() else None
     entry_end = np.cumsum(counts)
     last = np.zeros(n, dtype=bool)
     last[entry_end[has] - 1] = True                 # last entry of its part: no ',' after it
@@ -210,7 +205,7 @@ def parse_entries(parts: list[bytes], dtypes: tuple[str, ...]) -> ParsedEntries 
     qi = qi.reshape(n, 10)
     if (q[first_entry, 0] != part_start[has]).any():
         return None
-    words = _u64(buf)
+    words = u64_view(buf)
     name_close = q[:, 1]
     if (words[name_close] != np.uint64(_A0)).any() or (words[name_close + 4] != np.uint64(_A4)).any():
         return None
@@ -218,7 +213,7 @@ def parse_entries(parts: list[bytes], dtypes: tuple[str, ...]) -> ParsedEntries 
     dt_len = q[:, 5] - q[:, 4] - 1
     if int(dt_len.min()) < 1 or int(dt_len.max()) > 8:
         return None
-    key = words[q[:, 4] + 1] & _LOW[dt_len]
+    key = words[q[:, 4] + 1] & LOW_MASK[dt_len]
     known, code_of = _dtype_keys(dtypes)
     slot = np.minimum(np.searchsorted(known, key), len(known) - 1)
     if (known[slot] != key).any():
@@ -269,27 +264,37 @@ def parse_entries(parts: list[bytes], dtypes: tuple[str, ...]) -> ParsedEntries 
     shape = np.ones((n, MAXDIM), dtype=np.int64)
     if total:
         shape[np.repeat(np.arange(n), ndim), tok - np.repeat(qi[:, 7] + 1, ndim)] = values[:total]
-    names = _strings(buf, size, q[:, 0] + 1, q[:, 1])
-    if names is None or _has_metadata_name(names, q[:, 1] - q[:, 0] - 1):
+    names = NameSpans(buf, q[:, 0] + 1, q[:, 1] - q[:, 0] - 1)
+    if not _valid_utf8(buf) or _has_metadata_name(names):
         return None
     return ParsedEntries(names, codes, ndim.astype(np.int8), shape, begin, end, counts)
 
 
-def _strings(buf: bytes, size: int, start: np.ndarray, end: np.ndarray) -> list[str] | None:
-    """``buf[start:end]`` decoded as UTF-8 for each pair; None if any is not valid UTF-8.
-    ``buf`` is ``size`` bytes of text followed by _PAD."""
-    if buf.isascii():                 # past ``size`` is only _PAD (spaces): no 20 MB copy to cut it off
-        text = buf.decode("ascii")    # one char per byte: byte offsets are str offsets
-        return list(map(text.__getitem__, map(slice, start.tolist(), end.tolist())))
+def _strings(buf: bytes, start: np.ndarray, end: np.ndarray) -> list[str] | None:
+    """``buf[start:end]`` decoded as UTF-8 for each pair; None if any is not valid UTF-8."""
     try:
-        return [buf[a:b].decode("utf-8") for a, b in zip(start.tolist(), end.tolist())]
+        return decode_spans(buf, start, end)
     except UnicodeDecodeError:
         return None
 
 
-def _has_metadata_name(names: list[str], lengths: np.ndarray) -> bool:
+def _valid_utf8(buf: bytes) -> bool:
+    """The whole buffer decodes; then so does every name span (a span is cut at '"', which is
+    never part of a multi-byte sequence)."""
+    if buf.isascii():
+        return True
+    try:
+        buf.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _has_metadata_name(names: NameSpans) -> bool:
     """A tensor called __metadata__ outside the first position is for the orjson path to judge."""
-    return any(names[i] == METADATA_KEY for i in np.flatnonzero(lengths == len(METADATA_KEY)).tolist())
+    key = METADATA_KEY.encode()
+    return any(names.buf[a:a + len(key)] == key
+               for a in names.start[names.length == len(key)].tolist())
 
 
 # ----------------------------------------------------------------------------- index files
@@ -317,42 +322,15 @@ class IndexColumns:
         return len(self.key_start)
 
     def file_codes(self) -> tuple[np.ndarray, list[str]] | None:
-        """(code per entry, distinct shard names) or None if a name is not valid UTF-8.
-
-        Shard names come in long runs (an index lists a shard's tensors together, or at least a
-        layer's), so each value is compared with the one before it, word by word, and only the
-        first value of each run becomes a Python string.
-        """
-        n = len(self.value_start)
-        if n == 0:
-            return np.zeros(0, dtype=np.int64), []
-        start, length = self.value_start, self.value_end - self.value_start
-        k = (int(length.max()) + 7) // 8
-        if k > _MAX_WORDS:
-            return None
-        words = _u64(self.buf)
-        last = len(words) - 1
-        same = length[1:] == length[:-1]
-        for j in range(k):
-            w = words[np.minimum(start + 8 * j, last)] & _LOW[np.clip(length - 8 * j, 0, 8)]
-            same &= w[1:] == w[:-1]
-        heads = np.flatnonzero(np.concatenate(([True], ~same)))
-        code_of: dict[str, int] = {}
-        head_codes = []
-        buf = self.buf
-        try:
-            for a, b in zip(start[heads].tolist(), self.value_end[heads].tolist()):
-                head_codes.append(code_of.setdefault(buf[a:b].decode("utf-8"), len(code_of)))
-        except UnicodeDecodeError:
-            return None
-        code = np.repeat(np.array(head_codes, dtype=np.int64), np.diff(np.append(heads, n)))
-        return code, list(code_of)
+        """(code per entry, distinct shard names) or None if a name is not valid UTF-8 (shard
+        names come in long runs: see span_codes)."""
+        codes, files = span_codes(self.buf, self.value_start, self.value_end - self.value_start)
+        return None if codes is None else (codes, files)
 
     def to_dict(self) -> dict[str, str] | None:
         """The weight_map exactly as orjson builds it (duplicate keys: first place, last value)."""
-        size = len(self.buf) - len(_PAD)
-        keys = _strings(self.buf, size, self.key_start, self.key_end)
-        values = _strings(self.buf, size, self.value_start, self.value_end)
+        keys = _strings(self.buf, self.key_start, self.key_end)
+        values = _strings(self.buf, self.value_start, self.value_end)
         if keys is None or values is None:
             return None
         return dict(zip(keys, values))
@@ -385,7 +363,7 @@ def index_columns(raw: bytes) -> IndexColumns | None:
     if len(q) % 2 or len(q) < 6:
         return None
     o, c = q[0::2], q[1::2]
-    words = _u64(buf)
+    words = u64_view(buf)
     cand = np.flatnonzero(c - o == 11)
     hit = cand[(words[o[cand] + 1] == np.uint64(_WM0)) & (words[o[cand] + 3] == np.uint64(_WM2))]
     if len(hit) != 1:
@@ -429,38 +407,6 @@ def index_columns(raw: bytes) -> IndexColumns | None:
     return IndexColumns(doc, buf, o[keys_tok] + 1, c[keys_tok], o[keys_tok + 1] + 1, c[keys_tok + 1])
 
 
-_MAX_WORDS = 32     # names up to 256 bytes are compared as words; longer ones go the slow way
-
-
-_P = np.uint64(0x100000001B3)      # odd multiplier of the word-polynomial hash
-_M1, _M2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
-
-
-def span_columns(words: np.ndarray, start: np.ndarray, length: np.ndarray, k: int) -> np.ndarray:
-    """Row j: the j-th 8-byte word of every span, zero past its end. Column-major on purpose:
-    each pass touches two 1.4 MB arrays instead of one [n, k] block, which is ~2x faster here."""
-    cols = np.empty((k, len(start)), dtype=np.uint64)
-    last = len(words) - 1
-    for j in range(k):
-        at = start + 8 * j
-        np.minimum(at, last, out=at)
-        np.bitwise_and(words[at], _LOW[np.clip(length - 8 * j, 0, 8)], out=cols[j])
-    return cols
-
-
-def span_hash(cols: np.ndarray, length: np.ndarray) -> np.ndarray:
-    """A u64 per span (polynomial over its words and length, then a splitmix finaliser). Equal
-    spans hash equal; a tie between different spans only sends the check to the exact path."""
-    h = length.astype(np.uint64) * _M2
-    for j in range(cols.shape[0]):
-        h *= _P
-        h ^= cols[j]
-    h ^= h >> np.uint64(31)
-    h *= _M1
-    h ^= h >> np.uint64(29)
-    return h
-
-
 def _same_gaps(words: np.ndarray, gap_len: np.ndarray, close: np.ndarray, tokens: np.ndarray,
                gap: bytes) -> np.ndarray:
     """For each token, whether the bytes between it and the next string equal ``gap`` (<= 16)."""
@@ -468,7 +414,7 @@ def _same_gaps(words: np.ndarray, gap_len: np.ndarray, close: np.ndarray, tokens
     same = gap_len[tokens] == n
     at = close[tokens] + 1
     first = min(n, 8)
-    same &= (words[at] & _LOW[first]) == np.uint64(_word(gap[:first]))
+    same &= (words[at] & LOW_MASK[first]) == np.uint64(_word(gap[:first]))
     if n > 8:
         same &= (words[at + (n - 8)]) == np.uint64(_word(gap[n - 8:]))
     return same
@@ -476,3 +422,125 @@ def _same_gaps(words: np.ndarray, gap_len: np.ndarray, close: np.ndarray, tokens
 
 def _count_ctrl(text: bytes) -> int:
     return sum(b < 0x20 for b in text)
+
+
+def spans_distinct(names: NameSpans) -> bool:
+    """True when no two spans hold the same bytes: a hash per span, and an exact set only when
+    two hashes tie (or a name is too long to hash as words)."""
+    n = len(names)
+    if n < 2:
+        return True
+    k = (int(names.length.max()) + 7) // 8
+    if k <= MAX_WORDS:
+        h = np.sort(span_hash(span_columns(u64_view(names.buf), names.start, names.length, k), names.length))
+        if not (h[1:] == h[:-1]).any():
+            return True
+    return len(set(names.strings().tolist())) == n
+
+
+# ----------------------------------------------------------------------------- flat objects
+
+_OPEN_OBJECT = re.compile(_WS + rb"\{" + _WS)
+_MORE = re.compile(_WS + rb",")
+_NEXT_KEY = re.compile(_WS + rb'"')
+
+
+@dataclass
+class PairRun:
+    """The ``"key": "value"`` string pairs that open a top-level JSON object, as byte spans of
+    ``buf``, plus the rest of the object as a small JSON document of its own."""
+
+    buf: bytes                   # the raw bytes, padded for 8-byte loads
+    key_start: np.ndarray        # int64 spans, in document order
+    key_length: np.ndarray
+    value_start: np.ndarray
+    value_length: np.ndarray
+    rest: bytes                  # ``{`` + every member after the run + ``}``: for orjson
+
+    def __len__(self) -> int:
+        return len(self.key_start)
+
+
+def leading_pairs(raw: bytes) -> PairRun | None:
+    """The opening run of string-to-string members of the object ``raw``, when they are laid
+    out alike (the same whitespace around every ``:`` and every ``,``, as ``json.dump(indent=)``
+    writes). msModelSlim's quant description is 180,000 such pairs then a few settings.
+
+    None when there is no such run, or a backslash, a raw control character or invalid UTF-8
+    anywhere: the caller then parses the whole document with orjson, which words any error.
+    """
+    if b"\\" in raw or _orjson is None:
+        return None
+    buf = raw + _PAD
+    e = np.frombuffer(buf, dtype=np.uint8)
+    q = np.flatnonzero(e == _QUOTE)
+    if len(q) % 2 or len(q) < 4:
+        return None
+    o, c = q[0::2], q[1::2]
+    opened = _OPEN_OBJECT.match(raw)
+    if opened is None or opened.end() != o[0]:
+        return None
+    key_gap = raw[c[0] + 1:o[1]]
+    if not _KEY_GAP.fullmatch(key_gap) or len(key_gap) > 16:
+        return None
+    words = u64_view(buf)
+    gap_len = o[1:] - c[:-1] - 1
+    keys = np.arange(0, len(o) - 1, 2)
+    ok_key = _same_gaps(words, gap_len, c, keys, key_gap)
+    pairs = int(np.argmin(ok_key)) if not ok_key.all() else len(keys)
+    value_gap = raw[c[1] + 1:o[2]] if len(o) > 2 else b""
+    if pairs > 1:
+        if not _VALUE_GAP.fullmatch(value_gap) or len(value_gap) > 16:
+            pairs = 1
+        else:
+            ok_val = _same_gaps(words, gap_len, c, keys[:pairs - 1] + 1, value_gap)
+            if not ok_val.all():
+                pairs = int(np.argmin(ok_val)) + 1
+    if pairs == 0:
+        return None
+    keys = keys[:pairs]
+    last_close = int(c[keys[-1] + 1])
+    ctrl = int(np.count_nonzero(e[o[0]:last_close] < 0x20))
+    if ctrl != pairs * _count_ctrl(key_gap) + (pairs - 1) * _count_ctrl(value_gap):
+        return None                        # a raw control character inside a string
+    if not _valid_utf8(raw):
+        return None
+    tail = raw[last_close + 1:]
+    more = _MORE.match(tail)
+    if more is not None:
+        tail = tail[more.end():]
+        if _NEXT_KEY.match(tail) is None:
+            return None                    # `,` then no member
+    elif _CLOSE_MAP.match(tail) is None:
+        return None                        # neither `,` nor `}` after a value
+    rest = b"{" + tail
+    return PairRun(buf, o[keys] + 1, c[keys] - o[keys] - 1, o[keys + 1] + 1, c[keys + 1] - o[keys + 1] - 1, rest)
+
+
+def span_codes(buf: bytes, start: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, list[str]] | tuple[None, None]:
+    """(code per span, distinct strings) for spans holding few distinct values in long runs
+    (shard names in an index, scheme names in a description): each span is compared with the one
+    before it word by word, and only the first of each run is decoded. (None, None) when a span
+    is not valid UTF-8 or too long."""
+    n = len(start)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), []
+    k = (int(length.max()) + 7) // 8
+    if k > MAX_WORDS:
+        return None, None
+    words = u64_view(buf)
+    last = len(words) - 1
+    same = length[1:] == length[:-1]
+    for j in range(k):
+        w = words[np.minimum(start + 8 * j, last)] & LOW_MASK[np.clip(length - 8 * j, 0, 8)]
+        same &= w[1:] == w[:-1]
+    heads = np.flatnonzero(np.concatenate(([True], ~same)))
+    code_of: dict[str, int] = {}
+    head_codes = []
+    try:
+        for a, m in zip(start[heads].tolist(), length[heads].tolist()):
+            head_codes.append(code_of.setdefault(buf[a:a + m].decode("utf-8"), len(code_of)))
+    except UnicodeDecodeError:
+        return None, None
+    code = np.repeat(np.array(head_codes, dtype=np.int64), np.diff(np.append(heads, n)))
+    return code, list(code_of)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fastheader import _MAX_WORDS, _PAD, IndexColumns, _u64, span_columns, span_hash
+from .fastheader import IndexColumns
+from .namespans import MAX_WORDS, span_columns, span_hash, u64_view
 from .table import TensorTable
 
 
@@ -25,21 +26,18 @@ class FastIndex:
     def agrees_with(self, table: TensorTable, optional: np.ndarray) -> bool:
         """True exactly when the index lists each non-``optional`` row once, in its own file,
         no other name, and no optional row (what the scanner's dict check would conclude)."""
-        if table.name_blob is None or int((~optional).sum()) != len(self.cols):
+        if int((~optional).sum()) != len(self.cols):
             return False
-        blob = table.name_blob + _PAD
-        nl = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8)[: len(table.name_blob)] == 10)
-        if len(nl) != len(table):
-            return False                  # a name holding '\n'
-        t_start = np.concatenate(([0], nl[:-1] + 1)).astype(np.int64)
+        names = table.name_spans
+        t_len = names.length
         c = self.cols
-        t_len, i_len = nl - t_start, c.key_end - c.key_start
+        i_len = c.key_end - c.key_start
         k = (max(int(t_len.max(initial=0)), int(i_len.max(initial=0))) + 7) // 8
-        if k > _MAX_WORDS:
+        if k > MAX_WORDS:
             return False
-        t_cols = span_columns(_u64(blob), t_start, t_len, k)
-        i_cols = span_columns(_u64(c.buf), c.key_start, i_len, k)
-        t_hash, i_hash = span_hash(t_cols, t_len), span_hash(i_cols, i_len)
+        t_cols, t_hash = names.words_and_hash(k)
+        i_cols = span_columns(u64_view(c.buf), c.key_start, i_len, k)
+        i_hash = span_hash(i_cols, i_len)
         code_of = {f: i for i, f in enumerate(self.files)}
         t_code = np.array([code_of.get(f, -1) for f in table.files], dtype=np.int64)[table.file]
         main = np.flatnonzero(~optional)

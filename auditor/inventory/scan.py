@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 import numpy as np
 
 from ..errors import AuditInputError, read_input_bytes
-from .fastheader import index_columns, parse_index
+from .fastheader import index_columns, parse_index, spans_distinct
 from .indexcheck import FastIndex
 from .shards import read_headers, unique_names
 from .progress import ProgressLine, want_progress
@@ -290,9 +290,9 @@ def _optional_notes(table: TensorTable, index_name: str) -> list[Finding]:
 
 def _check_unique(model_dir: Path, table: TensorTable) -> None:
     """The engine would load a tensor stored twice twice (or fail): refuse it, naming both files."""
-    names = table.name
-    if len(set(names)) == len(names):
+    if spans_distinct(table.name_spans):
         return
+    names = table.name
     first: dict[str, int] = {}
     for name, f in zip(names, table.file):
         if name in first:

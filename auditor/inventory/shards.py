@@ -15,9 +15,10 @@ from typing import Callable
 import numpy as np
 
 from ..errors import AuditInputError
-from .fastheader import ParsedEntries, parse_entries, split_header
+from .fastheader import ParsedEntries, parse_entries, spans_distinct, split_header
 from .header import (_DTYPE_BITS_ARR, _DTYPE_NAME_ARR, _MAX_NUMEL, DTYPE_NAMES, HeaderEntries,
                      _check_layout, _read_raw_header, entries_from_raw)
+from .namespans import NameSpans
 from .table import MAXDIM, TensorTable
 
 
@@ -28,7 +29,7 @@ class HeaderBatch:
     paths: list[Path]
     header_lens: list[int]
     metadata: list[dict[str, str] | None]
-    names: list[str]
+    names: NameSpans
     dtype_code: np.ndarray       # int8 index into header.DTYPE_NAMES
     ndim: np.ndarray             # int8
     shape: np.ndarray            # int64 [n, MAXDIM]
@@ -40,19 +41,15 @@ class HeaderBatch:
     def file_names(self, i: int) -> list[str]:
         """Names of the tensors stored in file ``i``."""
         stop = int(self.counts[: i + 1].sum())
-        return self.names[stop - int(self.counts[i]):stop]
+        return self.names.take(slice(stop - int(self.counts[i]), stop)).strings().tolist()
 
     def to_table(self, rels: list[str], loaded: list[bool]) -> TensorTable:
         """One table over all files; ``rels`` are the names kept in ``files``."""
-        n = len(self.names)
-        name = np.empty(n, dtype=object)
-        name[:] = self.names
         file = np.repeat(np.arange(len(rels), dtype=np.int32), self.counts)
         return TensorTable(
-            name=name, file=file, dtype=_DTYPE_NAME_ARR[self.dtype_code], ndim=self.ndim,
+            name=self.names, file=file, dtype=_DTYPE_NAME_ARR[self.dtype_code], ndim=self.ndim,
             shape=self.shape, nbytes=self.end - self.begin, begin=self.begin, end=self.end,
             loaded=np.repeat(np.array(loaded, dtype=bool), self.counts), files=list(rels),
-            name_blob=("\n".join(self.names) + "\n").encode("utf-8") if n else b"",
         )
 
 
@@ -89,7 +86,7 @@ def unique_names(batch: HeaderBatch) -> HeaderBatch:
     """``batch``, or when a name is stored twice, the batch the exact path gives: it tells a
     duplicate key inside one header (raised here) from a tensor stored in two files (which the
     scanner reports, naming both files)."""
-    if len(set(batch.names)) != len(batch.names) and batch._raw is not None:
+    if batch._raw is not None and not spans_distinct(batch.names):
         raws, sizes = batch._raw
         batch = _assemble(batch.paths, raws, sizes, [None] * len(batch.paths))
     return batch
@@ -159,7 +156,7 @@ def _files_valid(p: ParsedEntries, header_lens: list[int], file_sizes: list[int]
     for f in np.flatnonzero(~in_order & ~bad).tolist():
         sl = slice(int(first[f]), int(first[f] + p.counts[f]))
         try:
-            data_len[f] = _check_layout(Path(), p.names[sl], p.begin[sl], p.end[sl])
+            data_len[f] = _check_layout(Path(), p.names.take(sl).strings().tolist(), p.begin[sl], p.end[sl])
         except AuditInputError:
             bad[f] = True
     bad |= 8 + np.array(header_lens, dtype=np.int64) + data_len != np.array(file_sizes, dtype=np.int64)
@@ -186,11 +183,11 @@ def _assemble(paths: list[Path], raws: list[bytes], sizes: list[int],
         else:
             sl = slice(f.row0, f.row0 + f.rows)
             p = f.parsed
-            pieces.append((p.names[sl], p.dtype_code[sl], p.ndim[sl], p.shape[sl], p.begin[sl], p.end[sl]))
+            pieces.append((p.names.take(sl).strings().tolist(), p.dtype_code[sl], p.ndim[sl], p.shape[sl], p.begin[sl], p.end[sl]))
             metadata.append(f.metadata)
     counts = np.array([len(pc[0]) for pc in pieces], dtype=np.int64)
     data_start = np.repeat(starts, counts)
-    names = [name for pc in pieces for name in pc[0]]
+    names = NameSpans.from_strings([name for pc in pieces for name in pc[0]])
     cat = [np.concatenate([pc[k] for pc in pieces]) if pieces else None for k in range(1, 6)]
     if not pieces:
         cat = [np.zeros(0, np.int8), np.zeros(0, np.int8), np.ones((0, MAXDIM), np.int64),

@@ -5,33 +5,39 @@ vectorized numpy, which is what keeps a 180,000-tensor checkpoint under a second
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from ..model.spec import DTYPE_BYTES
+from .namespans import NameSpans
 
 MAXDIM = 8
 
 
-@dataclass
 class TensorTable:
-    name: np.ndarray        # object array of str
-    file: np.ndarray        # int32 index into ``files``
-    dtype: np.ndarray       # '<U8' safetensors dtype string (BF16, I8, F32, ...)
-    ndim: np.ndarray        # int8
-    shape: np.ndarray       # int64 [n, MAXDIM], unused trailing dims are 1
-    nbytes: np.ndarray      # int64, stored bytes (end - begin)
-    begin: np.ndarray       # int64 absolute byte offset of the data in the file
-    end: np.ndarray         # int64 absolute end offset (exclusive)
-    loaded: np.ndarray      # bool: the engine loads this tensor (False for rot.safetensors, optional/)
-    files: list[str] = field(default_factory=list)   # paths relative to the model directory
-    # b"\n".join(name) + b"\n" in row order, when the scanner already had it at hand: name
-    # parsing works on this one buffer and would otherwise rebuild it (None: not available)
-    name_blob: bytes | None = None
+    """Columns of one row per tensor. Names are held as byte spans (``name_spans``) and become
+    an object array of ``str`` (``name``) only when something asks for them."""
+
+    def __init__(self, *, name: "np.ndarray | list[str] | NameSpans", file: np.ndarray, dtype: np.ndarray,
+                 ndim: np.ndarray, shape: np.ndarray, nbytes: np.ndarray, begin: np.ndarray,
+                 end: np.ndarray, loaded: np.ndarray, files: list[str] | None = None) -> None:
+        self.name_spans = name if isinstance(name, NameSpans) else NameSpans.from_strings(list(name))
+        self.file = file            # int32 index into ``files``
+        self.dtype = dtype          # '<U8' safetensors dtype string (BF16, I8, F32, ...)
+        self.ndim = ndim            # int8
+        self.shape = shape          # int64 [n, MAXDIM], unused trailing dims are 1
+        self.nbytes = nbytes        # int64, stored bytes (end - begin)
+        self.begin = begin          # int64 absolute byte offset of the data in the file
+        self.end = end              # int64 absolute end offset (exclusive)
+        self.loaded = loaded        # bool: the engine loads this tensor (False for rot.safetensors, optional/)
+        self.files = list(files) if files is not None else []   # paths relative to the model directory
+
+    @property
+    def name(self) -> np.ndarray:
+        """Object array of ``str`` (decoded on first use)."""
+        return self.name_spans.strings()
 
     def __len__(self) -> int:
-        return len(self.name)
+        return len(self.name_spans)
 
     @property
     def numel(self) -> np.ndarray:
@@ -41,7 +47,7 @@ class TensorTable:
         return tuple(int(x) for x in self.shape[i, : int(self.ndim[i])])
 
     def row(self, i: int) -> dict:
-        return {"name": str(self.name[i]), "file": self.files[int(self.file[i])], "dtype": str(self.dtype[i]),
+        return {"name": self.name_spans.get(i), "file": self.files[int(self.file[i])], "dtype": str(self.dtype[i]),
                 "shape": list(self.shape_of(i)), "nbytes": int(self.nbytes[i]),
                 "data_offsets": [int(self.begin[i]), int(self.end[i])], "loaded": bool(self.loaded[i])}
 
@@ -77,7 +83,7 @@ class TensorTable:
             parts_file.append(t.file + len(files))
             files.extend(t.files)
         return TensorTable(
-            name=np.concatenate([t.name for t in tables]) if tables else np.array([], dtype=object),
+            name=NameSpans.concat([t.name_spans for t in tables]),
             file=np.concatenate(parts_file).astype(np.int32) if tables else np.array([], dtype=np.int32),
             dtype=np.concatenate([t.dtype for t in tables]) if tables else np.array([], dtype="<U8"),
             ndim=np.concatenate([t.ndim for t in tables]) if tables else np.array([], dtype=np.int8),
@@ -87,6 +93,4 @@ class TensorTable:
             end=np.concatenate([t.end for t in tables]) if tables else np.array([], dtype=np.int64),
             loaded=np.concatenate([t.loaded for t in tables]) if tables else np.array([], dtype=bool),
             files=files,
-            name_blob=b"".join(t.name_blob for t in tables)
-            if tables and all(t.name_blob is not None for t in tables) else None,
         )

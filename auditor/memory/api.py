@@ -49,7 +49,7 @@ def synthesized_stored(spec: ModelSpec, recipe: str) -> tuple[StoredIndex, Quant
     table = TensorTable.from_rows(expected_tensors(small, recipe))
     doc = expected_description(small, recipe)
     desc = QuantDescription.from_dict(doc, Path("<synthesized>")) if doc is not None else None
-    stored = StoredIndex(classify(table, spec.Lyr, desc.per_tensor if desc else None))
+    stored = StoredIndex(classify(table, spec.Lyr, desc))
     if spec.moe:
         for (_, module), sm in stored.modules.items():
             if module.startswith("mlp.experts.") or module == "mlp.gate":   # both linear in E
@@ -71,8 +71,7 @@ def module_bytes(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
     prof = get_profile(engine)
     layout = resolve_layout(spec, plan, prof)
     stored, desc = synthesized_stored(spec, recipe)
-    keys = set(desc.per_tensor) if desc is not None else None
-    mat = Materializer(spec, plan, prof, layout, stored, desc.globals if desc else {}, keys).run(keys)
+    mat = Materializer(spec, plan, prof, layout, stored, desc).run()
     ledger = build_ledger(mat, spec, plan, layout)
     col = ledger.mult[:, rank]
     out: dict[tuple[int, str], float] = {}

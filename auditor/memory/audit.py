@@ -106,10 +106,9 @@ def run_memory_audit(source: ModelSource, plan: ParallelPlan, engine: str) -> Me
     profile = get_profile(engine)
     layout = resolve_layout(spec, plan, profile)
     desc = source.desc
-    ct = classify(source.table, spec.Lyr, desc.per_tensor if desc is not None else None)
+    ct = classify(source.table, spec.Lyr, desc)
     stored = StoredIndex(ct)
-    keys = desc.per_tensor.keys() if desc is not None else None     # a view: no 180k-entry set copy
-    mat = Materializer(spec, plan, profile, layout, stored, desc.globals if desc else {}, keys).run(keys)
+    mat = Materializer(spec, plan, profile, layout, stored, desc).run()
     ledger = build_ledger(mat, spec, plan, layout)
     findings = list(source.findings) + [Finding(s, None, m) for s, m in layout.findings] + ct.findings + mat.findings
     assumptions = []

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..inventory.quantdesc import QuantDescription
 from ..inventory.table import TensorTable
 from .names import BLOCKS, AddressColumns, parse_names
 
@@ -104,23 +105,16 @@ def infer_scheme(dtype: str, siblings: set[str]) -> str:
     return ""
 
 
-def classify(table: TensorTable, n_main_layers: int | None, desc: dict[str, str] | None) -> ClassifiedTable:
+def classify(table: TensorTable, n_main_layers: int | None, desc: QuantDescription | None) -> ClassifiedTable:
     """Vectorised over templates: every per-tensor attribute is a function of (name template,
     dtype, scheme), so Python work is per distinct template, not per tensor."""
-    addr = parse_names(table.name, n_main_layers, table.name_blob)
+    addr = parse_names(table.name_spans, n_main_layers)
     n = len(table)
-    names = table.name
     dtypes = table.dtype
     suffix = addr.suffix
     # --- scheme: msModelSlim lists every sub-tensor of a linear with the linear's scheme
     if desc is not None:
-        # C-level map over the names, then integer coding of the handful of distinct values
-        looked = list(map(desc.get, names.tolist()))
-        scheme_names = sorted(str(v) for v in set(looked) - {None})
-        code_of = {v: i for i, v in enumerate(scheme_names)}
-        code_of[None] = len(scheme_names)           # points at the trailing "" below
-        scode = np.fromiter(map(code_of.__getitem__, looked), dtype=np.int32, count=n)
-        in_desc = scode < len(scheme_names)
+        scode, scheme_names, in_desc = desc.scheme_codes(table.name_spans)
     else:
         scode, scheme_names = _infer_schemes(table, addr)
         in_desc = None
@@ -149,11 +143,18 @@ def classify(table: TensorTable, n_main_layers: int | None, desc: dict[str, str]
         idx = np.flatnonzero(flt)
         keys = list(zip(addr.block[idx].tolist(), addr.projection[idx].tolist(), suffix[idx].tolist()))
         kind[idx] = [fk.get(k) or fk.setdefault(k, _float_kind(BLOCKS[k[0]], k[1], k[2], "")) for k in keys]
-        for i in idx[np.isin(names[idx], ["rot.weight", "global_rotation"])]:
+        for i in _rows_named(table, idx, ("rot.weight", "global_rotation")):
             kind[i] = "rotation"
     ct = ClassifiedTable(table, addr, category, kind, scheme, [], scode, scheme_names, in_desc)
     ct.findings.extend(check_consistency(ct, desc))
     return ct
+
+
+def _rows_named(table: TensorTable, rows: np.ndarray, wanted: tuple[str, ...]) -> list[int]:
+    """Those of ``rows`` whose name is one of ``wanted`` (only same-length names are decoded)."""
+    spans = table.name_spans
+    cand = rows[np.isin(spans.length[rows], [len(w.encode()) for w in wanted])]
+    return [i for i in cand.tolist() if spans.get(i) in wanted]
 
 
 def _instance_keys(addr: AddressColumns) -> np.ndarray:
@@ -189,22 +190,22 @@ def _infer_schemes(table: TensorTable, addr: AddressColumns) -> tuple[np.ndarray
     return code, names
 
 
-def check_consistency(ct: ClassifiedTable, desc: dict[str, str] | None) -> list[Finding]:
+def check_consistency(ct: ClassifiedTable, desc: QuantDescription | None) -> list[Finding]:
     """Description vs stored tensors, missing quant siblings, dtype contradictions. Set work happens
     only when something disagrees: the common, consistent checkpoint costs a few numpy passes."""
     out: list[Finding] = []
     t = ct.table
-    names = t.name
+    names = t.name_spans
     loaded = t.loaded
     scode = ct.scheme_code
     snames = ct.scheme_names
     if desc is not None and ct.in_desc is not None:
         if int(ct.in_desc.sum()) != len(desc):        # names are unique, so this is exact
-            for key in sorted(set(desc) - set(names.tolist())):
+            for key in sorted(set(desc.per_tensor) - set(names.strings().tolist())):
                 out.append(Finding("warning", key, "listed in quant_model_description.json but not stored in any "
                                                    "shard"))
         for i in np.flatnonzero(loaded & ~ct.in_desc).tolist():
-            out.append(Finding("warning", str(names[i]), "stored but missing from quant_model_description.json"))
+            out.append(Finding("warning", names.get(i), "stored but missing from quant_model_description.json"))
     a = ct.addr
     w_code = a.suffixes.index("weight") if "weight" in a.suffixes else -1
     weight = a.sufcode == w_code
@@ -216,9 +217,9 @@ def check_consistency(ct: ClassifiedTable, desc: dict[str, str] | None) -> list[
     says_float = weight & has_scheme(lambda x: x == "FLOAT") & ~is_float_dt
     says_quant = weight & has_scheme(lambda x: x.startswith(("W8", "W4"))) & is_float_dt
     for i in np.flatnonzero(says_float)[:50]:
-        out.append(Finding("error", str(names[i]), f"description says FLOAT but the stored dtype is {t.dtype[i]}"))
+        out.append(Finding("error", names.get(i), f"description says FLOAT but the stored dtype is {t.dtype[i]}"))
     for i in np.flatnonzero(says_quant)[:50]:
-        out.append(Finding("error", str(names[i]), f"description says {ct.scheme[i]} but the stored dtype is "
+        out.append(Finding("error", names.get(i), f"description says {ct.scheme[i]} but the stored dtype is "
                                                     f"{t.dtype[i]}"))
     inst_id = None                  # dense id per module instance, built on first need
     present: dict[int, np.ndarray] = {}
@@ -244,5 +245,5 @@ def check_consistency(ct: ClassifiedTable, desc: dict[str, str] | None) -> list[
             if n_listed >= 50:
                 out.append(Finding("error", None, f"{len(missing_by_row) - 50} more {sch} linears miss siblings"))
                 break
-            out.append(Finding("error", str(names[i]), f"{sch} linear is missing {', '.join(miss)}"))
+            out.append(Finding("error", names.get(i), f"{sch} linear is missing {', '.join(miss)}"))
     return out

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..inventory.fastheader import _MAX_WORDS, _PAD, _u64, span_columns, span_hash
+from ..inventory.namespans import MAX_WORDS, NameSpans, span_columns, span_hash, u64_view
 
 BLOCKS = ("attention", "indexer", "dense_mlp", "routed_experts", "shared_experts", "router",
           "embedding", "lm_head", "norm", "mtp", "other")
@@ -105,30 +105,24 @@ _MASK_DIGITS = bytes.maketrans(b"0123456789", b"##########")
 _WHOLE_RUN = re.compile(rb"(?:^|(?<=\.))[0-9]+(?=\.|$)")
 
 
-def _templates(names: np.ndarray, blob: bytes | None = None
-               ) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _templates(names: NameSpans) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Name templates: every dot-separated all-digit component becomes '#' (whole components
     only, so ``w13`` or ``fp8`` keep their digits), with no per-byte Python work.
 
-    ``blob`` is ``b"\n".join(names) + b"\n"`` when the caller has it. One C-speed
-    ``bytes.translate`` masks every digit; names that agree after masking differ only in digits
-    at fixed positions, so each masked group is parsed once from one representative and its
-    numbers are read for all members with numpy fancy indexing. Returns (distinct templates,
-    template index per name, first and second numeric component per name (-1 when absent),
-    index of one name per template).
+    One C-speed ``bytes.translate`` masks every digit of the buffer holding the names; names
+    that agree after masking differ only in digits at fixed positions, so each masked group is
+    parsed once from one representative and its numbers are read for all members with numpy
+    fancy indexing. Returns (distinct templates, template index per name, first and second
+    numeric component per name (-1 when absent), index of one name per template).
     """
     n = len(names)
-    if blob is None:
-        blob = ("\n".join(names.tolist()) + "\n").encode("utf-8")
+    blob = names.buf
     masked = blob.translate(_MASK_DIGITS)
     buf = np.frombuffer(blob, dtype=np.uint8)
-    nl = np.flatnonzero(buf == 10)
-    starts = np.concatenate(([0], nl[:-1] + 1)).astype(np.int64)
-    length = nl[:n] - starts[:n] if len(nl) == n else None
-    mcode = _mask_groups(masked, starts, length) if length is not None else None
+    starts, length = names.start, names.length
+    mcode = _mask_groups(masked, starts, length)
     if mcode is None:
-        lines = masked.split(b"\n")[:n]
-        length = np.fromiter(map(len, lines), dtype=np.int64, count=n)
+        lines = [masked[a:b] for a, b in zip(starts.tolist(), (starts + length).tolist())]
         # code = index of the first line with the same mask, via C-level map (no Python frame per name)
         first_seen: dict[bytes, int] = {}
         raw = np.fromiter(map(first_seen.setdefault, lines, range(n)), dtype=np.int64, count=n)
@@ -167,9 +161,9 @@ def _mask_groups(masked: bytes, starts: np.ndarray, length: np.ndarray) -> np.nd
     long for it or two different lines share a hash (the caller then groups through a dict)."""
     n = len(starts)
     k = (int(length.max()) + 7) // 8 if n else 0
-    if k > _MAX_WORDS:
+    if k > MAX_WORDS:
         return None
-    cols = span_columns(_u64(masked + _PAD), starts[:n], length, k)
+    cols = span_columns(u64_view(masked), starts, length, k)
     _, first, inv = np.unique(span_hash(cols, length), return_index=True, return_inverse=True)
     rep = first[inv]
     if not np.array_equal(length[rep], length) or any(not np.array_equal(c[rep], c) for c in cols):
@@ -220,7 +214,7 @@ def _assign(line: bytes, m: int, code, first, second, tids, templates, reps) -> 
         (first if k == 0 else second)[m] = int(line[a:b])
 
 
-def parse_names(names: np.ndarray, n_main_layers: int | None = None, blob: bytes | None = None) -> AddressColumns:
+def parse_names(names: NameSpans, n_main_layers: int | None = None) -> AddressColumns:
     """Parse every tensor name: a numpy pass finds the templates (numbers replaced), then each
     distinct template (a few dozen in a 180,000-tensor checkpoint) is parsed once in Python."""
     n = len(names)
@@ -232,7 +226,7 @@ def parse_names(names: np.ndarray, n_main_layers: int | None = None, blob: bytes
         e = np.zeros(0, dtype=np.int32)
         return AddressColumns(e, e.copy(), np.zeros(0, np.int8), np.zeros(0, object), np.zeros(0, object),
                               np.zeros(0, object), e.copy(), e.copy(), modules, suffixes)
-    templates, code, first, second, rep = _templates(names, blob)
+    templates, code, first, second, rep = _templates(names)
     T = len(templates)
     t_layer = np.zeros(T, dtype=bool)
     t_expert = np.zeros(T, dtype=bool)
@@ -243,7 +237,7 @@ def parse_names(names: np.ndarray, n_main_layers: int | None = None, blob: bytes
     t_proj = np.empty(T, dtype=object)
     t_suffix = np.empty(T, dtype=object)
     for t in range(T):
-        name = str(names[rep[t]])
+        name = names.get(int(rep[t]))
         m = _LAYER_RE.match(name)
         expert_module = False
         if m is None:
