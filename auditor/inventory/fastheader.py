@@ -32,14 +32,8 @@ except ImportError:  # pragma: no cover - orjson is a declared dependency
 
 METADATA_KEY = "__metadata__"
 _PAD = PAD                  # lets 8-byte loads near the end stay inside the buffer; not structural
-_MAX_DIGITS = 16            # longer numbers (>= 10 PB offsets) go the orjson way
 
-# Bytes whose positions carry the structure. Control characters and backslashes are included so
-# that a string holding one (orjson rejects the first, the second starts an escape) breaks the
-# expected token counts and sends the file to the orjson path.
-_QUOTE, _COMMA, _LBRACK, _RBRACK = 0x22, 0x2C, 0x5B, 0x5D
-_STRUCTURAL = bytes(1 if (b < 0x20 or b in (_QUOTE, _COMMA, _LBRACK, _RBRACK, 0x5C)) else 0
-                    for b in range(256))
+_QUOTE, _COMMA, _RBRACK = 0x22, 0x2C, 0x5D
 
 # `{"__metadata__":{"k":"v",...}` followed by `,` (tensors follow) or `}` (none do)
 _META_RE = re.compile(rb'\{"__metadata__":(\{(?:"[^"\\]*":"[^"\\]*"(?:,"[^"\\]*":"[^"\\]*")*)?\})([,}])')
@@ -61,54 +55,8 @@ _B0, _B3 = _word8(b'","shape'), _word8(b'shape":[')                    # after t
 _C0, _C8, _C10 = _word8(b'],"data_'), _word8(b'offsets"'), _word8(b'fsets":[')   # after the shape
 
 _ASCII_ZEROS = 0x3030303030303030
-_HIGH_NIBBLES = 0xF0F0F0F0F0F0F0F0
 # low (8 - L) bytes set to '0': pads an L-digit number on the left once shifted into the top bytes
 _ZERO_FILL = np.array([_ASCII_ZEROS & ((1 << (8 * (8 - k))) - 1) for k in range(9)], dtype=np.uint64)
-
-
-# ----------------------------------------------------------------------------- numbers
-
-def _eight_digits(word: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Values of ``length``-digit (1..8) decimal numbers whose text starts in ``word``'s low byte.
-
-    SWAR: the digits are shifted to the top bytes and left-padded with '0', every byte is checked
-    to be a digit, then three multiply-shift rounds fold pairs, quads and octets. Returns
-    (value, all bytes were digits).
-    """
-    shift = ((8 - length) * 8).astype(np.uint64)
-    v = (word << shift) | _ZERO_FILL[length]
-    ok = ((v & np.uint64(_HIGH_NIBBLES)) == np.uint64(_ASCII_ZEROS)) & \
-         (((v + np.uint64(0x0606060606060606)) & np.uint64(_HIGH_NIBBLES)) == np.uint64(_ASCII_ZEROS))
-    v = v & np.uint64(0x0F0F0F0F0F0F0F0F)
-    v = (v * np.uint64(2561)) >> np.uint64(8)
-    v = ((v & np.uint64(0x00FF00FF00FF00FF)) * np.uint64(6553601)) >> np.uint64(16)
-    v = ((v & np.uint64(0x0000FFFF0000FFFF)) * np.uint64(42949672960001)) >> np.uint64(32)
-    return v, ok
-
-
-def _parse_numbers(buf: bytes, words: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
-    """int64 values of the JSON integers at ``buf[start:end]``, or None if any is not one
-    (empty, sign, fraction, exponent, leading zero) or has more than 16 digits."""
-    length = end - start
-    if len(length) == 0:
-        return np.zeros(0, dtype=np.int64)
-    if int(length.min()) < 1 or int(length.max()) > _MAX_DIGITS:
-        return None
-    e = np.frombuffer(buf, dtype=np.uint8)
-    if ((e[start] == 0x30) & (length > 1)).any():
-        return None                      # JSON forbids leading zeros; orjson names the error
-    lo_len = np.minimum(length, 8)
-    lo, ok = _eight_digits(words[start + (length - lo_len)], lo_len)
-    if not ok.all():
-        return None
-    values = lo.astype(np.int64)
-    long = np.flatnonzero(length > 8)
-    if len(long):
-        hi, ok = _eight_digits(words[start[long]], length[long] - 8)
-        if not ok.all():
-            return None
-        values[long] += hi.astype(np.int64) * 100_000_000
-    return values
 
 
 # ----------------------------------------------------------------------------- headers
@@ -120,17 +68,22 @@ def split_header(raw: bytes) -> tuple[int, int, dict[str, str] | None] | None:
     ``{}``). Trailing space padding (the library pads to 8 bytes) is allowed; anything else
     outside the canonical layout returns None.
     """
-    if b"\\" in raw or raw[:1] != b"{":
+    return split_header_at(raw, 0, len(raw))
+
+
+def split_header_at(buf: bytes | bytearray, a: int, b: int) -> tuple[int, int, dict[str, str] | None] | None:
+    """split_header of the header ``buf[a:b]``, in positions of ``buf`` (no copy of the header)."""
+    if b <= a or buf[a] != 0x7B or buf.find(b"\\", a, b) >= 0:
         return None
-    end = len(raw)
-    if raw[-1:] == b" ":
-        end = len(raw.rstrip(b" "))
-    if end < 2 or raw[end - 1] != 0x7D:   # '}'
+    end = b
+    while end > a and buf[end - 1] == 0x20:
+        end -= 1
+    if end - a < 2 or buf[end - 1] != 0x7D:   # '}'
         return None
     metadata = None
-    start = 1
-    if raw.startswith(b'{"__metadata__":'):
-        m = _META_RE.match(raw)
+    start = a + 1
+    if buf.startswith(b'{"__metadata__":', a):
+        m = _META_RE.match(buf, a, end)
         if m is None:
             return None
         try:
@@ -171,103 +124,190 @@ def parse_entries(parts: list[bytes], dtypes: tuple[str, ...]) -> ParsedEntries 
     headers at once. ``dtypes`` lists the accepted dtype names (<= 8 bytes); codes index it."""
     lens = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
     part_end = np.cumsum(lens)
-    part_start = part_end - lens
-    buf = b"".join(parts) + _PAD
+    return parse_entry_buffer(b"".join([*parts, _PAD]), part_end - lens, part_end, dtypes)
+
+
+def parse_entry_buffer(buf: bytes | bytearray, part_start: np.ndarray, part_end: np.ndarray,
+                       dtypes: tuple[str, ...]) -> ParsedEntries | None:
+    """parse_entries over parts already in one buffer: ``buf[part_start[i]:part_end[i]]`` are the
+    parts in order, every other byte is a space, and ``buf`` ends with _PAD. Names are spans of
+    ``buf``, which must not change afterwards.
+
+    Two byte passes find the anchors every entry has exactly once or twice, ``{`` (opens the
+    entry's object) and ``]`` (closes shape and data_offsets); everything else is read at fixed
+    offsets from them with 8-byte loads and checked against the canonical text. The only free
+    text left is the names, and the quote count proves they hold no quote (so a '{' in a name,
+    never preceded by '":', is told from an entry's). A ']' in a name sends the file to orjson.
+    """
+    part_start = np.asarray(part_start, dtype=np.int64)
+    part_end = np.asarray(part_end, dtype=np.int64)
+    lens = part_end - part_start
+    size = len(buf) - len(_PAD)
     e = np.frombuffer(buf, dtype=np.uint8)
-    pos = np.flatnonzero(np.frombuffer(buf.translate(_STRUCTURAL), dtype=np.bool_))
-    kind = e[pos]
-    qi = np.flatnonzero(kind == _QUOTE)          # token index of every quote
-    if len(qi) % 10:
-        return None
-    n = len(qi) // 10
+    text = e[:size]
+    brace = np.flatnonzero(text == 0x7B)              # '{' after '":' opens each entry's object
+    if len(brace) and ((e[brace - 1] != 0x3A) | (e[brace - 2] != _QUOTE)).any():
+        brace = brace[(e[brace - 1] == 0x3A) & (e[brace - 2] == _QUOTE)]     # '{' inside names
+    n = len(brace)
     has = lens > 0
-    first = np.searchsorted(pos[qi], part_start[has])     # quote index of each part's first byte
-    counts = np.zeros(len(parts), dtype=np.int64)
-    counts[has] = np.diff(np.append(first, len(qi)))
-    if (counts % 10).any() or (counts[has] == 0).any():
+    first = np.searchsorted(brace, part_start)
+    counts = np.diff(np.append(first, n)).astype(np.int64)
+    if (counts[has] == 0).any() or (counts[~has] != 0).any():
         return None
-    counts //= 10
     if n == 0:
         none = np.zeros(0, np.int64)
         return ParsedEntries(NameSpans(_PAD, none, none), np.zeros(0, np.int8), np.zeros(0, np.int8),
-                             np.ones((0, MAXDIM), np.int64), none, none, counts) if not has.any() else None
-    entry_end = np.cumsum(counts)
-    last = np.zeros(n, dtype=bool)
-    last[entry_end[has] - 1] = True                 # last entry of its part: no ',' after it
-    first_entry = entry_end[has] - counts[has]
-    # structural tokens between consecutive quotes of each entry: name, :{, dtype, :, DT, ",",
-    # shape, [dims], data_offsets, [b,e]
-    gaps = (np.append(qi[1:], len(pos)) - qi - 1).reshape(n, 10)
-    if (gaps[:, [0, 1, 2, 3, 4, 6, 8]] != 0).any() or (gaps[:, 5] != 1).any() or (gaps[:, 7] < 3).any() \
-            or (gaps[:, 9] != np.where(last, 3, 4)).any():
-        return None
-    q = pos[qi].reshape(n, 10)
-    qi = qi.reshape(n, 10)
-    if (q[first_entry, 0] != part_start[has]).any():
-        return None
+                             np.ones((0, MAXDIM), np.int64), none, none, counts)
+    closers = np.flatnonzero(text == _RBRACK)         # ']': closes shape, then data_offsets
+    if len(closers) != 2 * n or b"\\" in buf or int(text.min()) < 0x20 \
+            or int(np.count_nonzero(text == _QUOTE)) != 10 * n:
+        return None                                   # a quote, escape or control byte in a name
+    closers = closers.reshape(n, 2)
+    shape_close, off_close = closers[:, 0], closers[:, 1]
     words = u64_view(buf)
-    name_close = q[:, 1]
-    if (words[name_close] != np.uint64(_A0)).any() or (words[name_close + 4] != np.uint64(_A4)).any():
+    # "NAME":{"dtype":"
+    if (words[brace - 2] != np.uint64(_A0)).any() or (words[brace + 2] != np.uint64(_A4)).any():
         return None
-    # dtype value: an exact match of its (<= 8) bytes against the known names
-    dt_len = q[:, 5] - q[:, 4] - 1
-    if int(dt_len.min()) < 1 or int(dt_len.max()) > 8:
+    # entry boundaries: a part opens with '"'; entries are joined by `]},"`; a part ends `]}`
+    is_first = np.zeros(n, dtype=bool)
+    is_first[first[has]] = True
+    is_last = np.zeros(n, dtype=bool)
+    is_last[(first + counts - 1)[has]] = True
+    if (e[part_start[has]] != _QUOTE).any():
         return None
-    key = words[q[:, 4] + 1] & LOW_MASK[dt_len]
+    if (off_close[is_last] + 2 != part_end[has]).any() or (e[off_close[is_last] + 1] != 0x7D).any():
+        return None
+    if ((words[off_close[~is_last]] & LOW_MASK[4]) != np.uint64(_JOIN)).any():
+        return None
+    name_start = np.empty(n, dtype=np.int64)
+    name_start[is_first] = part_start[has] + 1
+    name_start[1:][~is_first[1:]] = off_close[:-1][~is_first[1:]] + 4
+    name_len = brace - 2 - name_start
+    if (name_len < 0).any() or (shape_close <= brace).any() or (off_close <= shape_close).any():
+        return None
+    # dtype value: up to the first quote (<= 8 bytes), matched exactly against the known names
+    dt_start = brace + 10
+    word = words[dt_start]
+    quotes = _zero_bytes(word ^ np.uint64(0x2222222222222222))
+    dt_len = np.where(quotes == 0, 8, _low_byte(quotes))
+    if int(dt_len.min()) < 1 or (e[dt_start + dt_len] != _QUOTE).any():
+        return None
+    key = word & LOW_MASK[dt_len]
     known, code_of = _dtype_keys(dtypes)
     slot = np.minimum(np.searchsorted(known, key), len(known) - 1)
     if (known[slot] != key).any():
         return None
     codes = code_of[slot]
-    dt_close = q[:, 5]
+    dt_close = dt_start + dt_len
     if (words[dt_close] != np.uint64(_B0)).any() or (words[dt_close + 3] != np.uint64(_B3)).any():
         return None
-    # shape: '[' (token qi7+1), ndim-1 commas, ']' (token rb), ',' then "data_offsets"
-    commas = gaps[:, 7] - 3
-    rb = qi[:, 7] + 2 + commas
-    rpos = pos[rb]
-    if (words[rpos] != np.uint64(_C0)).any() or (words[rpos + 8] != np.uint64(_C8)).any() \
-            or (words[rpos + 10] != np.uint64(_C10)).any():
+    # "],"data_offsets":[" after the shape
+    if (words[shape_close] != np.uint64(_C0)).any() or (words[shape_close + 8] != np.uint64(_C8)).any() \
+            or (words[shape_close + 10] != np.uint64(_C10)).any():
         return None
-    ndim = np.where(rpos == q[:, 7] + 3, 0, commas + 1)
-    if int(ndim.max()) > MAXDIM or ((ndim == 0) & (commas > 0)).any():
+    # shape: d0,d1,... between '[' and ']', read one number per round for the rows still open
+    dims_start = dt_close + 11
+    ndim = np.zeros(n, dtype=np.int64)
+    dim_rows, dim_vals = [], []
+    rows = np.flatnonzero(dims_start != shape_close)          # '[]' is a scalar
+    at = dims_start[rows]
+    while len(rows):
+        if len(dim_rows) == MAXDIM:
+            return None                   # a ninth dimension
+        got = _numbers_at(e, words, at)
+        if got is None:
+            return None
+        length, value = got
+        dim_rows.append(rows)
+        dim_vals.append(value)
+        ndim[rows] += 1
+        stop = at + length
+        ended = stop == shape_close[rows]
+        if (e[stop[~ended]] != _COMMA).any():
+            return None
+        rows, at = rows[~ended], stop[~ended] + 1
+    # data_offsets: b ',' e between '[' and ']'
+    off_start = shape_close + 18
+    got_b = _numbers_at(e, words, off_start)
+    if got_b is None:
         return None
-    total = int(ndim.sum())
-    run0 = np.cumsum(ndim) - ndim
-    tok = np.repeat(qi[:, 7] + 1, ndim) + (np.arange(total) - np.repeat(run0, ndim))   # '[' or ','
-    closer = kind[tok + 1]
-    is_last_dim = np.zeros(total, dtype=bool)
-    is_last_dim[(run0 + ndim - 1)[ndim > 0]] = True
-    if (closer != np.where(is_last_dim, _RBRACK, _COMMA)).any():
+    comma = off_start + got_b[0]
+    if (e[comma] != _COMMA).any():
         return None
-    # data_offsets: '[' b ',' e ']' '}' then ',' before the next entry or the end of the part
-    t9 = qi[:, 9]
-    if (kind[t9 + 2] != _COMMA).any() or (kind[t9 + 3] != _RBRACK).any():
+    got_e = _numbers_at(e, words, comma + 1)
+    if got_e is None or (comma + 1 + got_e[0] != off_close).any():
         return None
-    off_close = pos[t9 + 3]
-    if (e[off_close + 1] != 0x7D).any():
-        return None
-    nxt = np.append(q[1:, 0], 0)
-    if (off_close[~last] + 3 != nxt[~last]).any() or (kind[t9[~last] + 4] != _COMMA).any():
-        return None
-    if (off_close[last] + 2 != part_end[has]).any():
-        return None
-    comma = pos[t9 + 2]
-    starts = np.concatenate((pos[tok] + 1, q[:, 9] + 3, comma + 1))
-    ends = np.concatenate((pos[tok + 1], comma, off_close))
-    values = _parse_numbers(buf, words, starts, ends)
-    if values is None:
-        return None
-    begin, end = values[total:total + n], values[total + n:]
+    begin, end = got_b[1], got_e[1]
     if (begin > end).any():
         return None
     shape = np.ones((n, MAXDIM), dtype=np.int64)
-    if total:
-        shape[np.repeat(np.arange(n), ndim), tok - np.repeat(qi[:, 7] + 1, ndim)] = values[:total]
-    names = NameSpans(buf, q[:, 0] + 1, q[:, 1] - q[:, 0] - 1)
+    for k, (r, v) in enumerate(zip(dim_rows, dim_vals)):
+        shape[r, k] = v
+    names = NameSpans(buf, name_start, name_len)
     if not _valid_utf8(buf) or _has_metadata_name(names):
         return None
     return ParsedEntries(names, codes, ndim.astype(np.int8), shape, begin, end, counts)
+
+
+_JOIN = _word(b']},"')                  # between two entries
+_HIGH_BITS = np.uint64(0x8080808080808080)
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+_OVER_NINE = np.uint64(0x7676767676767676)     # 0x7F - 9 in every byte
+
+
+def _zero_bytes(x: np.ndarray) -> np.ndarray:
+    """The high bit of every byte of ``x`` that is zero, exactly (no carries between bytes)."""
+    return ~(((x & _LOW7) + _LOW7) | x | _LOW7)
+
+
+def _non_digits(w: np.ndarray) -> np.ndarray:
+    """The high bit of every byte of ``w`` that is not an ASCII digit, exactly."""
+    d = w ^ np.uint64(_ASCII_ZEROS)
+    return (((d & _LOW7) + _OVER_NINE) | d) & _HIGH_BITS
+
+
+def _low_byte(mask: np.ndarray) -> np.ndarray:
+    """Index of the lowest byte whose high bit is set in ``mask`` (nonzero)."""
+    lowest = mask & (~mask + np.uint64(1))
+    return (np.frexp(lowest.astype(np.float64))[1] - 8) // 8
+
+
+def _numbers_at(e: np.ndarray, words: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(length, value) of the JSON non-negative integer starting at each ``at``: the run of digits
+    there. None if any run is empty, has a leading zero or is longer than 15 digits (>= 1 PB)."""
+    if not len(at):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    w0 = words[at]
+    m0 = _non_digits(w0)
+    length = np.full(len(at), 8, dtype=np.int64)
+    short = m0 != 0
+    length[short] = _low_byte(m0[short])
+    long = np.flatnonzero(~short)
+    if len(long):
+        m1 = _non_digits(words[at[long] + 8])
+        if (m1 == 0).any():
+            return None                   # 16+ digits (>= 10 PB): the orjson way
+        length[long] = 8 + _low_byte(m1)
+    if int(length.min()) < 1 or ((length > 1) & ((w0 & np.uint64(0xFF)) == np.uint64(0x30))).any():
+        return None                       # no number, or a leading zero (orjson words it)
+    value = _fold_digits(w0, np.minimum(length, 8))
+    long = np.flatnonzero(length > 8)
+    if len(long):
+        high = _fold_digits(w0[long], length[long] - 8)
+        value[long] = high * 100_000_000 + _fold_digits(words[at[long] + length[long] - 8],
+                                                        np.full(len(long), 8))
+    return length, value.astype(np.int64)
+
+
+def _fold_digits(word: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Values of the ``length``-digit (1..8) decimal numbers in the low bytes of ``word`` (SWAR:
+    shift the digits to the top bytes, pad with '0', fold pairs, quads and octets)."""
+    v = (word << ((8 - length) * 8).astype(np.uint64)) | _ZERO_FILL[length]
+    v = v & np.uint64(0x0F0F0F0F0F0F0F0F)
+    v = (v * np.uint64(2561)) >> np.uint64(8)
+    v = ((v & np.uint64(0x00FF00FF00FF00FF)) * np.uint64(6553601)) >> np.uint64(16)
+    v = ((v & np.uint64(0x0000FFFF0000FFFF)) * np.uint64(42949672960001)) >> np.uint64(32)
+    return v
 
 
 def _strings(buf: bytes, start: np.ndarray, end: np.ndarray) -> list[str] | None:

@@ -21,10 +21,12 @@ from __future__ import annotations
 import json
 import os
 import struct
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
+from typing import BinaryIO, Iterator
 
 import numpy as np
 
@@ -148,30 +150,44 @@ def entries_from_raw(path: Path, raw: bytes, file_size: int) -> HeaderEntries:
 # ----------------------------------------------------------------------------- reading
 
 def _read_raw_header(path: Path) -> tuple[bytes, int]:
-    try:
+    with reading(path):
         with open(path, "rb") as fh:
-            file_size = os.fstat(fh.fileno()).st_size
-            prefix = fh.read(8)
-            if len(prefix) < 8:
-                raise AuditInputError(path, f"file is too short for a safetensors header "
-                                            f"({file_size} bytes, need at least 8)")
-            (n,) = struct.unpack("<Q", prefix)
-            if n == 0:
-                raise AuditInputError(path, "header length is 0 (no JSON header)")
-            if n > MAX_HEADER_SIZE:
-                raise AuditInputError(path, f"header length {n} exceeds the safetensors limit of "
-                                            f"{MAX_HEADER_SIZE} bytes")
-            if 8 + n > file_size:
-                raise AuditInputError(path, f"header length {n} is past the end of the file "
-                                            f"({file_size} bytes)")
+            n, file_size = header_length(path, fh)
             raw = fh.read(n)
+    if len(raw) != n:   # file shrank while we read it
+        raise AuditInputError(path, f"header length {n} is past the end of the file ({file_size} bytes)")
+    return raw, file_size
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """OS errors while reading ``path`` become one-line AuditInputErrors naming it."""
+    try:
+        yield
     except IsADirectoryError:
         raise AuditInputError(path, "cannot read: is a directory, not a safetensors file") from None
     except OSError as exc:
         raise AuditInputError(path, f"cannot read: {exc.strerror or exc}") from None
-    if len(raw) != n:   # file shrank while we read it
-        raise AuditInputError(path, f"header length {n} is past the end of the file ({file_size} bytes)")
-    return raw, file_size
+
+
+def header_length(path: Path, fh: BinaryIO) -> tuple[int, int]:
+    """(header length N, file size) from the 8-byte prefix of the open file ``fh``; the checks
+    every header must pass before its N bytes are read."""
+    file_size = os.fstat(fh.fileno()).st_size
+    prefix = fh.read(8)
+    if len(prefix) < 8:
+        raise AuditInputError(path, f"file is too short for a safetensors header "
+                                    f"({file_size} bytes, need at least 8)")
+    (n,) = struct.unpack("<Q", prefix)
+    if n == 0:
+        raise AuditInputError(path, "header length is 0 (no JSON header)")
+    if n > MAX_HEADER_SIZE:
+        raise AuditInputError(path, f"header length {n} exceeds the safetensors limit of "
+                                    f"{MAX_HEADER_SIZE} bytes")
+    if 8 + n > file_size:
+        raise AuditInputError(path, f"header length {n} is past the end of the file "
+                                    f"({file_size} bytes)")
+    return n, file_size
 
 
 def _parse_json(path: Path, raw: bytes):

@@ -168,14 +168,15 @@ class QuantDescription:
     @classmethod
     def from_run(cls, run: PairRun, path: Path) -> "QuantDescription | None":
         """From the spans of the leading string pairs plus the parsed rest of the document; None
-        when the rest holds per-tensor entries too (the whole-document path keeps them exact)."""
+        when the rest holds any non-global member (the whole-document path keeps a repeated key's
+        last value and words non-string entries)."""
         try:
             rest = _orjson.loads(run.rest)
         except ValueError:
             return None
         out = cls.from_dict(rest, path, owned=True)
-        if out._per_tensor:
-            return None
+        if out._per_tensor or out.findings:
+            return None                   # per-tensor members after the run: keep dict semantics
         # global keys written as strings sit inside the run: move them out (they are short)
         short = np.flatnonzero(run.key_length <= _LONGEST_GLOBAL)
         keep = np.ones(len(run), dtype=bool)

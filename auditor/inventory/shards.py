@@ -8,6 +8,7 @@ it, in file order, so the first damaged file raises exactly the error it always 
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -15,10 +16,10 @@ from typing import Callable
 import numpy as np
 
 from ..errors import AuditInputError
-from .fastheader import ParsedEntries, parse_entries, spans_distinct, split_header
+from .fastheader import ParsedEntries, parse_entries, parse_entry_buffer, spans_distinct, split_header_at
 from .header import (_DTYPE_BITS_ARR, _DTYPE_NAME_ARR, _MAX_NUMEL, DTYPE_NAMES, HeaderEntries,
-                     _check_layout, _read_raw_header, entries_from_raw)
-from .namespans import NameSpans
+                     _check_layout, _read_raw_header, entries_from_raw, header_length, reading)
+from .namespans import PAD, NameSpans
 from .table import MAXDIM, TensorTable
 
 
@@ -36,7 +37,7 @@ class HeaderBatch:
     begin: np.ndarray            # int64 absolute file offsets
     end: np.ndarray
     counts: np.ndarray           # int64 tensors per file
-    _raw: tuple[list[bytes], list[int]] | None = field(default=None, repr=False, compare=False)
+    _raw: "HeaderBytes | None" = field(default=None, repr=False, compare=False)
 
     def file_names(self, i: int) -> list[str]:
         """Names of the tensors stored in file ``i``."""
@@ -63,22 +64,10 @@ def read_headers(paths: list[Path], on_file: Callable[[int], None] | None = None
     scanner's index check does, for the price of hashing it pays anyway).
     """
     paths = [Path(p) for p in paths]
-    raws: list[bytes] = []
-    sizes: list[int] = []
-    for k, path in enumerate(paths):
-        try:
-            raw, size = _read_raw_header(path)
-        except AuditInputError:
-            for j in range(k):            # a damaged earlier file is reported first
-                entries_from_raw(paths[j], raws[j], sizes[j])
-            raise
-        raws.append(raw)
-        sizes.append(size)
-        if on_file is not None:
-            on_file(8 + len(raw))
-    fast = _fast_files(raws, sizes)
-    batch = _assemble(paths, raws, sizes, fast)
-    batch._raw = (raws, sizes)
+    hb = HeaderBytes(paths, on_file)
+    fast = _fast_files(hb)
+    batch = _assemble(hb, fast)
+    batch._raw = hb
     return unique_names(batch) if check_unique else batch
 
 
@@ -87,9 +76,85 @@ def unique_names(batch: HeaderBatch) -> HeaderBatch:
     duplicate key inside one header (raised here) from a tensor stored in two files (which the
     scanner reports, naming both files)."""
     if batch._raw is not None and not spans_distinct(batch.names):
-        raws, sizes = batch._raw
-        batch = _assemble(batch.paths, raws, sizes, [None] * len(batch.paths))
+        batch = _assemble(batch._raw, [None] * len(batch.paths))
     return batch
+
+
+class HeaderBytes:
+    """Every header read straight into one buffer: one copy and one round of page faults for
+    ~20 MB, where reading each header on its own and joining them costs both twice (measured
+    ~25 ms more in a fresh process). ``raw(i)`` still gives header i's exact bytes after the
+    fast path has blanked everything around the entries."""
+
+    def __init__(self, paths: list[Path], on_file: Callable[[int], None] | None = None) -> None:
+        self.paths = paths
+        self.length: list[int] = []
+        self.size: list[int] = []
+        for k, path in enumerate(paths):
+            try:
+                with reading(path), open(path, "rb") as fh:
+                    n, size = header_length(path, fh)
+            except AuditInputError:
+                self._earlier_first(k)
+                raise
+            self.length.append(n)
+            self.size.append(size)
+        self.offset = np.concatenate(([0], np.cumsum(self.length, dtype=np.int64)))[:-1].tolist()
+        total = sum(self.length)
+        self.buf = bytearray(total + len(PAD))
+        self.buf[total:] = PAD
+        view = memoryview(self.buf)
+        for k, path in enumerate(paths):
+            a, n = self.offset[k], self.length[k]
+            try:
+                with reading(path), open(path, "rb", buffering=0) as fh:
+                    fh.seek(8)
+                    got = fh.readinto(view[a:a + n])
+                if got != n:      # the file shrank since its length was read
+                    raise AuditInputError(path, f"header length {n} is past the end of the file "
+                                                f"({os.stat(path).st_size} bytes)")
+            except AuditInputError:
+                self._earlier_first(k)
+                raise
+            if on_file is not None:
+                on_file(8 + n)
+        view.release()
+        self._saved: dict[int, tuple[bytes, bytes] | bytes] = {}
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def raw(self, i: int) -> bytes:
+        """Header i as stored in the file."""
+        saved = self._saved.get(i)
+        a, n = self.offset[i], self.length[i]
+        if isinstance(saved, bytes):
+            return saved
+        if saved is None:
+            return bytes(self.buf[a:a + n])
+        head, tail = saved
+        return head + bytes(self.buf[a + len(head):a + n - len(tail)]) + tail
+
+    def keep_only(self, spans: list[tuple[int, int] | None]) -> None:
+        """Blank (to spaces) every byte but ``buf[start:end]`` of each file's span (absolute
+        positions; None keeps nothing of that file), saving what is blanked for ``raw``."""
+        buf = self.buf
+        for i, span in enumerate(spans):
+            a, n = self.offset[i], self.length[i]
+            if span is None:
+                self._saved[i] = bytes(buf[a:a + n])
+                buf[a:a + n] = b" " * n
+            else:
+                s, e = span
+                self._saved[i] = (bytes(buf[a:s]), bytes(buf[e:a + n]))
+                buf[a:s] = b" " * (s - a)
+                buf[e:a + n] = b" " * (a + n - e)
+
+    def _earlier_first(self, k: int) -> None:
+        """A damaged earlier file is reported before file ``k``'s problem: check 0..k-1 exactly."""
+        for j in range(k):
+            raw, size = _read_raw_header(self.paths[j])
+            entries_from_raw(self.paths[j], raw, size)
 
 
 # ----------------------------------------------------------------------------- fast path
@@ -104,32 +169,32 @@ class _FastFile:
     metadata: dict[str, str] | None
 
 
-def _fast_files(raws: list[bytes], sizes: list[int]) -> list[_FastFile | None]:
+def _fast_files(hb: HeaderBytes) -> list[_FastFile | None]:
     """Per file, its fast-parsed slice when every rule holds for it, else None."""
-    out: list[_FastFile | None] = [None] * len(raws)
-    splits = [split_header(r) for r in raws]
+    out: list[_FastFile | None] = [None] * len(hb)
+    splits = [split_header_at(hb.buf, a, a + n) for a, n in zip(hb.offset, hb.length)]
     todo = [i for i, s in enumerate(splits) if s is not None]
     if not todo:
         return out
+    hb.keep_only([(s[0], s[1]) if s is not None else None for s in splits])
     groups = [todo]
-    parsed = _parse(raws, splits, todo)
+    parsed = parse_entry_buffer(hb.buf, [splits[i][0] for i in todo], [splits[i][1] for i in todo], DTYPE_NAMES)
     if parsed is None and len(todo) > 1:     # one odd file: parse the others one by one
         groups = [[i] for i in todo]
     for group in groups:
-        p = parsed if len(groups) == 1 else _parse(raws, splits, group)
+        if len(groups) == 1:
+            p = parsed
+        else:
+            i = group[0]
+            p = parse_entries([bytes(hb.buf[splits[i][0]:splits[i][1]])], DTYPE_NAMES)
         if p is None:
             continue
-        good = _files_valid(p, [len(raws[i]) for i in group], [sizes[i] for i in group])
+        good = _files_valid(p, [hb.length[i] for i in group], [hb.size[i] for i in group])
         row0 = np.cumsum(p.counts) - p.counts
         for k, i in enumerate(group):
             if good[k]:
                 out[i] = _FastFile(p, int(row0[k]), int(p.counts[k]), splits[i][2])
     return out
-
-
-def _parse(raws: list[bytes], splits, group: list[int]) -> ParsedEntries | None:
-    parts = [memoryview(raws[i])[splits[i][0]:splits[i][1]] for i in group]
-    return parse_entries(parts, DTYPE_NAMES)
 
 
 def _files_valid(p: ParsedEntries, header_lens: list[int], file_sizes: list[int]) -> np.ndarray:
@@ -163,10 +228,9 @@ def _files_valid(p: ParsedEntries, header_lens: list[int], file_sizes: list[int]
     return ~bad
 
 
-def _assemble(paths: list[Path], raws: list[bytes], sizes: list[int],
-              fast: list[_FastFile | None]) -> HeaderBatch:
+def _assemble(hb: HeaderBytes, fast: list[_FastFile | None]) -> HeaderBatch:
     """Columns of every file in order: fast slices where valid, the exact path elsewhere."""
-    lens = [len(r) for r in raws]
+    paths, lens = hb.paths, hb.length
     starts = np.array([8 + n for n in lens], dtype=np.int64)
     if fast and all(f is not None for f in fast) and len({id(f.parsed) for f in fast}) == 1:
         p = fast[0].parsed
@@ -177,13 +241,14 @@ def _assemble(paths: list[Path], raws: list[bytes], sizes: list[int],
     metadata: list[dict[str, str] | None] = []
     for i, f in enumerate(fast):
         if f is None:
-            h = entries_from_raw(paths[i], raws[i], sizes[i])
+            h = entries_from_raw(paths[i], hb.raw(i), hb.size[i])
             pieces.append((h.names, h.dtype_code, h.ndim, h.shape, h.begin, h.end))
             metadata.append(h.metadata)
         else:
             sl = slice(f.row0, f.row0 + f.rows)
             p = f.parsed
-            pieces.append((p.names.take(sl).strings().tolist(), p.dtype_code[sl], p.ndim[sl], p.shape[sl], p.begin[sl], p.end[sl]))
+            pieces.append((p.names.take(sl).strings().tolist(), p.dtype_code[sl], p.ndim[sl], p.shape[sl],
+                           p.begin[sl], p.end[sl]))
             metadata.append(f.metadata)
     counts = np.array([len(pc[0]) for pc in pieces], dtype=np.int64)
     data_start = np.repeat(starts, counts)
@@ -192,5 +257,5 @@ def _assemble(paths: list[Path], raws: list[bytes], sizes: list[int],
     if not pieces:
         cat = [np.zeros(0, np.int8), np.zeros(0, np.int8), np.ones((0, MAXDIM), np.int64),
                np.zeros(0, np.int64), np.zeros(0, np.int64)]
-    return HeaderBatch(paths, lens, metadata, names, cat[0].astype(np.int8), cat[1].astype(np.int8),
+    return HeaderBatch(paths, list(lens), metadata, names, cat[0].astype(np.int8), cat[1].astype(np.int8),
                        cat[2], cat[3] + data_start, cat[4] + data_start, counts)
