@@ -40,8 +40,8 @@ class FastIndex:
         i_hash = span_hash(i_cols, i_len)
         code_of = {f: i for i, f in enumerate(self.files)}
         t_code = np.array([code_of.get(f, -1) for f in table.files], dtype=np.int64)[table.file]
-        main = np.flatnonzero(~optional)
-        pt = main[np.argsort(t_hash[main])]
+        order = names.hash_order(k)
+        pt = order[~optional[order]]      # the non-optional rows, by hash
         pi = np.argsort(i_hash)
         th = t_hash[pt]
         if not np.array_equal(th, i_hash[pi]):

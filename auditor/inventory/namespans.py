@@ -56,7 +56,7 @@ class NameSpans:
     """``buf[start[i]:start[i] + length[i]]`` is the UTF-8 name of row i; ``buf`` ends with >= 8
     bytes that belong to no span. Immutable by convention (arrays are shared by ``take``)."""
 
-    __slots__ = ("buf", "start", "length", "_strings", "_hashed")
+    __slots__ = ("buf", "start", "length", "_strings", "_hashed", "_order")
 
     def __init__(self, buf: bytes, start: np.ndarray, length: np.ndarray,
                  strings: np.ndarray | None = None) -> None:
@@ -65,6 +65,7 @@ class NameSpans:
         self.length = length.astype(np.int64, copy=False)
         self._strings = strings
         self._hashed: tuple[int, np.ndarray, np.ndarray] | None = None
+        self._order: np.ndarray | None = None
 
     @classmethod
     def from_strings(cls, names: Sequence[str]) -> "NameSpans":
@@ -98,7 +99,15 @@ class NameSpans:
         if self._hashed is None or self._hashed[0] != k:
             cols = span_columns(u64_view(self.buf), self.start, self.length, k)
             self._hashed = (k, cols, span_hash(cols, self.length))
+            self._order = None
         return self._hashed[1], self._hashed[2]
+
+    def hash_order(self, k: int) -> np.ndarray:
+        """Rows sorted by their ``k``-word hash (argsort, kept with the hash)."""
+        _, h = self.words_and_hash(k)
+        if self._order is None:
+            self._order = np.argsort(h)
+        return self._order
 
     def take(self, rows: np.ndarray | slice) -> "NameSpans":
         """The spans of ``rows`` (same buffer, no copy of the bytes)."""

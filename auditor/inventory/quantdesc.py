@@ -114,7 +114,7 @@ class QuantDescription:
         t_cols, t_hash = names.words_and_hash(k)
         d_cols = span_columns(u64_view(run.buf), run.key_start, run.key_length, k)
         d_hash = span_hash(d_cols, run.key_length)
-        order = np.argsort(t_hash)
+        order = names.hash_order(k)
         sorted_hash = t_hash[order]
         if (sorted_hash[1:] == sorted_hash[:-1]).any():
             return None

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..inventory.namespans import MAX_WORDS, NameSpans, span_columns, span_hash, u64_view
+from ..inventory.namespans import MAX_WORDS, NameSpans, span_hash
 
 BLOCKS = ("attention", "indexer", "dense_mlp", "routed_experts", "shared_experts", "router",
           "embedding", "lm_head", "norm", "mtp", "other")
@@ -109,20 +109,19 @@ def _templates(names: NameSpans) -> tuple[list[bytes], np.ndarray, np.ndarray, n
     """Name templates: every dot-separated all-digit component becomes '#' (whole components
     only, so ``w13`` or ``fp8`` keep their digits), with no per-byte Python work.
 
-    One C-speed ``bytes.translate`` masks every digit of the buffer holding the names; names
-    that agree after masking differ only in digits at fixed positions, so each masked group is
-    parsed once from one representative and its numbers are read for all members with numpy
-    fancy indexing. Returns (distinct templates, template index per name, first and second
+    Every digit is masked in the names' 8-byte word columns (the ones the index check and the
+    description match hash anyway); names that agree after masking differ only in digits at
+    fixed positions, so each masked group is parsed once from one representative and its
+    numbers are read for all members with numpy fancy indexing. Returns (distinct templates, template index per name, first and second
     numeric component per name (-1 when absent), index of one name per template).
     """
     n = len(names)
     blob = names.buf
-    masked = blob.translate(_MASK_DIGITS)
     buf = np.frombuffer(blob, dtype=np.uint8)
     starts, length = names.start, names.length
-    mcode = _mask_groups(masked, starts, length)
+    mcode = _mask_groups(names)
     if mcode is None:
-        lines = [masked[a:b] for a, b in zip(starts.tolist(), (starts + length).tolist())]
+        lines = [blob[a:b].translate(_MASK_DIGITS) for a, b in zip(starts.tolist(), (starts + length).tolist())]
         # code = index of the first line with the same mask, via C-level map (no Python frame per name)
         first_seen: dict[bytes, int] = {}
         raw = np.fromiter(map(first_seen.setdefault, lines, range(n)), dtype=np.int64, count=n)
@@ -143,9 +142,15 @@ def _templates(names: NameSpans) -> tuple[list[bytes], np.ndarray, np.ndarray, n
         line = blob[a_r:b_r]
         runs = [(m.start(), m.end()) for m in _WHOLE_RUN.finditer(line)]
         # digits outside whole components must agree across the group (w1 vs w3), else split it
-        fixed = [i for i, ch in enumerate(masked[a_r:b_r]) if ch == 35 and not any(a <= i < b for a, b in runs)]
-        if fixed and len(members) > 1:
-            same = (buf[starts[members][:, None] + np.array(fixed)] == buf[starts[r] + np.array(fixed)]).all(axis=1)
+        # ('#' too: a literal '#' and a digit mask alike)
+        fixed = [i for i, ch in enumerate(line) if (48 <= ch <= 57 or ch == 35)
+                 and not any(a <= i < b for a, b in runs)]
+        # and every member needs digits where the representative has its numbers (not a '#')
+        run_pos = [i for a, b in runs for i in range(a, b)]
+        if (fixed or run_pos) and len(members) > 1:
+            at = starts[members][:, None]
+            same = (buf[at + np.array(fixed, dtype=np.int64)] == buf[starts[r] + np.array(fixed, dtype=np.int64)]).all(axis=1)
+            same &= (buf[at + np.array(run_pos, dtype=np.int64)] - np.uint8(48) <= 9).all(axis=1)
             if not same.all():
                 for m in members[~same].tolist():      # rare: exact per-name templates
                     _assign(blob[starts[m]:starts[m] + length[m]], m, code, first, second, tids, templates,
@@ -155,15 +160,16 @@ def _templates(names: NameSpans) -> tuple[list[bytes], np.ndarray, np.ndarray, n
     return templates, code, first, second, np.array(reps, dtype=np.int64)
 
 
-def _mask_groups(masked: bytes, starts: np.ndarray, length: np.ndarray) -> np.ndarray | None:
-    """Group number per name (numbered by first appearance) of equal masked lines, from 8-byte
-    word columns and a hash instead of 180,000 bytes objects in a dict; None when a line is too
-    long for it or two different lines share a hash (the caller then groups through a dict)."""
-    n = len(starts)
+def _mask_groups(names: NameSpans) -> np.ndarray | None:
+    """Group number per name (numbered by first appearance) of names equal once every digit is
+    masked, from 8-byte word columns and a hash instead of 180,000 bytes objects in a dict; None
+    when a name is too long for it or two different masked names share a hash (the caller then
+    groups through a dict)."""
+    n, length = len(names), names.length
     k = (int(length.max()) + 7) // 8 if n else 0
     if k > MAX_WORDS:
         return None
-    cols = span_columns(u64_view(masked), starts, length, k)
+    cols = _mask_digits(names.words_and_hash(k)[0])
     _, first, inv = np.unique(span_hash(cols, length), return_index=True, return_inverse=True)
     rep = first[inv]
     if not np.array_equal(length[rep], length) or any(not np.array_equal(c[rep], c) for c in cols):
@@ -173,13 +179,29 @@ def _mask_groups(masked: bytes, starts: np.ndarray, length: np.ndarray) -> np.nd
     return rank[inv]
 
 
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+_OVER_NINE = np.uint64(0x7676767676767676)     # 0x7F - 9 in every byte
+_ZEROS = np.uint64(0x3030303030303030)
+_HASHES = np.uint64(0x2323232323232323)
+
+
+def _mask_digits(cols: np.ndarray) -> np.ndarray:
+    """The word columns with every ASCII digit byte replaced by '#' (SWAR, exact per byte)."""
+    d = cols ^ _ZEROS
+    non_digit = (((d & _LOW7) + _OVER_NINE) | d) & ~_LOW7        # high bit of each non-digit byte
+    digit = ~non_digit & ~_LOW7                                    # high bit of each digit byte
+    fill = (digit >> np.uint64(7)) * np.uint64(0xFF)               # 0xFF in each digit byte
+    return (cols & ~fill) | (_HASHES & fill)
+
+
 def _template_of(line: bytes, runs: list[tuple[int, int]]) -> bytes:
+    """``line`` with each whole-number run as "#" (a literal "#" is kept apart as "\\#")."""
     out, prev = [], 0
     for a, b in runs:
-        out.append(line[prev:a])
+        out.append(bytes(line[prev:a]).replace(b"#", b"\\#"))
         out.append(b"#")
         prev = b
-    out.append(line[prev:])
+    out.append(bytes(line[prev:]).replace(b"#", b"\\#"))
     return b"".join(out)
 
 
@@ -236,19 +258,7 @@ def parse_names(names: NameSpans, n_main_layers: int | None = None) -> AddressCo
     t_module = np.empty(T, dtype=object)
     t_proj = np.empty(T, dtype=object)
     t_suffix = np.empty(T, dtype=object)
-    for t in range(T):
-        name = names.get(int(rep[t]))
-        m = _LAYER_RE.match(name)
-        expert_module = False
-        if m is None:
-            addr = parse_global_path(name)
-        else:
-            t_layer[t] = first[rep[t]] >= 0 and templates[t].split(b".#.", 1)[0] in (b"model.layers", b"layers")
-            rest = m.group(2)
-            em = _EXPERT_RE.match(rest)
-            expert_module = em is not None
-            t_expert[t] = expert_module
-            addr = parse_layer_path(rest)
+    def codes_of(addr: Address, expert_module: bool) -> tuple[int, int]:
         mkey = f"{addr.module}.{addr.projection}" if expert_module else addr.module
         if mkey not in mod_ids:
             mod_ids[mkey] = len(modules)
@@ -256,13 +266,50 @@ def parse_names(names: NameSpans, n_main_layers: int | None = None) -> AddressCo
         if addr.suffix not in suf_ids:
             suf_ids[addr.suffix] = len(suffixes)
             suffixes.append(addr.suffix)
+        return mod_ids[mkey], suf_ids[addr.suffix]
+
+    per_name: list[int] = []          # templates whose address holds one of the masked numbers
+    for t in range(T):
+        addr, is_layer, expert_module = _address(names.get(int(rep[t])))
+        t_layer[t] = is_layer and first[rep[t]] >= 0 and templates[t].split(b".#.", 1)[0] in (b"model.layers", b"layers")
+        t_expert[t] = expert_module
         t_block[t] = BLOCK_CODE[addr.block]
-        t_mod[t], t_suf[t] = mod_ids[mkey], suf_ids[addr.suffix]
+        t_mod[t], t_suf[t] = codes_of(addr, expert_module)
         t_module[t], t_proj[t], t_suffix[t] = addr.module, addr.projection, addr.suffix
+        if _digit_dependent(templates[t].decode("utf-8", "replace")):
+            per_name.append(t)
+    block, module, proj, suffix = t_block[code], t_module[code], t_proj[code], t_suffix[code]
+    modcode, sufcode = t_mod[code], t_suf[code]
+    for i in np.flatnonzero(np.isin(code, per_name)).tolist() if per_name else []:
+        addr, _, expert_module = _address(names.get(i))      # rare: e.g. model.blocks.3.weight
+        block[i] = BLOCK_CODE[addr.block]
+        module[i], proj[i], suffix[i] = addr.module, addr.projection, addr.suffix
+        modcode[i], sufcode[i] = codes_of(addr, expert_module)
     layer = np.where(t_layer[code], first, -1).astype(np.int32)
     expert = np.where(t_expert[code], second, -1).astype(np.int32)
-    block = t_block[code]
     if n_main_layers is not None:
         block = np.where(layer >= n_main_layers, BLOCK_CODE["mtp"], block).astype(np.int8)
-    return AddressColumns(layer, expert, block, t_module[code], t_proj[code], t_suffix[code],
-                          t_mod[code], t_suf[code], modules, suffixes)
+    return AddressColumns(layer, expert, block, module, proj, suffix, modcode, sufcode, modules, suffixes)
+
+
+_LAYER_TEMPLATE = re.compile(r"^(?:model\.)?layers\.#\.(.*)$")
+_EXPERTS_TEMPLATE = "mlp.experts.#."
+
+
+def _address(name: str) -> tuple[Address, bool, bool]:
+    """(address, inside a decoder layer, a routed expert's tensor) of one name."""
+    m = _LAYER_RE.match(name)
+    if m is None:
+        return parse_global_path(name), False, False
+    rest = m.group(2)
+    return parse_layer_path(rest), True, _EXPERT_RE.match(rest) is not None
+
+
+def _digit_dependent(template: str) -> bool:
+    """Whether names of this template differ in module/projection/suffix, not only in their
+    layer and expert numbers (the template's '#' stands for every whole number)."""
+    m = _LAYER_TEMPLATE.match(template)
+    if m is None:
+        return "#" in template
+    rest = m.group(1)
+    return "#" in (rest[len(_EXPERTS_TEMPLATE):] if rest.startswith(_EXPERTS_TEMPLATE) else rest)

@@ -1,0 +1,64 @@
+"""Name parsing: the grouped (masked-word) path must give every name what parsing it alone gives."""
+from __future__ import annotations
+
+import random
+import re
+
+import numpy as np
+import pytest
+
+from auditor.inventory.namespans import NameSpans
+from auditor.model.names import parse_names
+
+PARTS = ["mlp", "experts", "w1", "w3", "w13", "w#", "#", "fp8", "gate_proj", "weight", "weight_scale", "é", "x" * 30]
+
+
+def random_names(rng: random.Random, n: int) -> list[str]:
+    names = set()
+    while len(names) < n:
+        layer = rng.choice([0, 3, 9, 10, 77, 78, 123])
+        tail = ".".join(rng.choice(PARTS) for _ in range(rng.randint(1, 4)))
+        if rng.random() < 0.5:
+            tail = f"mlp.experts.{rng.randint(0, 300)}.{tail}"
+        head = rng.choice(["model.layers", "layers", "model.other"])
+        names.add(f"{head}.{layer}.{tail}" if rng.random() < 0.9 else tail)
+    return sorted(names, key=lambda _: rng.random())
+
+
+def columns(addr, i: int) -> tuple:
+    return (int(addr.layer[i]), int(addr.expert[i]), int(addr.block[i]), addr.module[i], addr.projection[i],
+            addr.suffix[i], addr.modules[addr.modcode[i]], addr.suffixes[addr.sufcode[i]])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_grouped_parse_equals_one_by_one(seed: int) -> None:
+    rng = random.Random(seed)
+    names = random_names(rng, 300)
+    together = parse_names(NameSpans.from_strings(names), 78)
+    for i, name in enumerate(names):
+        alone = parse_names(NameSpans.from_strings([name]), 78)
+        assert columns(together, i) == columns(alone, 0), name
+
+
+def test_layer_and_expert_numbers_come_from_whole_components() -> None:
+    names = ["model.layers.12.mlp.experts.7.w13.weight", "model.layers.3.mlp.w1.weight",
+             "model.layers.3.mlp.w#.weight", "model.layers.40.mlp.experts.255.w2.weight_scale",
+             "model.embed_tokens.weight"]
+    addr = parse_names(NameSpans.from_strings(names), 78)
+    for i, name in enumerate(names):
+        m = re.match(r"model\.layers\.(\d+)\.", name)
+        assert int(addr.layer[i]) == (int(m.group(1)) if m else -1)
+        e = re.search(r"\.experts\.(\d+)\.", name)
+        assert int(addr.expert[i]) == (int(e.group(1)) if e else -1)
+    # a literal '#' is not a masked digit: w# and w1 are different modules
+    assert addr.modules[addr.modcode[1]] != addr.modules[addr.modcode[2]]
+
+
+def test_names_as_spans_of_a_foreign_buffer() -> None:
+    """The scanner hands over spans inside the header bytes, not a newline-joined blob."""
+    names = ["model.layers.1.mlp.w1.weight", "model.layers.22.mlp.w1.weight", "lm_head.weight"]
+    buf = b"".join(b'"' + n.encode() + b'":{}, ' for n in names)
+    starts = np.array([buf.index(n.encode()) for n in names])
+    spans = NameSpans(buf + b" " * 32, starts, np.array([len(n) for n in names]))
+    a, b = parse_names(spans, 78), parse_names(NameSpans.from_strings(names), 78)
+    assert [columns(a, i) for i in range(3)] == [columns(b, i) for i in range(3)]
