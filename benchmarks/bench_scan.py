@@ -3,8 +3,9 @@
     python benchmarks/bench_scan.py                  # synthesize full-size GLM-5.1 W8A8 in a temp dir
     python benchmarks/bench_scan.py --model-dir DIR  # any checkpoint directory
 
-Why these three: ``safe_open`` is what a user would write to inventory a checkpoint (the bar to
-beat by >= 3x); the floor (read every header, parse it with orjson, nothing else) is the least any
+Why these: ``safe_open`` is what a user would write to inventory a checkpoint (the bar to beat
+by >= 3x; the target is judged on the full scan, which also cross-checks the index, and the
+header-only line shows the like-for-like figure); the floor (read every header, parse it with orjson, nothing else) is the least any
 header scanner must do, and the scanner's validation + columns should cost at most as much again
 (ours/floor <= 2x). The page cache is warmed by one untimed run of each variant; each figure is
 the best of ``--repeats`` runs. The two inventories are compared row by row before timing counts.
@@ -29,6 +30,7 @@ from safetensors import safe_open
 from tabulate import tabulate
 
 from auditor.inventory.scan import scan_model_dir
+from auditor.inventory.shards import read_headers
 
 Row = tuple[str, str, str, tuple[int, ...]]   # name, file, dtype, shape
 
@@ -40,6 +42,19 @@ def ours(model_dir: Path, files: list[str]) -> list[Row]:
 
 def time_ours(model_dir: Path, files: list[str]) -> int:
     return len(scan_model_dir(model_dir, progress=False).table)
+
+
+def headers_only(model_dir: Path, files: list[str]) -> int:
+    """Only what the safe_open variant does: every header read, validated, into a table (no
+    index cross-check, no config or description lookup)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        batch = read_headers([model_dir / rel for rel in files], check_unique=True)
+        return len(batch.to_table(files, [True] * len(files)))
+    finally:
+        if was:
+            gc.enable()
 
 
 def with_safe_open(model_dir: Path, files: list[str]) -> list[Row]:
@@ -118,13 +133,16 @@ def main(argv: list[str] | None = None) -> int:
             return 1
 
         t_ours = best_of(time_ours, (model_dir, files), args.repeats)
+        t_headers = best_of(headers_only, (model_dir, files), args.repeats)
         t_safe = best_of(with_safe_open, (model_dir, files), args.repeats)
         t_floor = best_of(floor, (model_dir, files), args.repeats)
         t_floor_nogc = best_of(floor_gc_paused, (model_dir, files), args.repeats)
         print(f"{model_dir}: {len(files)} safetensors files, {len(a)} tensors, {header_mb:.1f} MB of headers; "
               f"inventories identical; best of {args.repeats}")
         print(tabulate([
-            ["scan_model_dir (ours)", f"{t_ours:.3f}", ""],
+            ["scan_model_dir (ours: headers + index cross-check)", f"{t_ours:.3f}", ""],
+            ["headers only (ours, same work as safe_open)", f"{t_headers:.3f}",
+             f"safe_open/headers = {t_safe / t_headers:.1f}x"],
             ["safetensors.safe_open", f"{t_safe:.3f}", f"safe_open/ours = {t_safe / t_ours:.1f}x (target >= 3x)"],
             ["floor: read + orjson", f"{t_floor:.3f}", f"ours/floor = {t_ours / t_floor:.2f}x (target <= 2x)"],
             ["floor, GC paused like ours", f"{t_floor_nogc:.3f}", f"ours/floor = {t_ours / t_floor_nogc:.2f}x"],

@@ -388,6 +388,19 @@ def parse_index(raw: bytes) -> dict | None:
     return cols.doc
 
 
+def _strings_of(raw: bytes, at_least: int):
+    """(padded buffer, its bytes, its 8-byte words, opening and closing quote positions) of a
+    JSON text whose strings hold no backslash, when it has ``at_least`` strings; else None."""
+    if b"\\" in raw or _orjson is None:
+        return None
+    buf = raw + _PAD
+    e = np.frombuffer(buf, dtype=np.uint8)
+    q = np.flatnonzero(e == _QUOTE)
+    if len(q) % 2 or len(q) < 2 * at_least:
+        return None
+    return buf, e, u64_view(buf), q[0::2], q[1::2]
+
+
 def index_columns(raw: bytes) -> IndexColumns | None:
     """The weight_map of an index whose entries are all plain strings, as byte spans.
 
@@ -395,15 +408,10 @@ def index_columns(raw: bytes) -> IndexColumns | None:
     between every pair (what ``json.dump(indent=...)`` writes); the rest of the document is small
     and parsed by orjson after cutting the weight map out. Returns None for anything else.
     """
-    if b"\\" in raw or _orjson is None:
+    strings = _strings_of(raw, 3)
+    if strings is None:
         return None
-    buf = raw + _PAD
-    e = np.frombuffer(buf, dtype=np.uint8)
-    q = np.flatnonzero(e == _QUOTE)
-    if len(q) % 2 or len(q) < 6:
-        return None
-    o, c = q[0::2], q[1::2]
-    words = u64_view(buf)
+    buf, e, words, o, c = strings
     cand = np.flatnonzero(c - o == 11)
     hit = cand[(words[o[cand] + 1] == np.uint64(_WM0)) & (words[o[cand] + 3] == np.uint64(_WM2))]
     if len(hit) != 1:
@@ -509,21 +517,16 @@ def leading_pairs(raw: bytes) -> PairRun | None:
     None when there is no such run, or a backslash, a raw control character or invalid UTF-8
     anywhere: the caller then parses the whole document with orjson, which words any error.
     """
-    if b"\\" in raw or _orjson is None:
+    strings = _strings_of(raw, 2)
+    if strings is None:
         return None
-    buf = raw + _PAD
-    e = np.frombuffer(buf, dtype=np.uint8)
-    q = np.flatnonzero(e == _QUOTE)
-    if len(q) % 2 or len(q) < 4:
-        return None
-    o, c = q[0::2], q[1::2]
+    buf, e, words, o, c = strings
     opened = _OPEN_OBJECT.match(raw)
     if opened is None or opened.end() != o[0]:
         return None
     key_gap = raw[c[0] + 1:o[1]]
     if not _KEY_GAP.fullmatch(key_gap) or len(key_gap) > 16:
         return None
-    words = u64_view(buf)
     gap_len = o[1:] - c[:-1] - 1
     keys = np.arange(0, len(o) - 1, 2)
     ok_key = _same_gaps(words, gap_len, c, keys, key_gap)
