@@ -205,8 +205,9 @@ def _files_valid(p: ParsedEntries, header_lens: list[int], file_sizes: list[int]
     """
     n_files = len(p.counts)
     fid = np.repeat(np.arange(n_files), p.counts)
-    bad_row = np.prod(p.shape.astype(np.float64), axis=1) >= _MAX_NUMEL
-    total_bits = np.prod(p.shape, axis=1) * _DTYPE_BITS_ARR[p.dtype_code]
+    dims = p.shape[:, :int(p.ndim.max(initial=0))]          # trailing dims are 1
+    bad_row = np.prod(dims.astype(np.float64), axis=1) >= _MAX_NUMEL
+    total_bits = np.prod(dims, axis=1) * _DTYPE_BITS_ARR[p.dtype_code]
     bad_row |= (total_bits % 8 != 0) | (total_bits // 8 != p.end - p.begin)
     bad = np.bincount(fid[bad_row], minlength=n_files) > 0
     # tiling, when stored in header order: each begins where the previous ended, from 0
