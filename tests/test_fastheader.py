@@ -16,7 +16,8 @@ import orjson
 import pytest
 from safetensors.numpy import save_file
 
-from auditor.inventory.fastheader import parse_entries, parse_index, split_header
+from auditor.inventory.fastheader import parse_entries, split_header
+from auditor.inventory.jsonspans import parse_index
 from auditor.inventory.header import DTYPE_BITS, DTYPE_NAMES, read_header
 from auditor.inventory.scan import scan_model_dir
 from auditor.inventory.shards import read_headers

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fastheader import IndexColumns
+from .jsonspans import IndexColumns
 from .namespans import MAX_WORDS, span_columns, span_hash, u64_view
 from .table import TensorTable
 

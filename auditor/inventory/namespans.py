@@ -1,4 +1,5 @@
-"""Tensor names as byte spans of one buffer, decoded to Python strings only when asked.
+"""Tensor names as byte spans of one buffer, decoded to Python strings only when asked; plus the
+8-byte-word tools (unaligned loads, masks, a span hash) every span reader here shares.
 
 Why: a 180,000-tensor checkpoint has 180,000 names, and creating them as ``str`` objects costs
 more than parsing the headers around them. Every bulk consumer (name templates, the index
@@ -140,3 +141,40 @@ def decode_spans(buf: bytes, start: np.ndarray, end: np.ndarray) -> list[str]:
         text = buf.decode("ascii")
         return list(map(text.__getitem__, map(slice, start.tolist(), end.tolist())))
     return [buf[a:b].decode("utf-8") for a, b in zip(start.tolist(), end.tolist())]
+
+
+def word_of(text: bytes) -> int:
+    """The first 8 bytes of ``text`` as the little-endian u64 an unaligned load would give."""
+    return int.from_bytes(text[:8].ljust(8, b"\0"), "little")
+
+
+def word8(text: bytes) -> int:
+    assert len(text) == 8, text
+    return word_of(text)
+
+
+def valid_utf8(buf: bytes) -> bool:
+    """The whole buffer decodes as UTF-8; then so does every span cut at an ASCII byte such as
+    '"' (never part of a multi-byte sequence)."""
+    if buf.isascii():
+        return True
+    try:
+        buf.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def spans_distinct(names: NameSpans) -> bool:
+    """True when no two spans hold the same bytes: a hash per span, and an exact set only when
+    two hashes tie (or a name is too long to hash as words)."""
+    n = len(names)
+    if n < 2:
+        return True
+    k = (int(names.length.max()) + 7) // 8
+    if k <= MAX_WORDS:
+        _, h = names.words_and_hash(k)          # kept: the index check hashes the same names
+        h = h[names.hash_order(k)]
+        if not (h[1:] == h[:-1]).any():
+            return True
+    return len(set(names.strings().tolist())) == n

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import AuditInputError, read_input_bytes
-from .fastheader import PairRun, leading_pairs, span_codes
+from .jsonspans import PairRun, leading_pairs, span_codes
 from .namespans import MAX_WORDS, NameSpans, decode_spans, span_columns, span_hash, u64_view
 
 try:

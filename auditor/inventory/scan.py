@@ -24,7 +24,8 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 import numpy as np
 
 from ..errors import AuditInputError, read_input_bytes
-from .fastheader import index_columns, parse_index, spans_distinct
+from .jsonspans import index_columns, parse_index
+from .namespans import spans_distinct
 from .indexcheck import FastIndex
 from .shards import read_headers, unique_names
 from .progress import ProgressLine, want_progress

@@ -16,10 +16,10 @@ from typing import Callable
 import numpy as np
 
 from ..errors import AuditInputError
-from .fastheader import ParsedEntries, parse_entries, parse_entry_buffer, spans_distinct, split_header_at
+from .fastheader import ParsedEntries, parse_entries, parse_entry_buffer, split_header_at
 from .header import (_DTYPE_BITS_ARR, _DTYPE_NAME_ARR, _MAX_NUMEL, DTYPE_NAMES, HeaderEntries,
                      _check_layout, _read_raw_header, entries_from_raw, header_length, reading)
-from .namespans import PAD, NameSpans
+from .namespans import PAD, NameSpans, spans_distinct
 from .table import MAXDIM, TensorTable
 
 
