@@ -141,6 +141,8 @@ def index_columns(raw: bytes) -> IndexColumns | None:
     expected = pairs * _count_ctrl(key_gap) + (pairs - 1) * _count_ctrl(raw[c[t + 2] + 1:o[t + 3]] if pairs > 1 else b"")
     if ctrl != expected:
         return None                        # a raw control character inside a string
+    if not valid_utf8(raw):
+        return None                        # orjson refuses the whole document
     try:
         doc = _orjson.loads(raw[:brace] + b"{}" + raw[closed.end():])
     except ValueError:
