@@ -100,6 +100,24 @@ def test_fast_equals_slow_on_generated_headers(seed: int, tmp_path: Path) -> Non
     assert_same(read_headers(paths), expected)
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_parse_shared_by_two_threads_equals_the_exact_path(seed: int, tmp_path: Path, monkeypatch) -> None:
+    """Large batches are parsed in two halves on two threads; force that on small files, with an
+    odd (non-canonical) file among them, and compare with the exact reader file by file."""
+    import auditor.inventory.shards as shards
+    monkeypatch.setattr(shards, "_SPLIT_FROM", 0)
+    rng = random.Random(100 + seed)
+    paths = []
+    for k in range(rng.randint(2, 6)):
+        header = random_entries(rng, rng.randint(0, 30))
+        if rng.random() < 0.3:
+            header = {"__metadata__": {"format": "pt"}, **header}
+        raw = canonical(header, pad_to=8) if k != 1 else json.dumps(header, indent=1).encode()
+        paths.append(write(tmp_path / f"s{k}.safetensors", raw, data_len(header)))
+    batch = read_headers(paths)
+    assert_same(batch, [read_header(p) for p in paths])
+
+
 def test_library_written_files_take_the_fast_path(tmp_path: Path) -> None:
     tensors = {"model.layers.0.w": np.ones((3, 4), np.float32), "scalar": np.array(1.5, np.float64),
                "empty": np.zeros((0, 5), np.int8), "model.layers.10.mlp.experts.7.b": np.ones(7, np.uint8)}

@@ -119,10 +119,11 @@ def parse_entries(parts: list[bytes], dtypes: tuple[str, ...]) -> ParsedEntries 
 
 
 def parse_entry_buffer(buf: bytes | bytearray, part_start: np.ndarray, part_end: np.ndarray,
-                       dtypes: tuple[str, ...]) -> ParsedEntries | None:
+                       dtypes: tuple[str, ...], lo: int = 0, hi: int | None = None) -> ParsedEntries | None:
     """parse_entries over parts already in one buffer: ``buf[part_start[i]:part_end[i]]`` are the
-    parts in order, every other byte is a space, and ``buf`` ends with _PAD. Names are spans of
-    ``buf``, which must not change afterwards.
+    parts in order, all inside ``buf[lo:hi]`` (default: all but the trailing _PAD, which ``buf``
+    must end with), and every other byte of that range is a space. Names are spans of ``buf``,
+    which must not change afterwards. Ranges that do not overlap can be parsed in parallel.
 
     Two byte passes find the anchors every entry has exactly once or twice, ``{`` (opens the
     entry's object) and ``]`` (closes shape and data_offsets); everything else is read at fixed
@@ -133,10 +134,10 @@ def parse_entry_buffer(buf: bytes | bytearray, part_start: np.ndarray, part_end:
     part_start = np.asarray(part_start, dtype=np.int64)
     part_end = np.asarray(part_end, dtype=np.int64)
     lens = part_end - part_start
-    size = len(buf) - len(_PAD)
+    hi = len(buf) - len(_PAD) if hi is None else hi
     e = np.frombuffer(buf, dtype=np.uint8)
-    text = e[:size]
-    brace = np.flatnonzero(text == 0x7B)              # '{' after '":' opens each entry's object
+    text = e[lo:hi]
+    brace = np.flatnonzero(text == 0x7B) + lo         # '{' after '":' opens each entry's object
     if len(brace) and ((e[brace - 1] != 0x3A) | (e[brace - 2] != _QUOTE)).any():
         brace = brace[(e[brace - 1] == 0x3A) & (e[brace - 2] == _QUOTE)]     # '{' inside names
     n = len(brace)
@@ -149,8 +150,8 @@ def parse_entry_buffer(buf: bytes | bytearray, part_start: np.ndarray, part_end:
         none = np.zeros(0, np.int64)
         return ParsedEntries(NameSpans(_PAD, none, none), np.zeros(0, np.int8), np.zeros(0, np.int8),
                              np.ones((0, MAXDIM), np.int64), none, none, counts)
-    closers = np.flatnonzero(text == _RBRACK)         # ']': closes shape, then data_offsets
-    if len(closers) != 2 * n or b"\\" in buf or int(text.min()) < 0x20 \
+    closers = np.flatnonzero(text == _RBRACK) + lo    # ']': closes shape, then data_offsets
+    if len(closers) != 2 * n or buf.find(b"\\", lo, hi) >= 0 or int(text.min()) < 0x20 \
             or int(np.count_nonzero(text == _QUOTE)) != 10 * n:
         return None                                   # a quote, escape or control byte in a name
     closers = closers.reshape(n, 2)
@@ -235,7 +236,7 @@ def parse_entry_buffer(buf: bytes | bytearray, part_start: np.ndarray, part_end:
     for k, (r, v) in enumerate(zip(dim_rows, dim_vals)):
         shape[r, k] = v
     names = NameSpans(buf, name_start, name_len)
-    if not valid_utf8(buf) or _has_metadata_name(names):
+    if not valid_utf8(buf, lo, hi) or _has_metadata_name(names):
         return None
     return ParsedEntries(names, codes, ndim.astype(np.int8), shape, begin, end, counts)
 

@@ -22,6 +22,19 @@ class FastIndex:
     cols: IndexColumns
     codes: np.ndarray            # shard code per weight_map entry
     files: list[str]             # normalized shard path per code (distinct)
+    _hashed: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None   # k, words, hash, order
+
+    def hashed(self, k: int | None = None) -> "FastIndex":
+        """Hash the keys now (over ``k`` words, by default as many as the longest key needs), so
+        a scanner can do it while the headers are still being read."""
+        length = self.cols.key_end - self.cols.key_start
+        if k is None:
+            k = (int(length.max(initial=0)) + 7) // 8
+        if k <= MAX_WORDS and (self._hashed is None or self._hashed[0] != k):
+            words = span_columns(u64_view(self.cols.buf), self.cols.key_start, length, k)
+            h = span_hash(words, length)
+            self._hashed = (k, words, h, np.argsort(h))
+        return self
 
     def agrees_with(self, table: TensorTable, optional: np.ndarray) -> bool:
         """True exactly when the index lists each non-``optional`` row once, in its own file,
@@ -36,13 +49,11 @@ class FastIndex:
         if k > MAX_WORDS:
             return False
         t_cols, t_hash = names.words_and_hash(k)
-        i_cols = span_columns(u64_view(c.buf), c.key_start, i_len, k)
-        i_hash = span_hash(i_cols, i_len)
+        _, i_cols, i_hash, pi = self.hashed(k)._hashed
         code_of = {f: i for i, f in enumerate(self.files)}
         t_code = np.array([code_of.get(f, -1) for f in table.files], dtype=np.int64)[table.file]
         order = names.hash_order(k)
         pt = order[~optional[order]]      # the non-optional rows, by hash
-        pi = np.argsort(i_hash)
         th = t_hash[pt]
         if not np.array_equal(th, i_hash[pi]):
             return False

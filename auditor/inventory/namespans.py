@@ -8,6 +8,7 @@ inside the concatenated header bytes, and strings exist only for the rows a repo
 """
 from __future__ import annotations
 
+import codecs
 from typing import Sequence
 
 import numpy as np
@@ -153,13 +154,13 @@ def word8(text: bytes) -> int:
     return word_of(text)
 
 
-def valid_utf8(buf: bytes) -> bool:
-    """The whole buffer decodes as UTF-8; then so does every span cut at an ASCII byte such as
+def valid_utf8(buf: bytes | bytearray, lo: int = 0, hi: int | None = None) -> bool:
+    """``buf[lo:hi]`` decodes as UTF-8; then so does every span in it cut at an ASCII byte such as
     '"' (never part of a multi-byte sequence)."""
     if buf.isascii():
         return True
     try:
-        buf.decode("utf-8")
+        codecs.decode(memoryview(buf)[lo:hi], "utf-8")
     except UnicodeDecodeError:
         return False
     return True

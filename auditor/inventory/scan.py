@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import re
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from operator import countOf
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from ..errors import AuditInputError, read_input_bytes
 from .jsonspans import index_columns, parse_index
 from .namespans import spans_distinct
 from .indexcheck import FastIndex
-from .shards import read_headers, unique_names
+from .shards import HeaderBatch, read_headers, unique_names
 from .progress import ProgressLine, want_progress
 from .table import TensorTable
 
@@ -88,25 +89,66 @@ def _gc_paused():
 
 def _scan(model_dir: Path, progress: bool | None) -> ScanResult:
     index_paths = sorted(p for p in model_dir.glob(INDEX_GLOB) if not p.name.startswith("."))
-    fast = _fast_index(index_paths[0], model_dir) if len(index_paths) == 1 else None
+    if len(index_paths) != 1:
+        return _scan_in_order(model_dir, progress, index_paths, None)
+    # The index (19 MB for GLM-5.1) is read and hashed on the second core while the headers are
+    # read here: numpy releases the GIL for the bulk of both. The shards it names are almost
+    # always the top-level files; when not, the scan starts over in order.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(_fast_index, index_paths[0], model_dir)
+        shards = _shard_files(model_dir, set())
+        try:
+            batch = _read(model_dir, shards, progress, check_unique=False)
+        except AuditInputError:
+            if pending.result() is None:
+                _load_indexes(index_paths, model_dir)     # a broken index is reported first, as in order
+            raise
+        fast = pending.result()
+    if fast is None:                      # an index the fast reader declines: the exact one
+        weight_map, findings = _load_indexes(index_paths, model_dir)
+        if _shard_files(model_dir, set(weight_map.values())) == shards:
+            return _cross_checked(model_dir, index_paths, shards, unique_names(batch), weight_map, findings)
+    if fast is None or not set(fast.files) <= set(shards):
+        return _scan_in_order(model_dir, progress, index_paths, fast)
+    return _checked(model_dir, index_paths, fast, shards, batch)
+
+
+def _read(model_dir: Path, shards: list[str], progress: bool | None, check_unique: bool) -> HeaderBatch:
+    with ProgressLine(len(shards), enabled=want_progress(progress, len(shards))) as bar:
+        return read_headers([model_dir / rel for rel in shards], on_file=bar.update, check_unique=check_unique)
+
+
+def _scan_in_order(model_dir: Path, progress: bool | None, index_paths: list[Path],
+                   fast: FastIndex | None) -> ScanResult:
+    """Index first (it names the shards), then the headers."""
     if fast is None:
         weight_map, findings = _load_indexes(index_paths, model_dir)
         shards = _shard_files(model_dir, set(weight_map.values()))
     else:
         shards = _shard_files(model_dir, set(fast.files))
-    with ProgressLine(len(shards), enabled=want_progress(progress, len(shards))) as bar:
-        # with a fast index, agreement proves the names distinct: the uniqueness rule waits
-        batch = read_headers([model_dir / rel for rel in shards], on_file=bar.update,
-                             check_unique=fast is None)
+    # with a fast index, agreement proves the names distinct: the uniqueness rule waits
+    batch = _read(model_dir, shards, progress, check_unique=fast is None)
+    if fast is not None:
+        return _checked(model_dir, index_paths, fast, shards, batch)
+    return _cross_checked(model_dir, index_paths, shards, batch, weight_map, findings)
+
+
+def _checked(model_dir: Path, index_paths: list[Path], fast: FastIndex, shards: list[str],
+             batch: HeaderBatch) -> ScanResult:
+    """The table, when the fast index agrees with it; else the exact cross-check's findings."""
     loaded = [_is_loaded(rel) for rel in shards]
     table = batch.to_table(shards, loaded)
-    if fast is not None:
-        if fast.agrees_with(table, _optional_rows(table)):
-            return _result(model_dir, table, index_paths, _optional_notes(table, index_paths[0].name))
-        checked = unique_names(batch)
-        if checked is not batch:
-            batch, table = checked, checked.to_table(shards, loaded)
-        weight_map, findings = _load_indexes(index_paths, model_dir)   # exact findings/errors
+    if fast.agrees_with(table, _optional_rows(table)):
+        return _result(model_dir, table, index_paths, _optional_notes(table, index_paths[0].name))
+    batch = unique_names(batch)
+    weight_map, findings = _load_indexes(index_paths, model_dir)   # exact findings/errors
+    return _cross_checked(model_dir, index_paths, shards, batch, weight_map, findings)
+
+
+def _cross_checked(model_dir: Path, index_paths: list[Path], shards: list[str], batch: HeaderBatch,
+                   weight_map: dict[str, str], findings: list[Finding]) -> ScanResult:
+    loaded = [_is_loaded(rel) for rel in shards]
+    table = batch.to_table(shards, loaded)
     # Fast index check: every stored tensor maps to its own shard, and the index has exactly as
     # many entries as were counted => index == shards (names are unique within each shard).
     agrees = bool(index_paths)
@@ -247,7 +289,7 @@ def _fast_index(index_path: Path, model_dir: Path) -> FastIndex | None:
         return None
     if len(set(norm)) != len(norm) or not all((model_dir / n).is_file() for n in norm):
         return None
-    return FastIndex(cols, codes, norm)
+    return FastIndex(cols, codes, norm).hashed()
 
 
 def _optional_rows(table: TensorTable) -> np.ndarray:

@@ -9,6 +9,7 @@ it, in file order, so the first damaged file raises exactly the error it always 
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -178,7 +179,7 @@ def _fast_files(hb: HeaderBytes) -> list[_FastFile | None]:
         return out
     hb.keep_only([(s[0], s[1]) if s is not None else None for s in splits])
     groups = [todo]
-    parsed = parse_entry_buffer(hb.buf, [splits[i][0] for i in todo], [splits[i][1] for i in todo], DTYPE_NAMES)
+    parsed = _parse_in_two(hb, splits, todo)
     if parsed is None and len(todo) > 1:     # one odd file: parse the others one by one
         groups = [[i] for i in todo]
     for group in groups:
@@ -195,6 +196,33 @@ def _fast_files(hb: HeaderBytes) -> list[_FastFile | None]:
             if good[k]:
                 out[i] = _FastFile(p, int(row0[k]), int(p.counts[k]), splits[i][2])
     return out
+
+
+_SPLIT_FROM = 4 << 20       # entry bytes from which the parse is shared by two threads
+
+
+def _parse_in_two(hb: HeaderBytes, splits: list, todo: list[int]) -> ParsedEntries | None:
+    """One parse of the ``todo`` files' entries; a large one in two halves at a file boundary,
+    the second on another thread (numpy releases the GIL for the byte passes and gathers)."""
+    starts = np.array([splits[i][0] for i in todo], dtype=np.int64)
+    ends = np.array([splits[i][1] for i in todo], dtype=np.int64)
+    cum = np.cumsum(ends - starts)
+    if len(todo) < 2 or int(cum[-1]) < _SPLIT_FROM:
+        return parse_entry_buffer(hb.buf, starts, ends, DTYPE_NAMES)
+    m = min(max(int(np.searchsorted(cum, cum[-1] // 2)) + 1, 1), len(todo) - 1)
+    cut = hb.offset[todo[m]]             # the second half's files start here in the buffer
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        second = pool.submit(parse_entry_buffer, hb.buf, starts[m:], ends[m:], DTYPE_NAMES, cut,
+                             len(hb.buf) - len(PAD))
+        first = parse_entry_buffer(hb.buf, starts[:m], ends[:m], DTYPE_NAMES, 0, cut)
+        second = second.result()
+    if first is None or second is None:
+        return None
+    return ParsedEntries(
+        NameSpans(hb.buf, np.concatenate((first.names.start, second.names.start)),
+                  np.concatenate((first.names.length, second.names.length))),
+        *(np.concatenate((getattr(first, f), getattr(second, f)))
+          for f in ("dtype_code", "ndim", "shape", "begin", "end", "counts")))
 
 
 def _files_valid(p: ParsedEntries, header_lens: list[int], file_sizes: list[int]) -> np.ndarray:
