@@ -6,6 +6,7 @@ says so.
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,6 +65,10 @@ def _synthesized(spec: ModelSpec, recipe: str) -> tuple[TensorTable, QuantDescri
     return table, desc
 
 
+def _load_prepared(path: Path) -> QuantDescription:
+    return load_quant_description(path).prepared()
+
+
 def open_model(model: str | Path | None, recipe: str | None = None, progress: bool | None = None,
                default_preset: str = "glm-5.1") -> ModelSource:
     """Resolve MODEL (directory or preset name) into a ModelSource. Never writes anything."""
@@ -76,9 +81,13 @@ def open_model(model: str | Path | None, recipe: str | None = None, progress: bo
             raise AuditInputError(path, "no config.json in the model directory")
         cfg = load_config_file(config_path)
         spec = spec_from_config(cfg, name=path.resolve().name, where=str(config_path))
-        scan = scan_model_dir(path, progress=progress)
-        desc_path = scan.quant_desc_path or find_quant_description(path)
-        desc = load_quant_description(desc_path) if desc_path else None
+        desc_path = find_quant_description(path)
+        # the description (10 MB for GLM-5.1) is read and hashed on another core during the scan;
+        # a scan error still comes first
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pending = pool.submit(_load_prepared, desc_path) if desc_path else None
+            scan = scan_model_dir(path, progress=progress)
+            desc = pending.result() if pending else None
         findings = [Finding(s, t, m) for s, t, m in scan.index_findings]
         if desc is not None:
             findings += [Finding(s, k, m) for s, k, m in desc.findings]

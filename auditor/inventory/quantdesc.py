@@ -43,6 +43,8 @@ class QuantDescription:
     _per_tensor: dict[str, str] | None = field(default=None, repr=False)
     _run: PairRun | None = field(default=None, repr=False)      # per-tensor entries as spans
     _distinct: bool = field(default=False, repr=False)          # the spans' keys proved distinct
+    _keys_hashed: tuple | None = field(default=None, repr=False)     # (k, key words, key hashes)
+    _values_coded: tuple | None = field(default=None, repr=False)    # (code per entry, distinct values)
 
     @property
     def per_tensor(self) -> dict[str, str]:
@@ -112,8 +114,7 @@ class QuantDescription:
         if k > MAX_WORDS:
             return None
         t_cols, t_hash = names.words_and_hash(k)
-        d_cols = span_columns(u64_view(run.buf), run.key_start, run.key_length, k)
-        d_hash = span_hash(d_cols, run.key_length)
+        d_cols, d_hash = self._key_words(k)
         order = names.hash_order(k)
         sorted_hash = t_hash[order]
         if (sorted_hash[1:] == sorted_hash[:-1]).any():
@@ -129,7 +130,7 @@ class QuantDescription:
         described[rows] = True
         if int(np.count_nonzero(described)) != len(rows):
             return None                   # a key listed twice
-        codes, values = span_codes(run.buf, run.value_start, run.value_length)
+        codes, values = self._value_codes()
         if codes is None:
             return None
         scheme_names = sorted(values)
@@ -138,6 +139,27 @@ class QuantDescription:
         scode[rows] = rank[codes]
         self._distinct = True
         return scode, scheme_names, described
+
+    def prepared(self) -> "QuantDescription":
+        """Hash the keys and code the values now, so a loader thread can do it while the headers
+        are parsed; scheme_codes then only matches."""
+        if self._run is not None and len(self._run):
+            self._key_words((int(self._run.key_length.max()) + 7) // 8)
+            self._value_codes()
+        return self
+
+    def _key_words(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._keys_hashed is None or self._keys_hashed[0] != k:
+            run = self._run
+            words = span_columns(u64_view(run.buf), run.key_start, run.key_length, k)
+            self._keys_hashed = (k, words, span_hash(words, run.key_length))
+        return self._keys_hashed[1], self._keys_hashed[2]
+
+    def _value_codes(self) -> tuple[np.ndarray, list[str]] | tuple[None, None]:
+        if self._values_coded is None:
+            run = self._run
+            self._values_coded = span_codes(run.buf, run.value_start, run.value_length)
+        return self._values_coded
 
     @classmethod
     def from_dict(cls, doc: dict, path: Path | str = "<synthesized>", *, owned: bool = False) -> "QuantDescription":
