@@ -43,7 +43,7 @@ class QuantDescription:
     _per_tensor: dict[str, str] | None = field(default=None, repr=False)
     _run: PairRun | None = field(default=None, repr=False)      # per-tensor entries as spans
     _distinct: bool = field(default=False, repr=False)          # the spans' keys proved distinct
-    _keys_hashed: tuple | None = field(default=None, repr=False)     # (k, key words, key hashes)
+    _keys_hashed: tuple | None = field(default=None, repr=False)     # (k, key words, hashes, order)
     _values_coded: tuple | None = field(default=None, repr=False)    # (code per entry, distinct values)
 
     @property
@@ -114,15 +114,17 @@ class QuantDescription:
         if k > MAX_WORDS:
             return None
         t_cols, t_hash = names.words_and_hash(k)
-        d_cols, d_hash = self._key_words(k)
+        d_cols, d_hash, d_order = self._key_words(k)
         order = names.hash_order(k)
         sorted_hash = t_hash[order]
         if (sorted_hash[1:] == sorted_hash[:-1]).any():
             return None
-        at = np.minimum(np.searchsorted(sorted_hash, d_hash), n - 1)
-        if not np.array_equal(sorted_hash[at], d_hash):
+        queries = d_hash[d_order]         # sorted queries: a cache-friendly search (~10x faster)
+        at = np.minimum(np.searchsorted(sorted_hash, queries), n - 1)
+        if not np.array_equal(sorted_hash[at], queries):
             return None                   # a described tensor that is not stored
-        rows = order[at]
+        rows = np.empty(len(d_order), dtype=np.int64)
+        rows[d_order] = order[at]         # the row of each description entry
         if not np.array_equal(names.length[rows], run.key_length) or \
                 any(not np.array_equal(t_cols[j][rows], d_cols[j]) for j in range(k)):
             return None                   # equal hashes, different names
@@ -148,12 +150,14 @@ class QuantDescription:
             self._value_codes()
         return self
 
-    def _key_words(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+    def _key_words(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(key words over ``k`` words, key hashes, their argsort), kept for the last ``k``."""
         if self._keys_hashed is None or self._keys_hashed[0] != k:
             run = self._run
             words = span_columns(u64_view(run.buf), run.key_start, run.key_length, k)
-            self._keys_hashed = (k, words, span_hash(words, run.key_length))
-        return self._keys_hashed[1], self._keys_hashed[2]
+            h = span_hash(words, run.key_length)
+            self._keys_hashed = (k, words, h, np.argsort(h))
+        return self._keys_hashed[1:]
 
     def _value_codes(self) -> tuple[np.ndarray, list[str]] | tuple[None, None]:
         if self._values_coded is None:
