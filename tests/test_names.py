@@ -62,3 +62,26 @@ def test_names_as_spans_of_a_foreign_buffer() -> None:
     spans = NameSpans(buf + b" " * 32, starts, np.array([len(n) for n in names]))
     a, b = parse_names(spans, 78), parse_names(NameSpans.from_strings(names), 78)
     assert [columns(a, i) for i in range(3)] == [columns(b, i) for i in range(3)]
+
+
+def test_adopted_hashes_equal_hashing_the_whole() -> None:
+    """Two halves hashed on their own (different widths) then adopted == hashing all at once."""
+    short = ["a.1", "b.22", "c"]
+    long = ["model.layers.70.mlp.experts.255.down_proj.weight_offset", "x" * 40, "lm_head.weight"]
+    buf = ("\n".join(short + long) + "\n").encode() + b" " * 32
+    starts, at = [], 0
+    for n in short + long:
+        starts.append(at)
+        at += len(n) + 1
+    lengths = np.array([len(n) for n in short + long])
+    whole = NameSpans(buf, np.array(starts), lengths)
+    a, b = NameSpans(buf, np.array(starts[:3]), lengths[:3]), NameSpans(buf, np.array(starts[3:]), lengths[3:])
+    a.words_and_hash(1)
+    b.words_and_hash(7)
+    merged = NameSpans(buf, np.array(starts), lengths)
+    merged.adopt_hashes(a, b)
+    k = (int(lengths.max()) + 7) // 8
+    assert merged._hashed is not None and merged._hashed[0] == k      # adopted, not recomputed
+    _, got_cols, got_h = merged._hashed
+    cols, h = whole.words_and_hash(k)
+    assert np.array_equal(got_cols, cols) and np.array_equal(got_h, h)

@@ -104,6 +104,27 @@ class NameSpans:
             self._order = None
         return self._hashed[1], self._hashed[2]
 
+    def adopt_hashes(self, *parts: "NameSpans") -> None:
+        """Take the word hash from ``parts`` (these spans, in order, each hashed on its own):
+        columns a part's shorter names never reach are zero, so its hash is redone over the
+        common width only when the widths differ."""
+        if not parts or any(p._hashed is None for p in parts if len(p)):
+            return
+        k = max((p._hashed[0] for p in parts if len(p)), default=0)
+        cols, hashes = [], []
+        for p in parts:
+            if not len(p):
+                continue
+            pk, pc, ph = p._hashed
+            if pk != k:
+                pc = np.vstack((pc, np.zeros((k - pk, len(p)), dtype=np.uint64)))
+                ph = span_hash(pc, p.length)
+            cols.append(pc)
+            hashes.append(ph)
+        if cols:
+            self._hashed = (k, np.concatenate(cols, axis=1), np.concatenate(hashes))
+            self._order = None
+
     def hash_order(self, k: int) -> np.ndarray:
         """Rows sorted by their ``k``-word hash (argsort, kept with the hash)."""
         _, h = self.words_and_hash(k)

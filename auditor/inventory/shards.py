@@ -212,17 +212,25 @@ def _parse_in_two(hb: HeaderBytes, splits: list, todo: list[int]) -> ParsedEntri
     m = min(max(int(np.searchsorted(cum, cum[-1] // 2)) + 1, 1), len(todo) - 1)
     cut = hb.offset[todo[m]]             # the second half's files start here in the buffer
     with ThreadPoolExecutor(max_workers=1) as pool:
-        second = pool.submit(parse_entry_buffer, hb.buf, starts[m:], ends[m:], DTYPE_NAMES, cut,
-                             len(hb.buf) - len(PAD))
-        first = parse_entry_buffer(hb.buf, starts[:m], ends[:m], DTYPE_NAMES, 0, cut)
+        second = pool.submit(_parse_and_hash, hb.buf, starts[m:], ends[m:], cut, len(hb.buf) - len(PAD))
+        first = _parse_and_hash(hb.buf, starts[:m], ends[:m], 0, cut)
         second = second.result()
     if first is None or second is None:
         return None
-    return ParsedEntries(
-        NameSpans(hb.buf, np.concatenate((first.names.start, second.names.start)),
-                  np.concatenate((first.names.length, second.names.length))),
-        *(np.concatenate((getattr(first, f), getattr(second, f)))
-          for f in ("dtype_code", "ndim", "shape", "begin", "end", "counts")))
+    names = NameSpans(hb.buf, np.concatenate((first.names.start, second.names.start)),
+                      np.concatenate((first.names.length, second.names.length)))
+    names.adopt_hashes(first.names, second.names)
+    return ParsedEntries(names, *(np.concatenate((getattr(first, f), getattr(second, f)))
+                                  for f in ("dtype_code", "ndim", "shape", "begin", "end", "counts")))
+
+
+def _parse_and_hash(buf: bytearray, starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> ParsedEntries | None:
+    """One half's parse plus its names' word hash (the index check, the description match and
+    the name templates all start from it), while the other core does the other half."""
+    p = parse_entry_buffer(buf, starts, ends, DTYPE_NAMES, lo, hi)
+    if p is not None and len(p.names):
+        p.names.words_and_hash((int(p.names.length.max()) + 7) // 8)
+    return p
 
 
 def _files_valid(p: ParsedEntries, header_lens: list[int], file_sizes: list[int]) -> np.ndarray:
