@@ -285,16 +285,16 @@ def _numbers_at(e: np.ndarray, words: np.ndarray, at: np.ndarray) -> tuple[np.nd
         length[long] = 8 + _low_byte(m1)
     if int(length.min()) < 1 or ((length > 1) & ((w0 & np.uint64(0xFF)) == np.uint64(0x30))).any():
         return None                       # no number, or a leading zero (orjson words it)
-    value = _fold_digits(w0, np.minimum(length, 8))
+    value = fold_digits(w0, np.minimum(length, 8))
     long = np.flatnonzero(length > 8)
     if len(long):
-        high = _fold_digits(w0[long], length[long] - 8)
-        value[long] = high * 100_000_000 + _fold_digits(words[at[long] + length[long] - 8],
+        high = fold_digits(w0[long], length[long] - 8)
+        value[long] = high * 100_000_000 + fold_digits(words[at[long] + length[long] - 8],
                                                         np.full(len(long), 8))
     return length, value.astype(np.int64)
 
 
-def _fold_digits(word: np.ndarray, length: np.ndarray) -> np.ndarray:
+def fold_digits(word: np.ndarray, length: np.ndarray) -> np.ndarray:
     """Values of the ``length``-digit (1..8) decimal numbers in the low bytes of ``word`` (SWAR:
     shift the digits to the top bytes, pad with '0', fold pairs, quads and octets)."""
     v = (word << ((8 - length) * 8).astype(np.uint64)) | _ZERO_FILL[length]

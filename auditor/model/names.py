@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..inventory.namespans import MAX_WORDS, NameSpans, span_hash
+from ..inventory.fastheader import fold_digits
+from ..inventory.namespans import MAX_WORDS, NameSpans, span_hash, u64_view
 
 BLOCKS = ("attention", "indexer", "dense_mlp", "routed_experts", "shared_experts", "router",
           "embedding", "lm_head", "norm", "mtp", "other")
@@ -118,7 +119,9 @@ def _templates(names: NameSpans) -> tuple[list[bytes], np.ndarray, np.ndarray, n
     n = len(names)
     blob = names.buf
     buf = np.frombuffer(blob, dtype=np.uint8)
+    words = u64_view(blob)
     starts, length = names.start, names.length
+    literal_hash = blob.find(b"#") >= 0   # names are the only free text in the buffer
     mcode = _mask_groups(names)
     if mcode is None:
         lines = [blob[a:b].translate(_MASK_DIGITS) for a, b in zip(starts.tolist(), (starts + length).tolist())]
@@ -146,17 +149,18 @@ def _templates(names: NameSpans) -> tuple[list[bytes], np.ndarray, np.ndarray, n
         fixed = [i for i, ch in enumerate(line) if (48 <= ch <= 57 or ch == 35)
                  and not any(a <= i < b for a, b in runs)]
         # and every member needs digits where the representative has its numbers (not a '#')
-        run_pos = [i for a, b in runs for i in range(a, b)]
+        run_pos = [i for a, b in runs for i in range(a, b)] if literal_hash else []
         if (fixed or run_pos) and len(members) > 1:
             at = starts[members][:, None]
             same = (buf[at + np.array(fixed, dtype=np.int64)] == buf[starts[r] + np.array(fixed, dtype=np.int64)]).all(axis=1)
-            same &= (buf[at + np.array(run_pos, dtype=np.int64)] - np.uint8(48) <= 9).all(axis=1)
+            if run_pos:
+                same &= (buf[at + np.array(run_pos, dtype=np.int64)] - np.uint8(48) <= 9).all(axis=1)
             if not same.all():
                 for m in members[~same].tolist():      # rare: exact per-name templates
                     _assign(blob[starts[m]:starts[m] + length[m]], m, code, first, second, tids, templates,
                             reps)
                 members = members[same]
-        _assign_group(line, runs, members, starts, buf, code, first, second, tids, templates, reps)
+        _assign_group(line, runs, members, starts, buf, words, code, first, second, tids, templates, reps)
     return templates, code, first, second, np.array(reps, dtype=np.int64)
 
 
@@ -214,7 +218,7 @@ def _template_of(line: bytes, runs: list[tuple[int, int]]) -> bytes:
 
 
 def _assign_group(line: bytes, runs: list[tuple[int, int]], members: np.ndarray, starts: np.ndarray,
-                  buf: np.ndarray, code: np.ndarray, first: np.ndarray, second: np.ndarray,
+                  buf: np.ndarray, words: np.ndarray, code: np.ndarray, first: np.ndarray, second: np.ndarray,
                   tids: dict[bytes, int], templates: list[bytes], reps: list[int]) -> None:
     """Give every member the group's template id and read its first two whole numbers."""
     tmpl = _template_of(line, runs)
@@ -224,10 +228,14 @@ def _assign_group(line: bytes, runs: list[tuple[int, int]], members: np.ndarray,
         templates.append(tmpl)
         reps.append(int(members[0]))
     code[members] = tid
+    at = starts[members]
     for k, (a, b) in enumerate(runs[:2]):
-        vals = np.zeros(len(members), dtype=np.int64)
-        for pos in range(a, b):
-            vals = vals * 10 + (buf[starts[members] + pos].astype(np.int64) - 48)
+        if b - a <= 8:                    # one 8-byte load and a SWAR fold per member
+            vals = fold_digits(words[at + a], np.full(len(members), b - a)).astype(np.int64)
+        else:
+            vals = np.zeros(len(members), dtype=np.int64)
+            for pos in range(a, b):
+                vals = vals * 10 + (buf[at + pos].astype(np.int64) - 48)
         (first if k == 0 else second)[members] = vals
 
 
