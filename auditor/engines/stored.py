@@ -59,24 +59,30 @@ class StoredIndex:
             sums = np.bincount(inv, weights=t.nbytes[mask])
             counts = np.bincount(inv)
         idx = np.nonzero(mask)[0]
-        experts = a.expert[mask]
-        for u, k in enumerate(uniq):
-            lay, rem = divmod(int(k), M * S)
-            m, s = divmod(rem, S)
-            mkey = (lay - 1, a.modules[m])
+        rows = idx[first]                                   # first stored row of each key
+        lay, rem = np.divmod(uniq, M * S)
+        mods, sufs = np.divmod(rem, S)
+        # one bulk conversion per column instead of ~4,000 numpy scalar reads in the loop
+        is_expert = (a.expert[rows] >= 0).tolist()
+        dtypes = t.dtype[rows].tolist()
+        shapes = t.shape[rows].tolist()
+        ndims = t.ndim[rows].tolist()
+        schemes = ct.scheme[rows].tolist()
+        for u, (ly, m, sx, total, count) in enumerate(zip((lay - 1).tolist(), mods.tolist(), sufs.tolist(),
+                                                         sums.tolist(), counts.tolist())):
+            mkey = (ly, a.modules[m])
             sm = self.modules.get(mkey)
-            row = idx[first[u]]
             if sm is None:
-                sm = self.modules[mkey] = StoredModule(lay - 1, a.modules[m], "", "", ())
-            suffix = a.suffixes[s]
-            sm.bytes_by_suffix[suffix] = int(sums[u])
-            sm.count_by_suffix[suffix] = int(counts[u])
+                sm = self.modules[mkey] = StoredModule(ly, a.modules[m], "", "", ())
+            suffix = a.suffixes[sx]
+            sm.bytes_by_suffix[suffix] = int(total)
+            sm.count_by_suffix[suffix] = int(count)
             if suffix == "weight":
-                sm.weight_dtype = str(t.dtype[row])
-                sm.weight_shape = t.shape_of(row)
-                sm.scheme = str(ct.scheme[row] or "")
-                if experts[first[u]] >= 0:
-                    sm.n_experts = int(counts[u])
+                sm.weight_dtype = str(dtypes[u])
+                sm.weight_shape = tuple(shapes[u][:ndims[u]])
+                sm.scheme = str(schemes[u] or "")
+                if is_expert[u]:
+                    sm.n_experts = int(count)
         for sm in self.modules.values():
             if not sm.scheme and sm.weight_dtype:
                 sm.scheme = "FLOAT"
