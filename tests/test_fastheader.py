@@ -221,8 +221,12 @@ def test_mixed_batch_uses_fast_and_exact_paths(tmp_path: Path) -> None:
     assert_same(read_headers(paths), [read_header(p) for p in paths])
 
 
-def test_first_damaged_file_is_reported_first(tmp_path: Path) -> None:
+@pytest.mark.parametrize("keep_open", [256, 0])
+def test_first_damaged_file_is_reported_first(keep_open: int, tmp_path: Path, monkeypatch) -> None:
+    """With the shards kept open between the two read passes, and reopened (many shards)."""
+    import auditor.inventory.shards as shards
     from auditor.errors import AuditInputError
+    monkeypatch.setattr(shards, "_KEEP_OPEN", keep_open)
 
     good = canonical({"x": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]}})
     a = write(tmp_path / "a.safetensors", good, 10)             # truncated: canonical but wrong size
@@ -231,6 +235,8 @@ def test_first_damaged_file_is_reported_first(tmp_path: Path) -> None:
     with pytest.raises(AuditInputError) as info:
         read_headers([a, b])
     assert info.value.where == str(a) and "truncated" in info.value.problem
+    c = write(tmp_path / "c.safetensors", good, 12)
+    assert read_headers([c, c]).counts.tolist() == [1, 1]       # both passes read each file
 
 
 def test_duplicate_inside_a_header_still_named(tmp_path: Path) -> None:
