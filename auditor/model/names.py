@@ -119,28 +119,28 @@ def _templates(names: NameSpans) -> tuple[list[bytes], np.ndarray, np.ndarray, n
     n = len(names)
     blob = names.buf
     buf = np.frombuffer(blob, dtype=np.uint8)
-    words = u64_view(blob)
     starts, length = names.start, names.length
     literal_hash = blob.find(b"#") >= 0   # names are the only free text in the buffer
-    mcode = _mask_groups(names)
-    if mcode is None:
+    grouped = _mask_groups(names)
+    if grouped is None:
         lines = [blob[a:b].translate(_MASK_DIGITS) for a, b in zip(starts.tolist(), (starts + length).tolist())]
         # code = index of the first line with the same mask, via C-level map (no Python frame per name)
         first_seen: dict[bytes, int] = {}
         raw = np.fromiter(map(first_seen.setdefault, lines, range(n)), dtype=np.int64, count=n)
-        _, mcode = np.unique(raw, return_inverse=True)
-    ids = range(int(mcode.max()) + 1 if n else 0)
-    order = np.argsort(mcode, kind="stable")
-    bounds = np.concatenate(([0], np.cumsum(np.bincount(mcode, minlength=len(ids)))))
-    first = np.full(n, -1, dtype=np.int64)
-    second = np.full(n, -1, dtype=np.int64)
-    code = np.zeros(n, dtype=np.int32)
+        group_first, mcode = np.unique(raw, return_inverse=True)
+    else:
+        mcode, group_first = grouped
+    G = len(group_first)
+    sizes = np.bincount(mcode, minlength=G)
+    members_of = None                     # rows by group, built only if a group must be checked
+    g_tid = np.zeros(G, dtype=np.int32)
+    g_run = np.full((2, G), -1, dtype=np.int64)     # offset of the first two numbers in the name
+    g_len = np.zeros((2, G), dtype=np.int64)
+    single: list[int] = []                # rows split off their group: templates of their own
     tids: dict[bytes, int] = {}
     templates: list[bytes] = []
     reps: list[int] = []
-    for g in range(len(ids)):
-        members = order[bounds[g]:bounds[g + 1]]
-        r = int(members[0])
+    for g, r in enumerate(group_first.tolist()):
         a_r, b_r = int(starts[r]), int(starts[r] + length[r])
         line = blob[a_r:b_r]
         runs = [(m.start(), m.end()) for m in _WHOLE_RUN.finditer(line)]
@@ -150,23 +150,60 @@ def _templates(names: NameSpans) -> tuple[list[bytes], np.ndarray, np.ndarray, n
                  and not any(a <= i < b for a, b in runs)]
         # and every member needs digits where the representative has its numbers (not a '#')
         run_pos = [i for a, b in runs for i in range(a, b)] if literal_hash else []
-        if (fixed or run_pos) and len(members) > 1:
+        if (fixed or run_pos) and sizes[g] > 1:
+            if members_of is None:
+                order = np.argsort(mcode, kind="stable")
+                bounds = np.concatenate(([0], np.cumsum(sizes)))
+                members_of = lambda k: order[bounds[k]:bounds[k + 1]]   # noqa: E731
+            members = members_of(g)
             at = starts[members][:, None]
-            same = (buf[at + np.array(fixed, dtype=np.int64)] == buf[starts[r] + np.array(fixed, dtype=np.int64)]).all(axis=1)
+            same = (buf[at + np.array(fixed, dtype=np.int64)] == buf[a_r + np.array(fixed, dtype=np.int64)]).all(axis=1)
             if run_pos:
                 same &= (buf[at + np.array(run_pos, dtype=np.int64)] - np.uint8(48) <= 9).all(axis=1)
-            if not same.all():
-                for m in members[~same].tolist():      # rare: exact per-name templates
-                    _assign(blob[starts[m]:starts[m] + length[m]], m, code, first, second, tids, templates,
-                            reps)
-                members = members[same]
-        _assign_group(line, runs, members, starts, buf, words, code, first, second, tids, templates, reps)
+            for m in members[~same].tolist():          # rare: exact per-name templates
+                single.append(m)
+                _template_id(_template_of(blob[starts[m]:starts[m] + length[m]], _runs(blob[starts[m]:starts[m] + length[m]])),
+                             m, tids, templates, reps)
+        g_tid[g] = _template_id(_template_of(line, runs), r, tids, templates, reps)
+        for k, (a, b) in enumerate(runs[:2]):
+            g_run[k, g], g_len[k, g] = a, b - a
+    # every row at once: its group's template, and its two numbers at the group's offsets
+    code = g_tid[mcode]
+    first = np.full(n, -1, dtype=np.int64)
+    second = np.full(n, -1, dtype=np.int64)
+    words = u64_view(blob)
+    for k, out in ((0, first), (1, second)):
+        off, width = g_run[k][mcode], g_len[k][mcode]
+        rows = np.flatnonzero((off >= 0) & (width <= 8))   # one 8-byte load and a SWAR fold
+        out[rows] = fold_digits(words[starts[rows] + off[rows]], width[rows]).astype(np.int64)
+        for i in np.flatnonzero(width > 8).tolist():       # over 8 digits: not a layer or expert id
+            out[i] = int(blob[starts[i] + off[i]:starts[i] + off[i] + width[i]])
+    for m in single:
+        line = blob[starts[m]:starts[m] + length[m]]
+        runs = _runs(line)
+        code[m] = tids[_template_of(line, runs)]
+        first[m] = int(line[runs[0][0]:runs[0][1]]) if runs else -1
+        second[m] = int(line[runs[1][0]:runs[1][1]]) if len(runs) > 1 else -1
     return templates, code, first, second, np.array(reps, dtype=np.int64)
 
 
-def _mask_groups(names: NameSpans) -> np.ndarray | None:
-    """Group number per name (numbered by first appearance) of names equal once every digit is
-    masked, from 8-byte word columns and a hash instead of 180,000 bytes objects in a dict; None
+def _runs(line: bytes) -> list[tuple[int, int]]:
+    return [(m.start(), m.end()) for m in _WHOLE_RUN.finditer(line)]
+
+
+def _template_id(tmpl: bytes, row: int, tids: dict[bytes, int], templates: list[bytes], reps: list[int]) -> int:
+    """Id of template ``tmpl``, numbered by first appearance (``row`` represents a new one)."""
+    tid = tids.get(tmpl)
+    if tid is None:
+        tid = tids[tmpl] = len(templates)
+        templates.append(tmpl)
+        reps.append(row)
+    return tid
+
+
+def _mask_groups(names: NameSpans) -> tuple[np.ndarray, np.ndarray] | None:
+    """(group number per name, first row of each group), groups numbered by first appearance, of
+    names equal once every digit is masked, from 8-byte word columns and a hash instead of 180,000 bytes objects in a dict; None
     when a name is too long for it or two different masked names share a hash (the caller then
     groups through a dict)."""
     n, length = len(names), names.length
@@ -178,9 +215,10 @@ def _mask_groups(names: NameSpans) -> np.ndarray | None:
     rep = first[inv]
     if not np.array_equal(length[rep], length) or any(not np.array_equal(c[rep], c) for c in cols):
         return None
+    by_appearance = np.argsort(first)                   # groups in order of first appearance
     rank = np.empty(len(first), dtype=np.int64)
-    rank[np.argsort(first)] = np.arange(len(first))     # groups in order of first appearance
-    return rank[inv]
+    rank[by_appearance] = np.arange(len(first))
+    return rank[inv], first[by_appearance]
 
 
 _LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
@@ -215,41 +253,6 @@ def _template_of(line: bytes, runs: list[tuple[int, int]]) -> bytes:
         prev = b
     out.append(bytes(line[prev:]).replace(b"#", b"\\#"))
     return b"".join(out)
-
-
-def _assign_group(line: bytes, runs: list[tuple[int, int]], members: np.ndarray, starts: np.ndarray,
-                  buf: np.ndarray, words: np.ndarray, code: np.ndarray, first: np.ndarray, second: np.ndarray,
-                  tids: dict[bytes, int], templates: list[bytes], reps: list[int]) -> None:
-    """Give every member the group's template id and read its first two whole numbers."""
-    tmpl = _template_of(line, runs)
-    tid = tids.get(tmpl)
-    if tid is None:
-        tid = tids[tmpl] = len(templates)
-        templates.append(tmpl)
-        reps.append(int(members[0]))
-    code[members] = tid
-    at = starts[members]
-    for k, (a, b) in enumerate(runs[:2]):
-        if b - a <= 8:                    # one 8-byte load and a SWAR fold per member
-            vals = fold_digits(words[at + a], np.full(len(members), b - a)).astype(np.int64)
-        else:
-            vals = np.zeros(len(members), dtype=np.int64)
-            for pos in range(a, b):
-                vals = vals * 10 + (buf[at + pos].astype(np.int64) - 48)
-        (first if k == 0 else second)[members] = vals
-
-
-def _assign(line: bytes, m: int, code, first, second, tids, templates, reps) -> None:
-    runs = [(x.start(), x.end()) for x in _WHOLE_RUN.finditer(line)]
-    tmpl = _template_of(line, runs)
-    tid = tids.get(tmpl)
-    if tid is None:
-        tid = tids[tmpl] = len(templates)
-        templates.append(tmpl)
-        reps.append(m)
-    code[m] = tid
-    for k, (a, b) in enumerate(runs[:2]):
-        (first if k == 0 else second)[m] = int(line[a:b])
 
 
 def parse_names(names: NameSpans, n_main_layers: int | None = None) -> AddressColumns:
