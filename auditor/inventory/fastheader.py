@@ -184,7 +184,7 @@ def parse_entry_buffer(buf: bytes | bytearray, part_start: np.ndarray, part_end:
     dt_start = brace + 10
     word = words[dt_start]
     quotes = _zero_bytes(word ^ np.uint64(0x2222222222222222))
-    dt_len = np.where(quotes == 0, 8, _low_byte(quotes))
+    dt_len = np.where(quotes == 0, np.uint64(8), _low_byte(quotes)).astype(np.int64)
     if int(dt_len.min()) < 1 or (e[dt_start + dt_len] != _QUOTE).any():
         return None
     key = word & LOW_MASK[dt_len]
@@ -261,10 +261,14 @@ def _non_digits(w: np.ndarray) -> np.ndarray:
     return (((d & _LOW7) + _OVER_NINE) | d) & _HIGH_BITS
 
 
+_BYTE_INDEX = np.uint64(0x0001020304050607)     # byte j (from the top) holds j
+
+
 def _low_byte(mask: np.ndarray) -> np.ndarray:
-    """Index of the lowest byte whose high bit is set in ``mask`` (nonzero)."""
+    """Index of the lowest byte whose high bit is set in ``mask``; 0 where ``mask`` is 0. The
+    lowest set bit is 1 << (8k + 7); multiplying 1 << 8k by _BYTE_INDEX puts k in the top byte."""
     lowest = mask & (~mask + np.uint64(1))
-    return (np.frexp(lowest.astype(np.float64))[1] - 8) // 8
+    return ((lowest >> np.uint64(7)) * _BYTE_INDEX) >> np.uint64(56)
 
 
 def _numbers_at(e: np.ndarray, words: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -274,10 +278,8 @@ def _numbers_at(e: np.ndarray, words: np.ndarray, at: np.ndarray) -> tuple[np.nd
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     w0 = words[at]
     m0 = _non_digits(w0)
-    length = np.full(len(at), 8, dtype=np.int64)
-    short = m0 != 0
-    length[short] = _low_byte(m0[short])
-    long = np.flatnonzero(~short)
+    length = np.where(m0 != 0, _low_byte(m0), np.uint64(8)).astype(np.int64)
+    long = np.flatnonzero(m0 == 0)
     if len(long):
         m1 = _non_digits(words[at[long] + 8])
         if (m1 == 0).any():
