@@ -76,12 +76,20 @@ def test_adopted_hashes_equal_hashing_the_whole() -> None:
     lengths = np.array([len(n) for n in short + long])
     whole = NameSpans(buf, np.array(starts), lengths)
     a, b = NameSpans(buf, np.array(starts[:3]), lengths[:3]), NameSpans(buf, np.array(starts[3:]), lengths[3:])
-    a.words_and_hash(1)
-    b.words_and_hash(7)
+    a.masked_words_and_hash(1)                   # the plain hash comes with it
+    b.masked_words_and_hash(7)
     merged = NameSpans(buf, np.array(starts), lengths)
     merged.adopt_hashes(a, b)
     k = (int(lengths.max()) + 7) // 8
-    assert merged._hashed is not None and merged._hashed[0] == k      # adopted, not recomputed
-    _, got_cols, got_h = merged._hashed
-    cols, h = whole.words_and_hash(k)
-    assert np.array_equal(got_cols, cols) and np.array_equal(got_h, h)
+    for slot, fresh in (("_hashed", whole.words_and_hash), ("_masked", whole.masked_words_and_hash)):
+        cached = getattr(merged, slot)
+        assert cached is not None and cached[0] == k                   # adopted, not recomputed
+        cols, h = fresh(k)
+        assert np.array_equal(cached[1], cols) and np.array_equal(cached[2], h)
+
+
+def test_masked_hash_ignores_only_digits() -> None:
+    names = ["layers.1.w1", "layers.2.w3", "layers.1.wx", "layers.12.w1"]
+    spans = NameSpans.from_strings(names)
+    _, h = spans.masked_words_and_hash(2)
+    assert h[0] == h[1] and h[0] != h[2] and h[0] != h[3]    # same length and letters, digits aside

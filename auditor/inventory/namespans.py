@@ -58,7 +58,7 @@ class NameSpans:
     """``buf[start[i]:start[i] + length[i]]`` is the UTF-8 name of row i; ``buf`` ends with >= 8
     bytes that belong to no span. Immutable by convention (arrays are shared by ``take``)."""
 
-    __slots__ = ("buf", "start", "length", "_strings", "_hashed", "_order")
+    __slots__ = ("buf", "start", "length", "_strings", "_hashed", "_order", "_masked")
 
     def __init__(self, buf: bytes, start: np.ndarray, length: np.ndarray,
                  strings: np.ndarray | None = None) -> None:
@@ -68,6 +68,7 @@ class NameSpans:
         self._strings = strings
         self._hashed: tuple[int, np.ndarray, np.ndarray] | None = None
         self._order: np.ndarray | None = None
+        self._masked: tuple[int, np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def from_strings(cls, names: Sequence[str]) -> "NameSpans":
@@ -104,26 +105,32 @@ class NameSpans:
             self._order = None
         return self._hashed[1], self._hashed[2]
 
+    def masked_words_and_hash(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """words_and_hash with every ASCII digit read as '#': names that differ only in their
+        numbers share it (name templates group by it)."""
+        if self._masked is None or self._masked[0] != k:
+            cols = mask_digits(self.words_and_hash(k)[0])
+            self._masked = (k, cols, span_hash(cols, self.length))
+        return self._masked[1], self._masked[2]
+
     def adopt_hashes(self, *parts: "NameSpans") -> None:
-        """Take the word hash from ``parts`` (these spans, in order, each hashed on its own):
-        columns a part's shorter names never reach are zero, so its hash is redone over the
-        common width only when the widths differ."""
-        if not parts or any(p._hashed is None for p in parts if len(p)):
-            return
-        k = max((p._hashed[0] for p in parts if len(p)), default=0)
-        cols, hashes = [], []
-        for p in parts:
-            if not len(p):
+        """Take the word hashes (plain and digit-masked) from ``parts`` (these spans, in order,
+        each hashed on its own): columns a part's shorter names never reach are zero, so a
+        part's hash is redone over the common width only when the widths differ."""
+        for slot in ("_hashed", "_masked"):
+            cached = [getattr(p, slot) for p in parts if len(p)]
+            if not cached or any(c is None for c in cached):
                 continue
-            pk, pc, ph = p._hashed
-            if pk != k:
-                pc = np.vstack((pc, np.zeros((k - pk, len(p)), dtype=np.uint64)))
-                ph = span_hash(pc, p.length)
-            cols.append(pc)
-            hashes.append(ph)
-        if cols:
-            self._hashed = (k, np.concatenate(cols, axis=1), np.concatenate(hashes))
-            self._order = None
+            k = max(c[0] for c in cached)
+            cols, hashes = [], []
+            for p, (pk, pc, ph) in zip((p for p in parts if len(p)), cached):
+                if pk != k:
+                    pc = np.vstack((pc, np.zeros((k - pk, len(p)), dtype=np.uint64)))
+                    ph = span_hash(pc, p.length)
+                cols.append(pc)
+                hashes.append(ph)
+            setattr(self, slot, (k, np.concatenate(cols, axis=1), np.concatenate(hashes)))
+        self._order = None
 
     def hash_order(self, k: int) -> np.ndarray:
         """Rows sorted by their ``k``-word hash (argsort, kept with the hash)."""
@@ -200,3 +207,26 @@ def spans_distinct(names: NameSpans) -> bool:
         if not (h[1:] == h[:-1]).any():
             return True
     return len(set(names.strings().tolist())) == n
+
+
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+_OVER_NINE = np.uint64(0x7676767676767676)     # 0x7F - 9 in every byte
+_ZEROS = np.uint64(0x3030303030303030)
+_HASHES = np.uint64(0x2323232323232323)
+
+
+def mask_digits(cols: np.ndarray) -> np.ndarray:
+    """The word columns with every ASCII digit byte replaced by '#' (SWAR, exact per byte; two
+    temporaries, everything else in place: these are 11 MB arrays)."""
+    d = cols ^ _ZEROS                                  # digits -> 0..9 in their byte
+    t = d & _LOW7
+    t += _OVER_NINE
+    t |= d                                             # high bit set: not a digit
+    np.invert(t, out=t)
+    t &= ~_LOW7
+    t >>= np.uint64(7)
+    t *= np.uint64(0xFF)                               # 0xFF in each digit byte
+    np.bitwise_xor(cols, _HASHES, out=d)
+    d &= t
+    d ^= cols                                          # digit bytes from '#', the rest from cols
+    return d

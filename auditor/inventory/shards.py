@@ -246,11 +246,11 @@ def _parse_in_two(hb: HeaderBytes, splits: list, todo: list[int]) -> ParsedEntri
 
 
 def _parse_and_hash(buf: bytearray, starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> ParsedEntries | None:
-    """One half's parse plus its names' word hash (the index check, the description match and
-    the name templates all start from it), while the other core does the other half."""
+    """One half's parse plus its names' word hashes, plain (the index check and the description
+    match) and digit-masked (the name templates), while the other core does the other half."""
     p = parse_entry_buffer(buf, starts, ends, DTYPE_NAMES, lo, hi)
     if p is not None and len(p.names):
-        p.names.words_and_hash((int(p.names.length.max()) + 7) // 8)
+        p.names.masked_words_and_hash((int(p.names.length.max()) + 7) // 8)     # and the plain one
     return p
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..inventory.fastheader import fold_digits
-from ..inventory.namespans import MAX_WORDS, NameSpans, span_hash, u64_view
+from ..inventory.namespans import MAX_WORDS, NameSpans, u64_view
 
 BLOCKS = ("attention", "indexer", "dense_mlp", "routed_experts", "shared_experts", "router",
           "embedding", "lm_head", "norm", "mtp", "other")
@@ -210,8 +210,8 @@ def _mask_groups(names: NameSpans) -> tuple[np.ndarray, np.ndarray] | None:
     k = (int(length.max()) + 7) // 8 if n else 0
     if k > MAX_WORDS:
         return None
-    cols = _mask_digits(names.words_and_hash(k)[0])
-    _, first, inv = np.unique(span_hash(cols, length), return_index=True, return_inverse=True)
+    cols, masked_hash = names.masked_words_and_hash(k)
+    _, first, inv = np.unique(masked_hash, return_index=True, return_inverse=True)
     rep = first[inv]
     if not np.array_equal(length[rep], length) or any(not np.array_equal(c[rep], c) for c in cols):
         return None
@@ -219,29 +219,6 @@ def _mask_groups(names: NameSpans) -> tuple[np.ndarray, np.ndarray] | None:
     rank = np.empty(len(first), dtype=np.int64)
     rank[by_appearance] = np.arange(len(first))
     return rank[inv], first[by_appearance]
-
-
-_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
-_OVER_NINE = np.uint64(0x7676767676767676)     # 0x7F - 9 in every byte
-_ZEROS = np.uint64(0x3030303030303030)
-_HASHES = np.uint64(0x2323232323232323)
-
-
-def _mask_digits(cols: np.ndarray) -> np.ndarray:
-    """The word columns with every ASCII digit byte replaced by '#' (SWAR, exact per byte; two
-    temporaries, everything else in place: these are 11 MB arrays)."""
-    d = cols ^ _ZEROS                                  # digits -> 0..9 in their byte
-    t = d & _LOW7
-    t += _OVER_NINE
-    t |= d                                             # high bit set: not a digit
-    np.invert(t, out=t)
-    t &= ~_LOW7
-    t >>= np.uint64(7)
-    t *= np.uint64(0xFF)                               # 0xFF in each digit byte
-    np.bitwise_xor(cols, _HASHES, out=d)
-    d &= t
-    d ^= cols                                          # digit bytes from '#', the rest from cols
-    return d
 
 
 def _template_of(line: bytes, runs: list[tuple[int, int]]) -> bytes:
