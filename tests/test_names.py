@@ -93,3 +93,44 @@ def test_masked_hash_ignores_only_digits() -> None:
     spans = NameSpans.from_strings(names)
     _, h = spans.masked_words_and_hash(2)
     assert h[0] == h[1] and h[0] != h[2] and h[0] != h[3]    # same length and letters, digits aside
+
+
+def _schemes_row_by_row(table, addr) -> tuple[list[str], list[str]]:
+    """Reference for scheme inference without a description, written out per row: a module
+    instance (layer, expert, module) takes the scheme its (last) weight's dtype and the sibling
+    suffixes present in the instance imply; names in order of first appearance."""
+    from auditor.model.classify import infer_scheme
+    inst = list(zip(addr.layer.tolist(), addr.expert.tolist(), addr.modcode.tolist()))
+    sib = {}
+    for key, suffix in zip(inst, (addr.suffixes[c] for c in addr.sufcode.tolist())):
+        if suffix in ("deq_scale", "scale_bias", "weight_scale", "weight_scale_inv"):
+            sib.setdefault(key, set()).add(suffix)
+    names, of_inst = [""], {}
+    for i, key in enumerate(inst):
+        if addr.suffixes[addr.sufcode[i]] == "weight":
+            scheme = infer_scheme(str(table.dtype[i]), sib.get(key, set()))
+            if scheme not in names:
+                names.append(scheme)
+            of_inst[key] = scheme
+    return [of_inst.get(key, "") for key in inst], names
+
+
+@pytest.mark.parametrize("preset,recipe", [("deepseek-v3.2", "fp8-block"), ("glm-5.1", "w4a8"),
+                                           ("glm-5.1", "w8a8-dynamic"), ("glm-5.1", "bf16")])
+def test_scheme_inference_matches_the_row_by_row_rule(preset: str, recipe: str) -> None:
+    from dataclasses import replace
+    from auditor.inventory.table import TensorTable
+    from auditor.model.classify import _infer_schemes
+    from auditor.model.config import spec_from_config
+    from auditor.model.layout import expected_tensors
+    from auditor.model.presets import preset_config
+    spec = spec_from_config(preset_config(preset), name=preset)
+    spec = replace(spec, E=4, Lyr=min(spec.Lyr, 5))
+    rows = expected_tensors(spec, recipe)
+    rows.append(("model.layers.0.mlp.gate_proj.weight", "I8", (2, 2)))     # a weight stored twice:
+    table = TensorTable.from_rows(rows)                                     # its last row decides
+    addr = parse_names(table.name_spans, spec.Lyr)
+    code, names = _infer_schemes(table, addr)
+    want, want_names = _schemes_row_by_row(table, addr)
+    assert names == want_names
+    assert [names[c] for c in code.tolist()] == want

@@ -166,31 +166,44 @@ def _instance_keys(addr: AddressColumns) -> np.ndarray:
     return ((addr.layer.astype(np.int64) + 1) * 100003 + (addr.expert.astype(np.int64) + 1)) * M + addr.modcode
 
 
+_SIBLING_SUFFIXES = ("deq_scale", "scale_bias", "weight_scale", "weight_scale_inv")
+
+
 def _infer_schemes(table: TensorTable, addr: AddressColumns) -> tuple[np.ndarray, list[str]]:
     """No description: a linear's scheme follows from its weight dtype and which siblings exist.
-    Returns (code per tensor, scheme names); every tensor of a module instance shares its code."""
-    inst = _instance_keys(addr)
+    Returns (code per tensor, scheme names in order of first appearance among the weights);
+    every tensor of a module instance shares its code. Python work is per distinct
+    (dtype, siblings) combination, not per tensor (a 120k-tensor FP8 checkpoint has a handful)."""
     code_of = {s: i for i, s in enumerate(addr.suffixes)}
-    present = {s: set(inst[addr.sufcode == code_of[s]].tolist()) for s in
-               ("deq_scale", "scale_bias", "weight_scale", "weight_scale_inv") if s in code_of}
+    n = len(table)
+    if "weight" not in code_of or n == 0:
+        return np.zeros(n, dtype=np.int32), [""]
+    uniq, inst_id = np.unique(_instance_keys(addr), return_inverse=True)
+    siblings = np.zeros(len(uniq), dtype=np.int64)          # bit b: the instance stores suffix b
+    for bit, suffix in enumerate(_SIBLING_SUFFIXES):
+        if suffix in code_of:
+            siblings[inst_id[addr.sufcode == code_of[suffix]]] |= 1 << bit
+    w = np.flatnonzero(addr.sufcode == code_of["weight"])
+    w_dtype = table.dtype[w]
+    dtype_names = sorted(set(w_dtype.tolist()))
+    combo = np.searchsorted(np.array(dtype_names), w_dtype) * 64 + siblings[inst_id[w]]
+    combos, first_row, combo_of_row = np.unique(combo, return_index=True, return_inverse=True)
     names: list[str] = [""]
     ids = {"": 0}
-    w = np.flatnonzero(addr.sufcode == code_of["weight"]) if "weight" in code_of else np.zeros(0, np.int64)
-    cache: dict[tuple, int] = {}
-    per_inst: dict[int, int] = {}
-    for i, key in zip(w.tolist(), inst[w].tolist()):
-        sib = frozenset(s for s, keys in present.items() if key in keys)
-        dt = str(table.dtype[i])
-        c = cache.get((dt, sib))
-        if c is None:
-            sch = infer_scheme(dt, set(sib))
-            c = cache[(dt, sib)] = ids.setdefault(sch, len(names))
-            if c == len(names):
-                names.append(sch)
-        per_inst[key] = c
-    get = per_inst.get
-    code = np.fromiter((get(k, 0) for k in inst.tolist()), dtype=np.int32, count=len(inst))
-    return code, names
+    combo_code = np.zeros(len(combos), dtype=np.int32)
+    for c in np.argsort(first_row).tolist():                # in order of first appearance
+        dt, bits = divmod(int(combos[c]), 64)
+        scheme = infer_scheme(dtype_names[dt], {s for b, s in enumerate(_SIBLING_SUFFIXES) if bits >> b & 1})
+        combo_code[c] = ids.setdefault(scheme, len(names))
+        if combo_code[c] == len(names):
+            names.append(scheme)
+    # an instance takes the code of its last weight row (instances normally have exactly one)
+    w_inst = inst_id[w]
+    _, last_from_end = np.unique(w_inst[::-1], return_index=True)
+    last = len(w) - 1 - last_from_end
+    inst_code = np.zeros(len(uniq), dtype=np.int32)
+    inst_code[w_inst[last]] = combo_code[combo_of_row[last]]
+    return inst_code[inst_id], names
 
 
 def check_consistency(ct: ClassifiedTable, desc: QuantDescription | None) -> list[Finding]:
