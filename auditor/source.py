@@ -1,8 +1,9 @@
 """Open what the user named: a checkpoint directory, a config-only directory, or a built-in preset.
 
-Whatever it is, the result is the same: a ModelSpec, a TensorTable and (optionally) the quant
-description. Config-only inputs get an inventory synthesized from the structure, and every report
-says so.
+Whatever it is, the result is the same: a ModelSpec, the recipe, and on request (``tables=True``,
+what memory and inventory need) a TensorTable and the quant description. Config-only inputs get an
+inventory synthesized from the structure, and every report says so. Every command opens its model
+here, so ``perf`` and ``inventory`` can never disagree about what a directory holds.
 """
 from __future__ import annotations
 
@@ -16,19 +17,21 @@ from .inventory.scan import ScanResult, find_quant_description, scan_model_dir
 from .inventory.table import TensorTable
 from .model.classify import Finding
 from .model.config import load_config_file, spec_from_config
-from .model.layout import RECIPES, expected_description, expected_tensors
-from .model.presets import DEFAULT_RECIPE, PRESETS, preset_config
+from .model.expected import expected_description, expected_tensors
+from .model.presets import PRESETS, preset_config
+from .model.recipes import DEFAULT_RECIPE, check_recipe, guess_recipe
 from .model.spec import ModelSpec
 
 
 @dataclass
 class ModelSource:
     spec: ModelSpec
-    table: TensorTable
+    table: TensorTable | None        # None when opened without tables
     kind: str                        # checkpoint | config-only | preset
     label: str                       # what the user named
     desc: QuantDescription | None = None
     recipe: str | None = None        # for synthesized inventories
+    scheme_recipe: str = "bf16"      # the recipe the checkpoint was made with (perf's schemes)
     scan: ScanResult | None = None
     findings: list[Finding] = field(default_factory=list)
 
@@ -44,20 +47,12 @@ class ModelSource:
                 f"'{self.recipe}' (no safetensors read)")
 
 
-def _guess_recipe(desc: QuantDescription | None) -> str:
-    if desc is None:
-        return "bf16"
-    values = set(desc.per_tensor.values())
-    if "W4A8_DYNAMIC" in values:
-        return "w4a8"
-    if values & {"W8A8", "W8A8_DYNAMIC"}:
-        return "w8a8"
-    return "bf16"
+def _description_values(desc: QuantDescription | None) -> set[str]:
+    return set(desc.per_tensor.values()) if desc is not None else set()
 
 
 def _synthesized(spec: ModelSpec, recipe: str) -> tuple[TensorTable, QuantDescription | None]:
-    if recipe not in RECIPES:
-        raise AuditInputError("--recipe", f"unknown recipe {recipe!r} (known: {', '.join(RECIPES)})")
+    recipe = check_recipe(recipe)
     rows = expected_tensors(spec, recipe)
     table = TensorTable.from_rows(rows, file="<synthesized>")
     desc_doc = expected_description(spec, recipe)
@@ -69,11 +64,23 @@ def _load_prepared(path: Path) -> QuantDescription:
     return load_quant_description(path).prepared()
 
 
+def _quick_recipe(path: Path, cfg: dict) -> str:
+    """The checkpoint's recipe without scanning shards: description values, else config.json."""
+    desc_path = find_quant_description(path)
+    desc = load_quant_description(desc_path) if desc_path else None
+    return guess_recipe(_description_values(desc), cfg)
+
+
 def open_model(model: str | Path | None, recipe: str | None = None, progress: bool | None = None,
-               default_preset: str = "glm-5.1") -> ModelSource:
-    """Resolve MODEL (directory or preset name) into a ModelSource. Never writes anything."""
+               default_preset: str = "glm-5.1", tables: bool = True) -> ModelSource:
+    """Resolve MODEL (directory or preset name) into a ModelSource. Never writes anything.
+
+    ``tables=False`` reads only config.json and the quant description (what the perf model
+    needs); the inventory is then not built."""
     if model is None:
         model = default_preset
+    if recipe is not None:
+        recipe = check_recipe(recipe)
     path = Path(model)
     if path.is_dir():
         config_path = path / "config.json"
@@ -81,6 +88,9 @@ def open_model(model: str | Path | None, recipe: str | None = None, progress: bo
             raise AuditInputError(path, "no config.json in the model directory")
         cfg = load_config_file(config_path)
         spec = spec_from_config(cfg, name=path.resolve().name, where=str(config_path))
+        if not tables:
+            return ModelSource(spec, None, "checkpoint", str(path), None, recipe,
+                               recipe or _quick_recipe(path, cfg))
         desc_path = find_quant_description(path)
         # the description (10 MB for GLM-5.1) is read and hashed on another core during the scan;
         # a scan error still comes first
@@ -91,13 +101,14 @@ def open_model(model: str | Path | None, recipe: str | None = None, progress: bo
         findings = [Finding(s, t, m) for s, t, m in scan.index_findings]
         if desc is not None:
             findings += [Finding(s, k, m) for s, k, m in desc.findings]
+        guessed = guess_recipe(_description_values(desc), cfg)
         if len(scan.table) == 0:
-            rec = recipe or _guess_recipe(desc)
+            rec = recipe or guessed
             table, synth_desc = _synthesized(spec, rec)
-            return ModelSource(spec, table, "config-only", str(path), desc or synth_desc, rec, scan, findings)
+            return ModelSource(spec, table, "config-only", str(path), desc or synth_desc, rec, rec, scan, findings)
         if recipe:
             findings.append(Finding("info", None, f"--recipe {recipe} ignored: the checkpoint's own tensors are used"))
-        return ModelSource(spec, scan.table, "checkpoint", str(path), desc, None, scan, findings)
+        return ModelSource(spec, scan.table, "checkpoint", str(path), desc, None, guessed, scan, findings)
     if path.exists():
         raise AuditInputError(path, "not a directory (give the model directory, not a file)")
     key = str(model).lower()
@@ -107,5 +118,7 @@ def open_model(model: str | Path | None, recipe: str | None = None, progress: bo
         preset_config(key)   # raises the friendly "not a preset" error
     spec = spec_from_config(preset_config(key), name=key, where=f"preset {key}")
     rec = recipe or DEFAULT_RECIPE.get(key, "bf16")
+    if not tables:
+        return ModelSource(spec, None, "preset", key, None, rec, rec)
     table, desc = _synthesized(spec, rec)
-    return ModelSource(spec, table, "preset", key, desc, rec)
+    return ModelSource(spec, table, "preset", key, desc, rec, rec)

@@ -16,7 +16,7 @@ from typing import Any
 
 from .errors import AuditInputError
 from .model.config import load_config_file, spec_from_config
-from .model.layout import extra_files, expected_description, layout_rows, resolve_writer
+from .model.expected import extra_files, expected_description, layout_rows, resolve_writer
 from .model.presets import preset_config
 from .model.spec import DTYPE_BYTES, ModelSpec
 

@@ -33,11 +33,11 @@ def build_checkpoint(root: Path) -> Path:
 def in_process_split(model_dir: Path) -> dict[str, float]:
     from auditor.engines.materialize import Materializer
     from auditor.engines.profiles import get_profile
-    from auditor.engines.resolve import resolve_layout
+    from auditor.engines.resolve import resolve_placement
     from auditor.engines.stored import StoredIndex
     from auditor.memory.ledger import build_ledger
     from auditor.model.classify import classify
-    from auditor.plan import ParallelPlan
+    from auditor.parallel import ParallelPlan
     from auditor.report.memory_model import memory_report
     from auditor.report.memory_text import render_memory
     from auditor.memory.audit import run_memory_audit
@@ -53,7 +53,7 @@ def in_process_split(model_dir: Path) -> dict[str, float]:
     out["classify"] = time.perf_counter() - t
     t = time.perf_counter()
     prof = get_profile("vllm-ascend@main")
-    layout = resolve_layout(src.spec, plan, prof)
+    layout = resolve_placement(src.spec, plan, prof)
     stored = StoredIndex(ct)
     mat = Materializer(src.spec, plan, prof, layout, stored, src.desc).run()
     build_ledger(mat, src.spec, plan, layout)

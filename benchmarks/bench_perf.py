@@ -28,10 +28,10 @@ CLI_TARGET_S = 2.0
 _COMPILE_SNIPPET = """
 import time
 t0 = time.perf_counter()
-from auditor.devices import load_device
+from auditor.devices.profiles import load_device
 from auditor.model.presets import preset_spec
 from auditor.perf.api import Workload, evaluate
-from auditor.plan import ParallelPlan
+from auditor.parallel import ParallelPlan
 import auditor_kernels.perf_core
 t1 = time.perf_counter()
 spec = preset_spec("glm-5.1")
@@ -61,10 +61,10 @@ def bench_compile() -> None:
 
 
 def bench_evaluate(repeat: int) -> None:
-    from auditor.devices import load_device
+    from auditor.devices.profiles import load_device
     from auditor.model.presets import preset_spec
     from auditor.perf.api import Workload, cached_program, evaluate
-    from auditor.plan import ParallelPlan
+    from auditor.parallel import ParallelPlan
 
     spec = preset_spec("glm-5.1")
     dev = load_device("a3-752t")

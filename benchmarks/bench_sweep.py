@@ -14,11 +14,11 @@ TARGET = 100_000
 
 
 def bench_sweep(verbose: bool = True) -> dict[str, float]:
-    from auditor.devices import load_device
+    from auditor.devices.profiles import load_device
     from auditor.model.presets import preset_spec
     from auditor.perf.api import cached_program
     from auditor.perf.sweep import run_sweep
-    from auditor.plan import ParallelPlan
+    from auditor.parallel import ParallelPlan
 
     spec = preset_spec("glm-5.1")
     dev = load_device("a3-752t")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from auditor.devices import load_device, write_device
+from auditor.devices.profiles import load_device, write_device
 from auditor.errors import AuditInputError
 from auditor.perf.calibrate import (DEFAULT_FIT, Scenario, fit, load_scenarios, minimize_restarted, nelder_mead,
                                     perf_evaluator, uncalibrated)
@@ -149,7 +149,7 @@ TENSORCAST_MAPE = 28.7      # TensorCast's analytic model on this family of scen
 def _glm_evaluator():
     from auditor.engines.profiles import DEFAULT_ENGINE
     from auditor.model.presets import preset_spec
-    from auditor.plan import ParallelPlan
+    from auditor.parallel import ParallelPlan
 
     plan = ParallelPlan(tp=16, dp=1, ep=16, mtp=True).validate()
     return perf_evaluator(preset_spec("glm-5.1"), plan, DEFAULT_ENGINE, "w4a8", mtp=3, batch=1)
@@ -193,7 +193,7 @@ def test_shipped_a3_profile_is_calibrated_for_current_model():
 def test_calibrate_command_writes_loadable_profile(tmp_path):
     from click.testing import CliRunner
 
-    from auditor.perf.calibrate import calibrate_command
+    from auditor.cli.calibrate import calibrate_command
 
     out = tmp_path / "a3.json"
     r = CliRunner().invoke(calibrate_command, [str(SHARED_CSV), "--tp", "16", "--ep", "16", "--mtp", "3",

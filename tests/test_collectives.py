@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from auditor.devices import load_device
+from auditor.devices.profiles import load_device
 from auditor.errors import AuditInputError
 from auditor.perf import collectives as C
 from auditor_kernels import collectives as K

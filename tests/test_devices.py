@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from auditor.devices import DEFAULT_DEVICE, device_names, load_device, write_device
+from auditor.devices.profiles import DEFAULT_DEVICE, device_names, load_device, write_device
 from auditor.errors import AuditInputError
 
 GiB = 1024 ** 3

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from auditor.errors import AuditInputError
 from auditor.perf.measured import (KernelTable, import_kernel_details, load_kernel_table, matmul_key,
                                    parse_shapes)
-from auditor.perf.measured_cli import kernels_group
+from auditor.cli.kernels import kernels_group
 
 HEADER = ["Step Id", "Name", "Type", "OP State", "Accelerator Core", "Start Time(us)", "Duration(us)",
           "Wait Time(us)", "Block Dim", "Input Shapes", "Input Data Types", "Input Formats"]

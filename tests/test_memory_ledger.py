@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from auditor.memory.audit import run_memory_audit
-from auditor.plan import ParallelPlan
+from auditor.parallel import ParallelPlan
 from auditor.source import open_model
 
 # GLM-5.1 dimensions (engine spec reference table)

@@ -122,7 +122,7 @@ def test_scheme_inference_matches_the_row_by_row_rule(preset: str, recipe: str) 
     from auditor.inventory.table import TensorTable
     from auditor.model.classify import _infer_schemes
     from auditor.model.config import spec_from_config
-    from auditor.model.layout import expected_tensors
+    from auditor.model.expected import expected_tensors
     from auditor.model.presets import preset_config
     spec = spec_from_config(preset_config(preset), name=preset)
     spec = replace(spec, E=4, Lyr=min(spec.Lyr, 5))

@@ -12,10 +12,10 @@ from collections import Counter
 
 import pytest
 
-from auditor.devices import load_device
+from auditor.devices.profiles import load_device
 from auditor.model.presets import preset_spec
 from auditor.perf.api import Workload, evaluate
-from auditor.plan import ParallelPlan
+from auditor.parallel import ParallelPlan
 
 SPEC = preset_spec("glm-5.1")
 DEV = load_device("a3-752t")   # layout/shape assertions only: independent of its constants

@@ -11,10 +11,10 @@ import math
 
 import pytest
 
-from auditor.devices import device_from_json
+from auditor.devices.profiles import device_from_json
 from auditor.model.presets import preset_spec
 from auditor.perf.api import Workload, evaluate
-from auditor.plan import ParallelPlan
+from auditor.parallel import ParallelPlan
 
 SPEC = preset_spec("glm-5.1")
 # TensorCast's A3 752T die constants (anchor §4), fixed here so a recalibrated shipped profile

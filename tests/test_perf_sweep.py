@@ -6,11 +6,11 @@ import csv
 import pytest
 
 from auditor.cli import main
-from auditor.devices import load_device
+from auditor.devices.profiles import load_device
 from auditor.model.presets import preset_spec
 from auditor.perf.api import Workload, evaluate
 from auditor.perf.sweep import COLUMNS, run_sweep
-from auditor.plan import ParallelPlan
+from auditor.parallel import ParallelPlan
 
 SPEC = preset_spec("glm-5.1")
 DEV = load_device("a3-752t")

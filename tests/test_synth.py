@@ -16,10 +16,11 @@ from safetensors import safe_open
 
 from auditor.errors import AuditInputError
 from auditor.model.config import spec_from_config
-from auditor.model.layout import expected_tensors
+from auditor.model.expected import expected_tensors
 from auditor.model.presets import preset_names, preset_spec
 from auditor.synth import config_from_spec, safetensors_header, synthesize
-from auditor.synth_cli import parse_size, synth_command
+from auditor.cli.synth import synth_command
+from auditor.report.units import parse_size
 
 
 def raw_header(path: Path) -> tuple[bytes, dict]:
@@ -188,11 +189,16 @@ def test_parse_size():
     assert parse_size("5GiB") == 5 * 2 ** 30
     assert parse_size("4GB") == 4 * 10 ** 9
     assert parse_size("1.5MiB") == 1572864
-    assert parse_size("2000000") == 2000000
-    with pytest.raises(AuditInputError):
-        parse_size("five")
-    with pytest.raises(AuditInputError):
-        parse_size("0")
+    assert parse_size("2000000B") == 2000000
+    assert parse_size("2G") == parse_size("2GiB") == 2 * 2 ** 30   # a bare G is GiB everywhere
+    for bad in ("five", "2000000", "38", "3 parsecs", ""):
+        with pytest.raises(AuditInputError):
+            parse_size(bad)
+
+
+def test_synth_refuses_zero_shard_size(tmp_path):
+    r = CliRunner().invoke(synth_command, [str(tmp_path / "c"), "--model", "dense-32b", "--shard-size", "0B"])
+    assert r.exit_code != 0 and "--shard-size" in str(r.exception)
 
 
 def test_cli_prints_one_line_summary(tmp_path):

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field, fields
 from ..inventory.quantdesc import QuantDescription
 from ..model.classify import OFFSET_SUFFIXES, SCALE_SUFFIXES, Finding
 from ..model.spec import DTYPE_BYTES, ModelSpec
-from ..plan import ParallelPlan, stage_layers
+from ..parallel import ParallelPlan, stage_layers
 from . import rules as R
 from .profiles import EngineProfile
-from .resolve import Layout
+from .resolve import Placement
 from .stored import StoredIndex, StoredModule
 
 C_DTYPE = "dtype cast on load (stored -> resident)"
@@ -96,7 +96,7 @@ def nz_nbytes(shape: tuple[int, ...], itemsize: float) -> int:
 
 
 class Materializer:
-    def __init__(self, spec: ModelSpec, plan: ParallelPlan, prof: EngineProfile, layout: Layout,
+    def __init__(self, spec: ModelSpec, plan: ParallelPlan, prof: EngineProfile, layout: Placement,
                  stored: StoredIndex, desc: QuantDescription | None):
         self.spec, self.plan, self.prof, self.layout, self.stored = spec, plan, prof, layout, stored
         self.rows: list[Resident] = []

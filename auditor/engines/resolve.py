@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 
 from ..errors import AuditInputError
 from ..model.spec import ModelSpec
-from ..plan import ParallelPlan
+from ..parallel import ParallelPlan
 from .profiles import EngineProfile
 
 
 @dataclass
-class Layout:
+class Placement:
     dsa_cp: bool
     heads_local: int              # heads of q_b_proj / kv_b_proj / W_UK_T / W_UV on one rank
     qb_kvb_replicated: bool
@@ -34,7 +34,7 @@ class Layout:
 KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer", "mixed": "none"}
 
 
-def resolve_layout(spec: ModelSpec, plan: ParallelPlan, prof: EngineProfile) -> Layout:
+def resolve_placement(spec: ModelSpec, plan: ParallelPlan, prof: EngineProfile) -> Placement:
     plan.validate()
     notes: list[str] = []
     findings: list[tuple[str, str]] = []
@@ -127,7 +127,7 @@ def resolve_layout(spec: ModelSpec, plan: ParallelPlan, prof: EngineProfile) -> 
     if not prof.gate_dtype_confirmed and spec.moe:
         notes.append(f"router gate dtype on {prof.label} is UNCONFIRMED; assumed model dtype")
 
-    return Layout(
+    return Placement(
         dsa_cp=dsa_cp, heads_local=heads_local, qb_kvb_replicated=dsa_cp,
         o_proj_replicated=o_rep, o_proj_gather_pool=pool, shared_experts_replicated=se_rep,
         moe_tp=moe_tp, experts_local=e_local, I_p=i_p, dense_tp=plan.tp, layer_sharding=ls,

@@ -15,14 +15,14 @@ import numpy as np
 
 from ..engines.materialize import Materializer
 from ..engines.profiles import get_profile
-from ..engines.resolve import resolve_layout
+from ..engines.resolve import resolve_placement
 from ..engines.stored import StoredIndex
 from ..inventory.quantdesc import QuantDescription
 from ..inventory.table import TensorTable
 from ..model.classify import classify
-from ..model.layout import expected_description, expected_tensors
+from ..model.expected import expected_description, expected_tensors
 from ..model.spec import ModelSpec
-from ..plan import ParallelPlan
+from ..parallel import ParallelPlan
 from .ledger import build_ledger
 
 # engine module -> perf module keys, with the share of the bytes each key gets
@@ -69,7 +69,7 @@ def module_bytes(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
     if spec.mtp_layers and not plan.mtp:
         plan = replace(plan, mtp=True)
     prof = get_profile(engine)
-    layout = resolve_layout(spec, plan, prof)
+    layout = resolve_placement(spec, plan, prof)
     stored, desc = synthesized_stored(spec, recipe)
     mat = Materializer(spec, plan, prof, layout, stored, desc).run()
     ledger = build_ledger(mat, spec, plan, layout)

@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 
 from ..engines.materialize import BRIDGE_ORDER, Materialization, Materializer
 from ..engines.profiles import EngineProfile, get_profile
-from ..engines.resolve import Layout, resolve_layout
+from ..engines.resolve import Placement, resolve_placement
 from ..engines.stored import StoredIndex
 from ..model.classify import CATEGORIES, ClassifiedTable, Finding, classify
 from ..model.names import BLOCKS
-from ..plan import ParallelPlan
+from ..parallel import ParallelPlan
 from ..source import ModelSource
 from .ledger import Ledger, build_ledger
 
@@ -20,7 +20,7 @@ class MemoryAudit:
     source: ModelSource
     plan: ParallelPlan
     profile: EngineProfile
-    layout: Layout
+    layout: Placement
     classified: ClassifiedTable
     mat: Materialization
     ledger: Ledger
@@ -104,7 +104,7 @@ def _ranges(layers: list[int]) -> str:
 def run_memory_audit(source: ModelSource, plan: ParallelPlan, engine: str) -> MemoryAudit:
     spec = source.spec
     profile = get_profile(engine)
-    layout = resolve_layout(spec, plan, profile)
+    layout = resolve_placement(spec, plan, profile)
     desc = source.desc
     ct = classify(source.table, spec.Lyr, desc)
     stored = StoredIndex(ct)

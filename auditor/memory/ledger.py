@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..engines.materialize import BRIDGE_ORDER, Materialization
-from ..engines.resolve import Layout
+from ..engines.resolve import Placement
 from ..model.classify import CATEGORIES
 from ..model.names import BLOCKS
 from ..model.spec import ModelSpec
-from ..plan import ParallelPlan
+from ..parallel import ParallelPlan
 
 
 def experts_per_slot(total: int, ep: int) -> np.ndarray:
@@ -48,7 +48,7 @@ class Ledger:
         return np.argsort(-self.total, kind="stable")
 
 
-def build_ledger(mat: Materialization, spec: ModelSpec, plan: ParallelPlan, layout: Layout) -> Ledger:
+def build_ledger(mat: Materialization, spec: ModelSpec, plan: ParallelPlan, layout: Placement) -> Ledger:
     rows = mat.rows
     R = plan.world
     n = len(rows)

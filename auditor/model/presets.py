@@ -108,8 +108,6 @@ PRESETS: dict[str, dict[str, Any]] = {
     "dense-32b": _DENSE_32B,
 }
 
-# Default quantization recipe per preset when none is given (what people usually deploy).
-DEFAULT_RECIPE = {"glm-5.1": "w8a8", "glm-5": "w8a8", "deepseek-v3.2": "fp8-block", "dense-32b": "bf16"}
 
 
 def preset_names() -> list[str]:

@@ -15,9 +15,9 @@ import numpy as np
 
 from ..errors import AuditInputError
 from ..model.spec import ModelSpec
-from ..plan import ParallelPlan
+from ..parallel import ParallelPlan
 from .program import GRAPHS, Program, build_program
-from .quant import check_quant
+from ..model.recipes import check_recipe
 
 PHASES = ("prefill", "decode")
 
@@ -224,7 +224,7 @@ def evaluate_phase(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: W
 
     from .device import device_vector, group_table
     workload.validate()
-    recipe = check_quant(recipe)
+    recipe = check_recipe(recipe)
     if graph not in GRAPHS:
         raise AuditInputError("--graph", f"must be one of {', '.join(GRAPHS)}")
     if workload.mtp and not spec.mtp_layers:

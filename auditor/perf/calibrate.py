@@ -30,7 +30,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..devices import Device
+from ..devices.profiles import Device
 from ..errors import AuditInputError
 
 
@@ -417,7 +417,7 @@ def render_table(res: CalibrationResult) -> str:
     return tabulate(rows, head, tablefmt="simple", disable_numparse=True) + f"\nfitted: {fitted}\n"
 
 
-def _git_head() -> str | None:
+def git_head() -> str | None:
     """Commit of the perf model the constants were fitted against (None outside a checkout):
     fitted constants are only valid for the model that produced them."""
     import subprocess
@@ -428,57 +428,3 @@ def _git_head() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
-
-
-def _calibrate_command():
-    """Build the click command lazily so importing this module never needs click options."""
-    import click
-
-    from ..cli_options import plan_options
-    from ..devices import DEFAULT_DEVICE, load_device, write_device
-
-    @click.command("calibrate")
-    @click.argument("measurements", type=click.Path(dir_okay=False, path_type=Path))
-    @click.option("--model", default="glm-5.1", show_default=True, help="model preset name")
-    @click.option("--recipe", default="w4a8", show_default=True, help="quantization recipe")
-    @click.option("--mtp", type=int, default=3, show_default=True, help="MTP draft tokens per decode step")
-    @click.option("--batch", type=int, default=1, show_default=True, help="concurrent requests")
-    @click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True,
-                  help="base device profile (name or JSON path)")
-    @click.option("--fit", "fit_names", default=",".join(DEFAULT_FIT), show_default=True,
-                  help=f"constants to fit (of {', '.join(PARAMS)}); keep them fewer than the scenarios")
-    @click.option("--loo/--no-loo", default=True, show_default=True, help="report leave-one-out errors")
-    @click.option("--note", default="", help="free text stored in the profile's calibration block")
-    @click.option("--from-current", is_flag=True,
-                  help="start from the profile's current constants instead of undoing its recorded calibration")
-    @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
-                  help="calibrated device profile JSON to write")
-    @plan_options
-    def calibrate_command(measurements: Path, model: str, recipe: str, mtp: int, batch: int, device_name: str,
-                          fit_names: str, loo: bool, note: str, from_current: bool, output: Path, plan, engine: str,
-                          **_: object) -> None:
-        """Fit device efficiency constants to measured latencies (CSV: scenario,phase,query_len,
-        context_len,measured_ms) and write a calibrated device profile."""
-        from ..model.presets import preset_spec
-
-        scen = load_scenarios(measurements)
-        device = load_device(device_name)
-        if not from_current:
-            device = uncalibrated(device)     # re-running on a shipped profile reproduces it
-        spec = preset_spec(model)
-        plan = plan.with_(mtp=mtp > 0).validate()
-        names = [n.strip() for n in fit_names.split(",") if n.strip()]
-        evaluate_fn = perf_evaluator(spec, plan, engine, recipe, mtp, batch)
-        provenance = {"source": measurements.name, "model": model, "recipe": recipe, "engine": engine,
-                      "plan": plan.describe(), "mtp": mtp, "batch": batch, "fitted_on_commit": _git_head()}
-        if note:
-            provenance["note"] = note
-        res = fit(scen, evaluate_fn, device, names, leave_one_out=loo, provenance=provenance)
-        write_device(res.device, output)
-        click.echo(render_table(res), nl=False)
-        click.echo(f"wrote {output}", err=True)
-
-    return calibrate_command
-
-
-calibrate_command = _calibrate_command()

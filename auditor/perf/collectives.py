@@ -23,7 +23,7 @@ from auditor_kernels import collectives as K
 from ..errors import AuditInputError
 
 if TYPE_CHECKING:
-    from ..devices import Device
+    from ..devices.profiles import Device
 
 KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 

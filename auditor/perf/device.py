@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..devices import Device, load_device
-from ..plan import ParallelPlan
+from ..devices.profiles import Device, load_device
+from ..parallel import ParallelPlan
 from .collectives import group_tier, tier_link
 
 __all__ = ["Device", "load_device", "device_vector", "group_table", "group_tiers"]

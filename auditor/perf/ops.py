@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .layout import Tok
+from .tokens import Tok
 from .quant import DTYPE_CODE, Scheme
 
 # kind codes, mirrored in kernels/perf_core.py

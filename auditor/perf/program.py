@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..engines.profiles import get_profile
-from ..engines.resolve import Layout, resolve_layout
+from ..engines.resolve import Placement, resolve_placement
 from ..model.spec import ModelSpec
-from ..plan import ParallelPlan
+from ..parallel import ParallelPlan
 from . import ops as O
-from .layout import MAIN, MTP_LATER, ROWS, ContractError, State, Tok, require_same
+from .tokens import MAIN, MTP_LATER, ROWS, ContractError, State, Tok, require_same
 from .quant import FLOAT, scheme
 from .weights import weight_bytes
 
@@ -50,7 +50,7 @@ class Program:
     tp: int
     ops: list[O.Op] = field(default_factory=list)
     colls: list[O.Coll] = field(default_factory=list)
-    layout: Layout | None = None
+    layout: Placement | None = None
     weight_source: str = "scheme"
     _arrays: tuple | None = None
 
@@ -89,7 +89,7 @@ class _Builder:
     """Emits ops/collectives for one phase; decoder layers are built by ``layer``."""
 
     def __init__(self, spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, phase: str,
-                 lay: Layout, weights: dict[tuple[int, str], int]):
+                 lay: Placement, weights: dict[tuple[int, str], int]):
         self.spec, self.plan, self.recipe, self.phase, self.lay = spec, plan, recipe, phase, lay
         self.prof = get_profile(engine)
         self.w = weights
@@ -360,7 +360,7 @@ def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
     """Build the op program of one phase ("prefill" or "decode") in one graph form."""
     if graph not in GRAPHS:
         raise ValueError(f"graph must be one of {GRAPHS}")
-    lay = resolve_layout(spec, plan, get_profile(engine))
+    lay = resolve_placement(spec, plan, get_profile(engine))
     weights, wsrc = weight_bytes(spec, plan, engine, recipe, lay)
     b = _Builder(spec, plan, engine, recipe, phase, lay, weights)
     shard = phase == "prefill" and plan.sp and plan.tp > 1

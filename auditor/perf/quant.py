@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import AuditInputError
-
-QUANTS = ("bf16", "w8a8", "w8a8-dynamic", "w4a8", "fp8-block")
+from ..model.recipes import linear_scheme
 
 # dtype codes shared with kernels/perf_core.py (index into the device's mma peaks)
 DTYPE_CODE = {"F32": 0, "BF16": 1, "F16": 2, "I8": 3, "F8": 4}
@@ -41,27 +39,9 @@ W8A8_DYN = Scheme("W8A8_DYNAMIC", 1.0, "I8", 1.0, True)
 W4A8_DYN = Scheme("W4A8_DYNAMIC", 0.5, "I8", 1.0, True)
 FP8 = Scheme("FP8", 1.0, "F8", 1.0, True)
 
-# linear classes: attn (q_a, kv_a, q_b, o_proj, indexer wq_b, q/k/v), mlp (dense + shared), expert
-_RECIPES: dict[str, dict[str, Scheme]] = {
-    "bf16": {"attn": FLOAT, "mlp": FLOAT, "expert": FLOAT},
-    "w8a8": {"attn": W8A8, "mlp": W8A8_DYN, "expert": W8A8_DYN},
-    "w8a8-dynamic": {"attn": W8A8_DYN, "mlp": W8A8_DYN, "expert": W8A8_DYN},
-    "w4a8": {"attn": W8A8_DYN, "mlp": W8A8_DYN, "expert": W4A8_DYN},
-    "fp8-block": {"attn": FP8, "mlp": FP8, "expert": FP8},
-}
-
-
-def check_quant(name: str) -> str:
-    key = name.lower().replace("_", "-")
-    if key not in _RECIPES:
-        raise AuditInputError("--quant", f"unknown scheme {name!r} (known: {', '.join(QUANTS)})")
-    return key
+SCHEMES = {s.name: s for s in (FLOAT, W8A8, W8A8_DYN, W4A8_DYN, FP8)}
 
 
 def scheme(recipe: str, cls: str, mtp_layer: bool = False) -> Scheme:
-    """The scheme of one linear class under a recipe; ``float`` classes are always FLOAT."""
-    if cls == "float":
-        return FLOAT
-    if mtp_layer and recipe in ("w8a8", "w8a8-dynamic", "w4a8"):
-        return FLOAT   # msModelSlim's GLM-5.1 recipes exclude model.layers.{Lyr}* (real W8A8/W4A8 output)
-    return _RECIPES[check_quant(recipe)][cls]
+    """The perf-side Scheme of one linear class under a recipe (``model.recipes`` decides which)."""
+    return SCHEMES[linear_scheme(recipe, cls, mtp_layer)]

@@ -15,9 +15,9 @@ import numpy as np
 
 from ..errors import AuditInputError
 from ..model.spec import ModelSpec
-from ..plan import ParallelPlan
+from ..parallel import ParallelPlan
 from .api import cached_program
-from .quant import check_quant
+from ..model.recipes import check_recipe
 
 COLUMNS = ["tp", "dp", "ep", "tokens", "context", "batch", "mtp", "ttft_ms", "decode_step_ms",
            "prefill_tok_s_per_device", "decode_tok_s_per_device"]
@@ -55,7 +55,7 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
     from auditor_kernels.perf_core import sweep_grid
 
     from .device import device_vector, group_table
-    recipe = check_quant(recipe)
+    recipe = check_recipe(recipe)
     keys = np.array(list(itertools.product(tokens, batches, mtps)), dtype=np.float64)
     ctx = np.array(list(contexts), dtype=np.float64)
     # rows in (tokens, batch, mtp) x context order, as the kernel returns them

@@ -9,15 +9,15 @@ module names relative to the layer ("self_attn.q_b_proj", "mlp.experts", ...);
 """
 from __future__ import annotations
 
-from ..engines.resolve import Layout
+from ..engines.resolve import Placement
 from ..memory.api import module_bytes
 from ..model.spec import ModelSpec
-from ..plan import ParallelPlan
+from ..parallel import ParallelPlan
 
 WeightMap = dict[tuple[int, str], int]
 
 
-def weight_bytes(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, layout: Layout,
+def weight_bytes(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, layout: Placement,
                  rank: int = 0) -> tuple[WeightMap, str]:
     """(bytes per (layer, module), source): always the memory ledger's resident bytes."""
     return dict(module_bytes(spec, plan, engine, recipe, rank)), "ledger"

@@ -8,17 +8,26 @@ from ..errors import AuditInputError
 GiB = 1024 ** 3
 MiB = 1024 ** 2
 
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000 ** 2, "mb": 1000 ** 2, "mib": MiB,
+_UNITS = {"b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000 ** 2, "mb": 1000 ** 2, "mib": MiB,
           "g": GiB, "gb": 1000 ** 3, "gib": GiB, "t": 1024 ** 4, "tb": 1000 ** 4, "tib": 1024 ** 4}
-_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*$")
+_SIZE_RE = re.compile(r"^\s*([0-9]{1,30}(?:\.[0-9]{1,30})?|\.[0-9]{1,30})\s*([a-zA-Z]*)\s*$")
 
 
 def parse_size(text: str, option: str = "size") -> int:
-    """'38GiB' -> bytes. A bare 'G' means GiB (as engines and TensorCast print it); 'GB' is 10^9."""
+    """'38GiB' -> bytes, for every size option of every command. A unit is required (a bare '38'
+    would silently mean 38 bytes); a bare 'G' means GiB, as engines and TensorCast print it, and
+    'GB' is 10^9; 'B' states plain bytes."""
     m = _SIZE_RE.match(str(text))
-    if not m or m.group(2).lower() not in _UNITS:
+    if not m:
         raise AuditInputError(option, f"cannot read size {text!r} (examples: 38GiB, 31.5GB, 512MiB)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    unit = m.group(2).lower()
+    if not unit:
+        raise AuditInputError(option, f"size {text!r} has no unit (write e.g. {text.strip()}GiB, "
+                                      f"{text.strip()}GB or {text.strip()}B)")
+    if unit not in _UNITS:
+        raise AuditInputError(option, f"unknown unit {m.group(2)!r} in {text!r} (B, KiB, MiB, GiB, TiB, KB, MB, "
+                                      "GB, TB; a bare G means GiB)")
+    return int(float(m.group(1)) * _UNITS[unit])
 
 
 def gib(n: float, digits: int = 3) -> str:

@@ -1,6 +1,8 @@
-"""Command line entry point. Thin: parse options, call the library, render, exit.
+"""Command line entry point: the click group, the error handler, and one module per command group.
 
-Bad input (AuditInputError) becomes one line on stderr and exit code 2, never a traceback.
+Thin by design: a command parses options, calls the library, renders, exits. Bad input
+(AuditInputError) becomes one line on stderr and exit code 2, never a traceback. Command modules
+import their library lazily, so ``audit memory`` never pays for numba.
 """
 from __future__ import annotations
 
@@ -9,8 +11,13 @@ import sys
 
 import click
 
-from . import __version__
-from .errors import AuditInputError
+from .. import __version__
+from ..errors import AuditInputError
+from .calibrate import calibrate_command
+from .kernels import kernels_group
+from .memory import inventory_command, memory_command
+from .perf import perf_command, sweep_command
+from .synth import synth_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -19,17 +26,9 @@ def cli() -> None:
     """Memory and performance auditor for DeepSeek-style sparse-attention (DSA) models."""
 
 
-def _register() -> None:
-    from .commands import register_memory_commands
-    register_memory_commands(cli)
-    try:
-        from .perf.commands import register_perf_commands
-    except ImportError:  # perf commands not built yet
-        return
-    register_perf_commands(cli)
-
-
-_register()
+for _command in (memory_command, inventory_command, synth_command, perf_command, sweep_command,
+                 calibrate_command, kernels_group):
+    cli.add_command(_command)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from .api import PerfResult
+from ..perf.api import PerfResult
 
 
 def write_png(res: PerfResult, path: Path) -> None:

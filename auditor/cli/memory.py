@@ -1,5 +1,4 @@
-"""The memory-side commands: memory, inventory, synth. Each parses options, calls the library and
-renders; no logic lives here."""
+"""``audit memory`` and ``audit inventory``: parse options, call the library, render; no logic here."""
 from __future__ import annotations
 
 import json
@@ -7,22 +6,9 @@ from pathlib import Path
 
 import click
 
-from .cli_options import emit, output_options, plan_options
-from .errors import AuditInputError
-from .model.layout import RECIPES
+from .options import emit, guard_output, output_options, plan_options, recipe_option
 
 BY_CHOICES = ("summary", "layer", "tensor", "all")
-
-
-def _guard_output(output: Path | None, model: str | None) -> None:
-    """audit is read-only on checkpoints: refuse to write a report into the model directory."""
-    if output is None or model is None or not Path(model).is_dir():
-        return
-    out = output.resolve()
-    mdir = Path(model).resolve()
-    if mdir == out.parent or mdir in out.parents:
-        raise AuditInputError(output, "refusing to write into the model directory (audit never modifies a "
-                                      "checkpoint); choose another --output")
 
 
 def _to_json(rep: dict) -> str:
@@ -31,8 +17,7 @@ def _to_json(rep: dict) -> str:
 
 @click.command("memory")
 @click.argument("model", required=False)
-@click.option("--recipe", type=click.Choice(RECIPES), default=None,
-              help="quant recipe for presets / config-only dirs (default: the preset's usual one)")
+@recipe_option("quant recipe for presets / config-only dirs (default: the preset's usual one)")
 @plan_options
 @click.option("--by", type=click.Choice(BY_CHOICES), default="summary", show_default=True,
               help="extra breakdown: per layer, per tensor, or both")
@@ -46,14 +31,14 @@ def _to_json(rep: dict) -> str:
 def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budget, png, progress, fmt, output):
     """Per-rank ledger of what the engine really holds for MODEL (checkpoint dir, config-only dir or
     preset; default glm-5.1), worst rank first, with the bridge from the naive estimate."""
-    from .memory.audit import run_memory_audit
-    from .report.memory_model import memory_report
-    from .report.memory_text import render_memory, render_memory_csv
-    from .report.units import parse_size
-    from .source import open_model
+    from ..memory.audit import run_memory_audit
+    from ..report.memory_model import memory_report
+    from ..report.memory_text import render_memory, render_memory_csv
+    from ..report.units import parse_size
+    from ..source import open_model
 
-    _guard_output(output, model)
-    _guard_output(png, model)
+    guard_output(output, model)
+    guard_output(png, model)
     obs = parse_size(observed, "--observed") if observed else None
     bud = parse_size(budget, "--budget") if budget else None
     src = open_model(model, recipe, progress=progress)
@@ -67,7 +52,7 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
         text = render_memory(rep, fmt)
     emit(text, output)
     if png is not None:
-        from .report.memory_png import write_memory_png
+        from ..report.memory_png import write_memory_png
         write_memory_png(rep, png)
         click.echo(f"wrote {png}", err=True)
     if bud is not None and rep["budget"]["exceeded"]:
@@ -76,8 +61,7 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
 
 @click.command("inventory")
 @click.argument("model", required=False)
-@click.option("--recipe", type=click.Choice(RECIPES), default=None,
-              help="quant recipe for presets / config-only dirs")
+@recipe_option("quant recipe for presets / config-only dirs")
 @click.option("--by", type=click.Choice(["summary", "tensor"]), default="summary", show_default=True,
               help="'tensor' lists every tensor with its classification")
 @click.option("--progress/--no-progress", default=None, help="progress bar while scanning (default: on a TTY)")
@@ -85,19 +69,12 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
 def inventory_command(model, recipe, by, progress, fmt, output):
     """Classify every stored tensor of MODEL (float / int8 / scale / offset, kind, block, scheme) and
     check the checkpoint against its quant description. Reads headers only."""
-    from .model.classify import classify
-    from .report.inventory_report import inventory_report, render_inventory
-    from .source import open_model
+    from ..model.classify import classify
+    from ..report.inventory_report import inventory_report, render_inventory
+    from ..source import open_model
 
-    _guard_output(output, model)
+    guard_output(output, model)
     src = open_model(model, recipe, progress=progress)
     ct = classify(src.table, src.spec.Lyr, src.desc)
     rep = inventory_report(src, ct, by=by)
     emit(_to_json(rep) if fmt == "json" else render_inventory(rep, fmt), output)
-
-
-def register_memory_commands(group: click.Group) -> None:
-    group.add_command(memory_command)
-    group.add_command(inventory_command)
-    from .synth_cli import synth_command
-    group.add_command(synth_command)

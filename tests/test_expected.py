@@ -1,4 +1,4 @@
-"""Layout generator vs the real tiny checkpoints (exact) and hand-computed full-size facts."""
+"""Placement generator vs the real tiny checkpoints (exact) and hand-computed full-size facts."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ import pytest
 
 from auditor.errors import AuditInputError
 from auditor.model.config import load_spec
-from auditor.model.layout import (RECIPES, expected_description, expected_tensors, extra_files,
+from auditor.model.expected import (RECIPES, expected_description, expected_tensors, extra_files,
                                   layout_rows)
 from auditor.model.presets import preset_spec
 

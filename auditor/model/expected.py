@@ -23,9 +23,9 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..errors import AuditInputError
+from .recipes import RECIPES, linear_scheme
 from .spec import ModelSpec
 
-RECIPES = ("bf16", "w8a8", "w8a8-dynamic", "w4a8", "fp8-block")
 WRITERS = ("transformers", "msmodelslim", "hf-release")
 DEFAULT_WRITER = {"bf16": "transformers", "w8a8": "msmodelslim", "w8a8-dynamic": "msmodelslim",
                   "w4a8": "msmodelslim", "fp8-block": "hf-release"}
@@ -147,7 +147,8 @@ def _modules(spec: ModelSpec, with_mtp: bool) -> Iterator[tuple[str, str, tuple[
 
 
 def _scheme(recipe: str, writer: str, kind: str, mtp: bool) -> str:
-    """Which scheme a linear gets: FLOAT, W8A8, W8A8_DYNAMIC, W4A8_DYNAMIC or FP8."""
+    """Which scheme a linear gets (FLOAT, W8A8, W8A8_DYNAMIC, W4A8_DYNAMIC or FP8), from the one
+    recipe table in ``recipes.py``; kinds outside the attn/mlp/expert classes are FLOAT."""
     if kind in (_ROUTER, _EH, _WPROJ) or recipe == "bf16":
         return "FLOAT"
     if writer == "msmodelslim" and mtp:
@@ -156,11 +157,8 @@ def _scheme(recipe: str, writer: str, kind: str, mtp: bool) -> str:
         return "FP8"          # DeepSeek ships kv_b_proj and indexer wk in FP8 as well
     if kind in (_KV_B, _WK):
         return "FLOAT"        # excluded: *kv_b_proj, *wk
-    if kind == _ATTN:
-        return "W8A8" if recipe == "w8a8" else "W8A8_DYNAMIC"
-    if kind == _EXPERT and recipe == "w4a8":
-        return "W4A8_DYNAMIC"
-    return "W8A8_DYNAMIC"
+    cls = "attn" if kind == _ATTN else ("expert" if kind == _EXPERT else "mlp")
+    return linear_scheme(recipe, cls)
 
 
 def _linear_tensors(name: str, scheme: str, shape: tuple[int, ...], pd: str) -> list[Row]:

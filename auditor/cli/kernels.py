@@ -1,6 +1,6 @@
 """``audit kernels``: turn profiler traces into our measured kernel table and query it.
 
-Exposed as the click group ``kernels_group``; the perf command registry adds it to ``audit``.
+The profiler parsing itself lives in ``auditor.perf.measured``.
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import AuditInputError
-from .measured import DEFAULT_MAPPING, import_kernel_details, load_kernel_table
+from ..perf.measured import DEFAULT_MAPPING, import_kernel_details, load_kernel_table
 
 
 @click.group("kernels")

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .api import PerfResult, PhaseResult
+from ..perf.api import PerfResult, PhaseResult
 
 
 def _order_key(e: dict[str, Any], n_main: int) -> tuple:

@@ -1,4 +1,5 @@
-"""Click options shared by every command (parallel plan, engine, output format)."""
+"""Click options shared by every command (parallel plan, engine, recipe, output format) and the
+one place a report is written."""
 from __future__ import annotations
 
 import functools
@@ -7,8 +8,10 @@ from typing import Callable
 
 import click
 
-from .engines.profiles import DEFAULT_ENGINE, PROFILES
-from .plan import ParallelPlan
+from ..engines.profiles import DEFAULT_ENGINE, PROFILES
+from ..errors import AuditInputError
+from ..model.recipes import RECIPES
+from ..parallel import ParallelPlan
 
 FORMATS = ("table", "markdown", "json", "csv")
 
@@ -77,3 +80,19 @@ def emit(text: str, output: Path | None) -> None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
         click.echo(f"wrote {output}", err=True)
+
+
+def recipe_option(help_text: str) -> Callable[[Callable], Callable]:
+    """``--recipe`` (one vocabulary for every command; ``--quant`` is kept as an alias)."""
+    return click.option("--recipe", "--quant", "recipe", type=click.Choice(RECIPES), default=None, help=help_text)
+
+
+def guard_output(output: Path | None, model: str | None) -> None:
+    """audit is read-only on checkpoints: refuse to write a report into the model directory."""
+    if output is None or model is None or not Path(model).is_dir():
+        return
+    out = output.resolve()
+    mdir = Path(model).resolve()
+    if mdir == out.parent or mdir in out.parents:
+        raise AuditInputError(output, "refusing to write into the model directory (audit never modifies a "
+                                      "checkpoint); choose another --output")

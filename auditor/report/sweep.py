@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from .sweep import COLUMNS, SweepResult
+from ..perf.sweep import COLUMNS, SweepResult
 
 _INT = {"tp", "dp", "ep", "tokens", "context", "batch", "mtp"}
 

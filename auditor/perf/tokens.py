@@ -58,7 +58,7 @@ class Tok:
 
 @dataclass(frozen=True)
 class State:
-    """Layout of the two tensors crossing a decoder-layer boundary."""
+    """Placement of the two tensors crossing a decoder-layer boundary."""
 
     hidden: Tok
     residual: Tok | None   # None before the first layer (no residual add yet)

@@ -11,7 +11,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from .api import PerfResult, PhaseResult
+from ..perf.api import PerfResult, PhaseResult
 
 
 def layer_ranges(layers: list[int | None]) -> str:

@@ -1,0 +1,127 @@
+"""``audit perf`` and ``audit sweep``: parse options, call the perf library, render.
+
+numba is imported only when a perf command actually runs, so ``audit memory`` never pays for it.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..devices.profiles import DEFAULT_DEVICE
+from ..engines.profiles import DEFAULT_ENGINE, PROFILES
+from ..errors import AuditInputError
+from ..parallel import ParallelPlan
+from .options import emit, output_options, plan_options, recipe_option
+
+DEVICE_HELP = "device profile: a name in auditor/devices (a3-752t, a2-376t, ...) or a JSON file"
+
+
+def _phases(phase: str) -> list[str]:
+    return ["prefill", "decode"] if phase == "both" else [phase]
+
+
+@click.command("perf")
+@click.argument("model", required=False)
+@plan_options
+@click.option("--phase", type=click.Choice(["prefill", "decode", "both"]), default="both", show_default=True,
+              help="which phase to model: prefill (TTFT), decode (one step), or both")
+@click.option("--tokens", type=int, default=4096, show_default=True, help="prefill query length per request")
+@click.option("--context", type=int, default=0, show_default=True, help="tokens already in the cache")
+@click.option("--batch", type=int, default=1, show_default=True,
+              help="requests per DP rank (decode: each brings 1 + MTP tokens)")
+@click.option("--mtp", type=int, default=0, show_default=True,
+              help="speculative tokens K: decode verifies K+1 per request; the MTP layer runs K times")
+@recipe_option("quantization recipe (default: the checkpoint's / preset's own); --quant is an alias")
+@click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True, help=DEVICE_HELP)
+@click.option("--graph", type=click.Choice(["expanded", "repetition"]), default="expanded", show_default=True,
+              help="expanded: every layer built; repetition: one representative per layer kind x its count")
+@click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="write a Chrome trace JSON (open in Perfetto)")
+@click.option("--png", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="write a PNG of time per op class per layer")
+@click.option("--measured", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="measured kernel table CSV (ops it covers are tagged measured/interpolated)")
+@output_options
+def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tokens, context, batch, mtp, recipe,
+                 device_name, graph, trace, png, measured, fmt, output) -> None:
+    """Per-op time model: token layout, FLOPs, bytes, collectives and time of every op of every layer."""
+    from ..devices.profiles import load_device
+    from ..perf.api import PerfResult, Workload, evaluate_phase, result_notes
+    from ..report.perf_text import render
+    from ..source import open_model
+
+    src = open_model(model, recipe, tables=False)
+    spec = src.spec
+    if mtp_drafter is False and mtp > 0:
+        raise AuditInputError("--mtp", "speculative tokens need the MTP drafter (drop --no-mtp-drafter)")
+    dev = load_device(device_name)
+    table = None
+    if measured is not None:
+        from ..perf.measured import load_kernel_table
+        table = load_kernel_table(measured)
+    phases = {}
+    for ph in _phases(phase):
+        wl = Workload(ph, tokens, context, batch, mtp)
+        phases[ph] = evaluate_phase(spec, plan, engine, wl, dev, src.scheme_recipe, graph, table)
+    first = next(iter(phases.values()))
+    res = PerfResult(spec.name, plan, engine, src.scheme_recipe, dev.name, graph, phases,
+                     result_notes(first.program, plan, mtp))
+    if trace:
+        from ..report.trace import write_trace
+        write_trace(res, trace)
+        click.echo(f"wrote {trace}", err=True)
+    if png:
+        from ..report.perf_png import write_png
+        write_png(res, png)
+        click.echo(f"wrote {png}", err=True)
+    emit(render(res, fmt), output)
+
+
+@click.command("sweep")
+@click.argument("model", required=False)
+@click.option("--tp", "tps", default="4,8,16", show_default=True, help="comma list of TP sizes")
+@click.option("--dp", "dps", default="1,2", show_default=True, help="comma list of DP sizes")
+@click.option("--ep", "ep_mode", type=click.Choice(["on", "off"]), default="on", show_default=True,
+              help="expert parallel: on = DP x TP, off = experts TP-sharded")
+@click.option("--sp/--no-sp", default=False, show_default=True, help="sequence parallel (DSA-CP on DSA models)")
+@click.option("--engine", default=DEFAULT_ENGINE, show_default=True, type=click.Choice(sorted(PROFILES)),
+              help="engine version profile (versioned layout behaviour)")
+@click.option("--role", type=click.Choice(["mixed", "prefill", "decode"]), default="mixed", show_default=True,
+              help="prefill = kv_producer, decode = kv_consumer, mixed = no kv transfer")
+@click.option("--tokens", default="4096", show_default=True, help="comma list of prefill lengths")
+@click.option("--context", default="0", show_default=True, help="comma list of cached tokens")
+@click.option("--batch", default="1", show_default=True, help="comma list of requests per DP rank")
+@click.option("--mtp", default="0", show_default=True, help="comma list of speculative tokens")
+@recipe_option("quantization recipe (default: the checkpoint's / preset's own); --quant is an alias")
+@click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True, help=DEVICE_HELP)
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="write every configuration to this CSV")
+@click.option("--top", type=int, default=5, show_default=True, help="best configurations to print")
+@output_options
+def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, batch, mtp, recipe, device_name,
+                  csv_path, top, fmt, output) -> None:
+    """Grid of TP x DP x workloads (batched kernel): the best configurations by TTFT and decode tok/s."""
+    from ..devices.profiles import load_device
+    from ..perf.sweep import parse_grid, run_sweep
+    from ..report.sweep import render_sweep, write_sweep_csv
+    from ..source import open_model
+
+    src = open_model(model, recipe, tables=False)
+    grids = {k: parse_grid(v, k) for k, v in (("tp", tps), ("dp", dps), ("tokens", tokens),
+                                                ("context", context), ("batch", batch), ("mtp", mtp))}
+    base = ParallelPlan(sp=sp, role=role)
+    dev = load_device(device_name)
+    n_plans = len(grids["tp"]) * len(grids["dp"])
+    args = (src.spec, base, engine, src.scheme_recipe, dev, grids["tp"], grids["dp"], grids["tokens"],
+            grids["context"], grids["batch"], grids["mtp"], ep_mode == "on")
+    if sys.stderr.isatty():
+        with click.progressbar(length=n_plans, label="sweep", file=sys.stderr) as bar:
+            res = run_sweep(*args, progress=bar.update)
+    else:
+        res = run_sweep(*args)
+    if csv_path:
+        write_sweep_csv(res, csv_path)
+        click.echo(f"wrote {csv_path} ({res.n_configs} configurations)", err=True)
+    emit(render_sweep(res, fmt, top), output)

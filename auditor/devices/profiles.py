@@ -1,0 +1,221 @@
+"""Device profiles as data: one JSON file per accelerator in this package, or any JSON file a
+user points at with ``--device path/to/file.json``.
+
+Profiles are data rather than code so that a calibration run can write a variant profile (same
+schema, fitted constants, provenance in ``calibration``) and so that users can describe their own
+hardware without touching the package. The schema is documented in ``SCHEMA`` below and in the
+README; ``load_device`` validates every file and reports problems as one line naming the file.
+
+Units are SI throughout the dataclass (FLOP/s, bytes/s, bytes, seconds for tier latency) except
+``static_us`` (microseconds, as device datasheets and TensorCast state them). In the JSON the tier
+latency is given in microseconds (``latency_us``) for readability and converted on load.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import AuditInputError
+
+DEFAULT_DEVICE = "a3-752t"
+_DIR = Path(__file__).resolve().parent
+
+#: dtype keys allowed in ``mma_flops`` / ``vector_flops`` (F8 omitted where the device has none)
+DTYPES = ("F32", "BF16", "F16", "I8", "F8")
+#: efficiency keys every profile must define (fractions of peak, 0 < x <= 1 unless noted)
+EFFICIENCY_KEYS = ("compute", "memory", "sfa_kv", "indexer_cache", "comm")
+STATIC_KEYS = ("mma", "gp", "comm")
+#: FULL_MESH tiers scale bandwidth by (n-1)/(dim-1); every other topology is a switch/ring
+TOPOLOGIES = ("CLOS", "SWITCH", "SIO", "FULL_MESH")
+
+SCHEMA = """\
+name                str    short id used on the command line (e.g. a3-752t)
+label               str    human readable description
+source              str    where the figures come from (optional)
+mma_flops           {dtype: FLOP/s}  matrix-unit peak per dtype; dtypes F32 BF16 F16 I8 [F8]
+vector_flops        {dtype: FLOP/s}  vector-unit (GP) peak per dtype
+hbm_bytes_per_s     float  HBM peak bandwidth, bytes/s
+hbm_capacity_bytes  int    HBM capacity, bytes
+efficiency          {key: fraction}  compute (MMA+vector), memory (dense HBM streams),
+                           sfa_kv (paged sparse KV gathers of SparseFlashAttention, relative to
+                           'memory'), indexer_cache (LightningIndexer cache reads, relative to
+                           'memory'), comm (link bandwidth); extra keys are kept and passed through
+static_us           {mma, gp, comm: microseconds}  fixed cost per kernel / per collective
+grid                [int, ...]  ranks per topology dimension, outermost first
+tiers               [{name, topology, bytes_per_s, latency_us}, ...]  one per grid dimension;
+                           bytes_per_s is unidirectional per rank
+calibration         {...}  provenance of fitted constants (free form; status, source, date, errors)
+"""
+
+
+@dataclass(frozen=True)
+class Device:
+    """One accelerator (one die for Atlas A3) and the interconnect it sits in."""
+
+    name: str
+    label: str
+    mma_flops: dict[str, float]
+    vector_flops: dict[str, float]
+    hbm_bytes_per_s: float
+    hbm_capacity_bytes: int
+    efficiency: dict[str, float]
+    static_us: dict[str, float]
+    tiers: list[tuple[float, float]]          # (bytes_per_s, latency_s) per tier, outermost first
+    grid: tuple[int, ...]
+    calibration: dict = field(default_factory=dict)
+    tier_topologies: tuple[str, ...] = ()      # parallel to tiers; "FULL_MESH" changes bandwidth
+    tier_names: tuple[str, ...] = ()
+    source: str = ""
+    path: str = ""                             # file it was loaded from ("" for built-in copies)
+
+    def with_efficiency(self, **kw: float) -> "Device":
+        """A copy with some efficiency constants replaced (used by calibration)."""
+        return replace(self, efficiency={**self.efficiency, **kw})
+
+    def with_static(self, **kw: float) -> "Device":
+        return replace(self, static_us={**self.static_us, **kw})
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document ``load_device`` reads back to an equal Device."""
+        return {
+            "name": self.name,
+            "label": self.label,
+            "source": self.source,
+            "mma_flops": dict(self.mma_flops),
+            "vector_flops": dict(self.vector_flops),
+            "hbm_bytes_per_s": self.hbm_bytes_per_s,
+            "hbm_capacity_bytes": self.hbm_capacity_bytes,
+            "efficiency": dict(self.efficiency),
+            "static_us": dict(self.static_us),
+            "grid": list(self.grid),
+            "tiers": [
+                {"name": n, "topology": t, "bytes_per_s": bw, "latency_us": lat * 1e6}
+                for (bw, lat), t, n in zip(self.tiers, self.tier_topologies, self.tier_names)
+            ],
+            "calibration": self.calibration,
+        }
+
+
+def device_names() -> list[str]:
+    """Names of the built-in profiles (the JSON files shipped in this package)."""
+    return sorted(p.stem for p in _DIR.glob("*.json"))
+
+
+def load_device(name: str | Path | None = None) -> Device:
+    """A built-in profile by name, or a JSON file by path (anything ending in .json or existing
+    on disk). ``None`` gives the default (A3 752T die)."""
+    if name is None:
+        name = DEFAULT_DEVICE
+    if isinstance(name, Device):
+        return name
+    text = str(name)
+    path = Path(text)
+    if text.endswith(".json") or path.is_file():
+        if not path.is_file():
+            raise AuditInputError(path, "device profile file not found")
+    else:
+        path = _DIR / f"{text}.json"
+        if not path.is_file():
+            raise AuditInputError("--device", f"unknown device {text!r}; built-in: {', '.join(device_names())}"
+                                              " (or give a path to a JSON profile)")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AuditInputError(path, f"cannot read device profile: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise AuditInputError(path, f"not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+    dev = device_from_json(doc, path)
+    return replace(dev, path=str(path))
+
+
+def _num(doc: dict, key: str, where: Path | str, positive: bool = True) -> float:
+    v = doc.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise AuditInputError(where, f"'{key}' must be a number, got {v!r}")
+    if positive and v <= 0:
+        raise AuditInputError(where, f"'{key}' must be positive, got {v!r}")
+    return float(v)
+
+
+def _num_map(doc: dict, key: str, where: Path | str, allowed: tuple[str, ...] | None,
+             required: tuple[str, ...] = (), positive: bool = True) -> dict[str, float]:
+    m = doc.get(key)
+    if not isinstance(m, dict) or not m:
+        raise AuditInputError(where, f"'{key}' must be a non-empty object")
+    out: dict[str, float] = {}
+    for k in m:
+        if allowed is not None and k not in allowed:
+            raise AuditInputError(where, f"'{key}' has unknown key {k!r} (allowed: {', '.join(allowed)})")
+        out[k] = _num(m, k, where, positive=positive)
+        if positive is False and out[k] < 0:
+            raise AuditInputError(where, f"'{key}.{k}' must not be negative")
+    missing = [k for k in required if k not in out]
+    if missing:
+        raise AuditInputError(where, f"'{key}' is missing {', '.join(missing)}")
+    return out
+
+
+def device_from_json(doc: Any, where: Path | str = "<device>") -> Device:
+    """Validate a parsed profile document and build the Device (raises AuditInputError)."""
+    if not isinstance(doc, dict):
+        raise AuditInputError(where, "device profile must be a JSON object")
+    required = ("name", "mma_flops", "vector_flops", "hbm_bytes_per_s", "hbm_capacity_bytes",
+                "efficiency", "static_us", "grid", "tiers")
+    missing = [k for k in required if k not in doc]
+    if missing:
+        raise AuditInputError(where, f"device profile is missing {', '.join(missing)}")
+    name = doc["name"]
+    if not isinstance(name, str) or not name:
+        raise AuditInputError(where, "'name' must be a non-empty string")
+    mma = _num_map(doc, "mma_flops", where, DTYPES)
+    vec = _num_map(doc, "vector_flops", where, DTYPES)
+    eff = _num_map(doc, "efficiency", where, None, EFFICIENCY_KEYS)
+    static = _num_map(doc, "static_us", where, None, STATIC_KEYS, positive=False)
+    grid = doc["grid"]
+    if (not isinstance(grid, list) or not grid
+            or not all(isinstance(g, int) and not isinstance(g, bool) and g >= 1 for g in grid)):
+        raise AuditInputError(where, f"'grid' must be a non-empty list of positive integers, got {grid!r}")
+    tiers_doc = doc["tiers"]
+    if not isinstance(tiers_doc, list) or len(tiers_doc) != len(grid):
+        raise AuditInputError(where, f"'tiers' must be a list with one entry per grid dimension ({len(grid)})")
+    tiers: list[tuple[float, float]] = []
+    topos: list[str] = []
+    names: list[str] = []
+    for i, t in enumerate(tiers_doc):
+        if not isinstance(t, dict):
+            raise AuditInputError(where, f"tiers[{i}] must be an object")
+        bw = _num(t, "bytes_per_s", f"{where}: tiers[{i}]")
+        lat = _num(t, "latency_us", f"{where}: tiers[{i}]", positive=False)
+        if lat < 0:
+            raise AuditInputError(where, f"tiers[{i}].latency_us must not be negative")
+        topo = str(t.get("topology", "SWITCH")).upper()
+        if topo not in TOPOLOGIES:
+            raise AuditInputError(where, f"tiers[{i}].topology {topo!r} unknown ({', '.join(TOPOLOGIES)})")
+        tiers.append((bw, lat * 1e-6))
+        topos.append(topo)
+        names.append(str(t.get("name", f"tier {i}")))
+    cap = doc["hbm_capacity_bytes"]
+    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or cap <= 0:
+        raise AuditInputError(where, f"'hbm_capacity_bytes' must be a positive integer, got {cap!r}")
+    calib = doc.get("calibration", {})
+    if not isinstance(calib, dict):
+        raise AuditInputError(where, "'calibration' must be an object")
+    return Device(
+        name=name, label=str(doc.get("label", name)), mma_flops=mma, vector_flops=vec,
+        hbm_bytes_per_s=_num(doc, "hbm_bytes_per_s", where), hbm_capacity_bytes=int(cap),
+        efficiency=eff, static_us=static, tiers=tiers, grid=tuple(grid), calibration=calib,
+        tier_topologies=tuple(topos), tier_names=tuple(names), source=str(doc.get("source", "")),
+    )
+
+
+def write_device(dev: Device, path: Path) -> None:
+    """Write a profile JSON (the calibration output); re-loadable with ``load_device(path)``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dev.to_json(), indent=2) + "\n", encoding="utf-8")
+
+
+__all__ = ["Device", "DEFAULT_DEVICE", "SCHEMA", "device_names", "load_device", "device_from_json",
+           "write_device"]
