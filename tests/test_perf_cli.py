@@ -138,3 +138,21 @@ def test_bad_input_is_one_line(capsys, args, needle):
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0]
+
+
+def test_perf_models_fp8_directory_as_inventory_classifies_it(tmp_path):
+    """One opener: a DeepSeek-V3.2 FP8 directory (config.json carries quantization_config fp8, no
+    quant description) is fp8-block for perf, as inventory classifies its tensors FP8_BLOCK."""
+    from auditor.model.presets import preset_config
+
+    cfg = preset_config("deepseek-v3.2")
+    assert cfg["quantization_config"]["quant_method"] == "fp8"      # the real release's config shape
+    model = tmp_path / "dsv32"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(cfg))
+    js = run_json(tmp_path, "perf", str(model), "--tp", "16", "--phase", "decode")
+    assert js["quant"] == "fp8-block"
+    linears = [o for o in js["ops"] if o["kind"] == "linear" and o["name"] == "self_attn.q_b_proj"]
+    assert linears and {o["dtype"] for o in linears if o["layer"] < 61} == {"F8"}
+    # --recipe (or its alias --quant) still overrides what the directory says
+    assert run_json(tmp_path, "perf", str(model), "--tp", "16", "--phase", "decode", "--quant", "bf16")["quant"] == "bf16"
