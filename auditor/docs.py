@@ -14,12 +14,13 @@ under it; ``python -m auditor.docs --check`` exits 1 and names the examples that
 suite runs the check). Filters after ``|``: ``head N``, ``tail N``, ``grep REGEX`` (Python regex,
 lines kept in order). A trailing ``2>&1`` appends what the command printed on stderr, and the
 exit code is shown when it is not 0. ``$TMP`` in a command is a fresh temporary directory, shown
-as ``/tmp``.
+as ``/tmp``. Commands run from the repository root (``../shared`` is the reference data beside it).
 """
 from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import shlex
 import sys
@@ -56,6 +57,17 @@ def _filters(spec: str) -> tuple[str, list[tuple[str, str]], bool]:
     return cmd, filters, merge_stderr
 
 
+@contextlib.contextmanager
+def _cwd(path: Path):
+    """chdir for the duration (contextlib.chdir needs Python 3.11)."""
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
 def run_example(spec: str) -> str:
     """Run one marked command in-process and return the block body the README should hold."""
     from .cli import main
@@ -64,7 +76,7 @@ def run_example(spec: str) -> str:
     with tempfile.TemporaryDirectory(prefix="audit-docs-") as tmp:
         argv = shlex.split(cmd.replace("$TMP", tmp))
         out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with _cwd(README.parent), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(argv)
         text = out.getvalue() + (err.getvalue() if merge_stderr else "")
         text = text.replace(tmp, "/tmp")
