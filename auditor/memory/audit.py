@@ -101,13 +101,19 @@ def _ranges(layers: list[int]) -> str:
     return ",".join(parts)
 
 
-def run_memory_audit(source: ModelSource, plan: ParallelPlan, engine: str) -> MemoryAudit:
+def run_memory_audit(source: ModelSource, plan: ParallelPlan, engine: str,
+                     classified: tuple[ClassifiedTable, StoredIndex] | None = None) -> MemoryAudit:
+    """``classified``: the (classified table, stored index) of ``source`` when the caller already
+    has them (they depend on the source only; ``audit align`` audits many plans of one source)."""
     spec = source.spec
     profile = get_profile(engine)
     layout = resolve_placement(spec, plan, profile)
     desc = source.desc
-    ct = classify(source.table, spec.Lyr, desc)
-    stored = StoredIndex(ct)
+    if classified is None:
+        ct = classify(source.table, spec.Lyr, desc)
+        stored = StoredIndex(ct)
+    else:
+        ct, stored = classified
     mat = Materializer(spec, plan, profile, layout, stored, desc).run()
     ledger = build_ledger(mat, spec, plan, layout)
     findings = list(source.findings) + [Finding(s, None, m) for s, m in layout.findings] + ct.findings + mat.findings

@@ -1,0 +1,264 @@
+"""Explain observed per-rank weights: which engine configuration reproduces them, rank by rank.
+
+The user pins what they know (plan sizes, and any engine option given on the command line); the
+rest of the engine-behaviour space (SEARCH_SPACE: engine version, role, SP / DSA-CP, layer sharding,
+shared-expert DP, MTP drafter, NZ mode) is enumerated and each configuration's per-rank resident
+bytes is compared with the observed ones. A configuration whose ranks differ where the log's ranks
+differ (layer sharding leaves some ranks one layer's share lighter) scores better than one that
+only matches the mean.
+
+Speed: the model is classified and indexed once (``LedgerCache``); per candidate only placement,
+materialization and a per-rank sum run. The materializer's per-module row cache is shared between
+candidates with the same (NZ mode, model dtype, gate dtype), the only inputs of a row besides the
+module's own arguments; configurations whose placement decisions coincide are materialized once.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from ..engines.materialize import Materialization, Materializer
+from ..engines.profiles import PROFILES, EngineProfile, get_profile
+from ..engines.resolve import Placement, resolve_placement
+from ..engines.stored import StoredIndex
+from ..errors import AuditInputError
+from ..memory.audit import MemoryAudit, run_memory_audit
+from ..memory.ledger import experts_per_slot
+from ..model.classify import classify
+from ..parallel import ROLES, ParallelPlan
+from ..source import ModelSource
+from .ranks import Observed
+
+#: the engine-behaviour space searched for options the user did not pin (order = preference on ties:
+#: earlier values are the defaults, so the simpler configuration wins an exact tie)
+SEARCH_SPACE: dict[str, tuple] = {
+    "engine": tuple(PROFILES),
+    "role": ("mixed", "prefill", "decode"),
+    "sp": (False, True),
+    "dsa_cp": (None, False),                       # None: inferred from SP + structure (the engine default)
+    "layer_sharding": ((), ("q_b_proj",), ("o_proj",), ("q_b_proj", "o_proj")),
+    "shared_expert_dp": (False, True),
+    "mtp": (False, True),
+    "nz_mode": (1, 0, 2),
+}
+PLAN_OPTIONS = ("role", "sp", "dsa_cp", "layer_sharding", "shared_expert_dp", "mtp", "nz_mode")
+# profile fields the materializer reads (engines/materialize.py): configurations that agree on these,
+# on the placement and on the plan's sizes hold the same bytes
+_PROFILE_KEYS = ("gate_dtype", "indexer_fused_wk", "o_proj_dsa_cp", "o_proj_gather_input_copy")
+_PLACEMENT_SKIP = {"assumptions", "findings", "kv_role"}   # kv_role only words an MLAPO note
+
+
+@dataclass(frozen=True)
+class Candidate:
+    engine: str
+    plan: ParallelPlan
+
+    @property
+    def role(self) -> str:
+        return self.plan.role
+
+    def options(self) -> dict:
+        p = self.plan
+        return {"sp": p.sp, "dsa_cp": p.dsa_cp, "layer_sharding": list(p.layer_sharding),
+                "shared_expert_dp": p.shared_expert_dp, "mtp_drafter": p.mtp, "nz_mode": p.nz_mode}
+
+    def complexity(self) -> int:
+        """How many options differ from their default (fewer wins a tie)."""
+        p = self.plan
+        return (int(p.role != "mixed") + int(p.dsa_cp is not None) + len(p.layer_sharding)
+                + int(p.shared_expert_dp) + int(p.mtp) + int(p.nz_mode != 1))
+
+    def describe(self) -> str:
+        p = self.plan
+        bits = [get_profile(self.engine).label, f"role {p.role}"]
+        if p.sp:
+            bits.append("SP")
+        if p.dsa_cp is False:
+            bits.append("no DSA-CP")
+        if p.layer_sharding:
+            bits.append("layer sharding " + ",".join(p.layer_sharding))
+        if p.shared_expert_dp:
+            bits.append("shared-expert DP")
+        if p.mtp:
+            bits.append("MTP drafter")
+        if p.nz_mode != 1:
+            bits.append(f"nz_mode {p.nz_mode}")
+        return ", ".join(bits)
+
+
+@dataclass
+class Fit:
+    candidate: Candidate
+    ranks_bytes: np.ndarray                       # [world]
+    residual: dict[int, int]                      # observed ranks: predicted - observed
+    max_abs: int
+    max_rel: float
+    score: float                                  # max over ranks of |residual| beyond print resolution
+    equivalent: list[Candidate] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        c = self.candidate
+        return {"engine": c.engine, "role": c.role, "options": c.options(), "label": c.describe(),
+                "ranks_bytes": [int(v) for v in self.ranks_bytes],
+                "max_abs_residual_bytes": int(self.max_abs), "max_rel_residual": float(self.max_rel),
+                "residual_by_rank": {str(r): int(v) for r, v in self.residual.items()},
+                "equivalent": [{"engine": e.engine, "role": e.role, "options": e.options(), "label": e.describe()}
+                               for e in self.equivalent]}
+
+
+@dataclass
+class MemoryFit:
+    observed: Observed
+    fits: list[Fit]                               # best first, equivalents folded
+    searched: list[str]                           # dimensions searched
+    evaluated: int                                # configurations enumerated
+    materialized: int                             # distinct materializations
+    seconds: float
+    best_audit: MemoryAudit | None = None
+
+
+class LedgerCache:
+    """Everything about one model source that does not change between candidate configurations."""
+
+    def __init__(self, source: ModelSource):
+        self.source = source
+        spec = source.spec
+        ct = classify(source.table, spec.Lyr, source.desc)
+        self.classified = (ct, StoredIndex(ct))
+        self._rows: dict[tuple, dict] = {}
+        self._totals: dict[tuple, np.ndarray] = {}
+        self.materialized = 0
+
+    def _key(self, plan: ParallelPlan, prof: EngineProfile, pl: Placement) -> tuple:
+        return (tuple(getattr(prof, k) for k in _PROFILE_KEYS),
+                tuple((f.name, getattr(pl, f.name)) for f in fields(pl) if f.name not in _PLACEMENT_SKIP),
+                plan.tp, plan.dp, plan.ep, plan.pp, plan.mtp, plan.nz_mode, plan.redundant_experts,
+                plan.max_num_batched_tokens, plan.fused_mc2)
+
+    def totals(self, plan: ParallelPlan, engine: str) -> np.ndarray:
+        """Resident bytes per global rank for one configuration."""
+        spec = self.source.spec
+        prof = get_profile(engine)
+        pl = resolve_placement(spec, plan, prof)
+        key = self._key(plan, prof, pl)
+        hit = self._totals.get(key)
+        if hit is not None:
+            return hit
+        m = Materializer(spec, plan, prof, pl, self.classified[1], self.source.desc)
+        m._emitted = self._rows.setdefault((plan.nz_mode, prof.gate_dtype, spec.pd), {})
+        out = rank_totals(m.run(), spec, plan)
+        self.materialized += 1
+        self._totals[key] = out
+        return out
+
+    def audit(self, plan: ParallelPlan, engine: str) -> MemoryAudit:
+        return run_memory_audit(self.source, plan, engine, classified=self.classified)
+
+
+def rank_totals(mat: Materialization, spec, plan: ParallelPlan) -> np.ndarray:
+    """Per-rank resident bytes of a materialization (what ``build_ledger(...).total`` gives, without
+    the per-category matrices)."""
+    pp, rps = plan.pp, plan.ranks_per_stage
+    stage = np.zeros(pp)
+    experts = np.zeros(pp)
+    owner = np.zeros((pp, rps))
+    every = first = last = 0.0
+    sol = mat.stage_of_layer
+    for r in mat.rows:
+        b = r.bytes
+        if not b:
+            continue
+        st = sol.get(r.layer, 0) if r.layer >= 0 else -1
+        p = r.placement
+        if p == "stage":
+            if st < 0:
+                every += b
+            else:
+                stage[st] += b
+        elif p == "expert":
+            if st < 0:
+                experts += b
+            else:
+                experts[st] += b
+        elif p == "owner":
+            if st < 0:
+                owner[:, r.owner] += b
+            else:
+                owner[st, r.owner] += b
+        elif p == "first":
+            first += b
+        elif p == "last":
+            last += b
+        else:
+            every += b
+    slots = experts_per_slot(spec.E + plan.redundant_experts, plan.ep)[np.arange(rps)] if plan.ep > 1 \
+        else np.ones(rps)
+    per_stage = stage[:, None] + experts[:, None] * slots[None, :] + owner + every
+    per_stage[0] += first
+    per_stage[-1] += last
+    return per_stage.reshape(-1)
+
+
+def candidates(spec, base: ParallelPlan, pinned: dict, engines: tuple[str, ...] | None = None):
+    """Every configuration of SEARCH_SPACE that agrees with the pinned options and that the engine
+    would actually run as asked (e.g. layer sharding only where the profile has it and it applies)."""
+    dims = {k: ((pinned[k],) if k in pinned else v) for k, v in SEARCH_SPACE.items()}
+    if engines:
+        dims["engine"] = engines
+    if not spec.mtp_layers:
+        dims["mtp"] = (False,)
+    if not (base.ep > 1 and base.tp > 1) and "shared_expert_dp" not in pinned:
+        dims["shared_expert_dp"] = (False,)
+    names = list(dims)
+    for values in itertools.product(*(dims[n] for n in names)):
+        opt = dict(zip(names, values))
+        prof = get_profile(opt["engine"])
+        if opt["dsa_cp"] is False and (not opt["sp"] or prof.dsa_cp_trigger == "sp") and "dsa_cp" not in pinned:
+            continue     # "SP without DSA-CP" exists only where DSA-CP has its own flag
+        plan = base.with_(**{k: opt[k] for k in PLAN_OPTIONS})
+        try:
+            pl = resolve_placement(spec, plan, prof)
+        except AuditInputError:
+            continue
+        if tuple(pl.layer_sharding) != tuple(plan.layer_sharding) and "layer_sharding" not in pinned:
+            continue     # the engine would ignore (part of) the request: not a distinct configuration
+        yield Candidate(prof.name, plan)
+
+
+def fit_memory(cache: LedgerCache, base: ParallelPlan, observed: Observed, pinned: dict,
+               engines: tuple[str, ...] | None = None, top: int = 10) -> MemoryFit:
+    """Rank configurations by how closely their per-rank bytes reproduce the observed ones."""
+    if not observed.bytes_by_rank:
+        raise AuditInputError("--log", "no per-worker weights line to explain ('Loading model weights took ...')")
+    t0 = time.perf_counter()
+    ranks = np.array(sorted(observed.bytes_by_rank))
+    obs = np.array([observed.bytes_by_rank[r] for r in ranks], dtype=np.float64)
+    tol = np.array([observed.resolution_by_rank[r] for r in ranks], dtype=np.float64)
+    groups: dict[tuple, Fit] = {}
+    n = 0
+    for order, cand in enumerate(candidates(cache.source.spec, base, pinned, engines)):
+        n += 1
+        tot = cache.totals(cand.plan, cand.engine)
+        key = tuple(np.round(tot).astype(np.int64))
+        g = groups.get(key)
+        if g is not None:
+            if cand.complexity() < g.candidate.complexity():
+                g.equivalent.insert(0, g.candidate)
+                g.candidate = cand
+            else:
+                g.equivalent.append(cand)
+            continue
+        res = tot[ranks] - obs
+        groups[key] = Fit(cand, tot, {int(r): int(round(v)) for r, v in zip(ranks, res)},
+                          int(round(np.abs(res).max())), float((np.abs(res) / np.maximum(obs, 1)).max()),
+                          float(np.maximum(np.abs(res) - tol, 0).max()))
+    fits = sorted(groups.values(), key=lambda f: (f.score, f.candidate.complexity(), f.max_abs))
+    seconds = time.perf_counter() - t0
+    out = MemoryFit(observed, fits[:top], [k for k in SEARCH_SPACE if k not in pinned], n, cache.materialized,
+                    seconds)
+    if fits:
+        out.best_audit = cache.audit(fits[0].candidate.plan, fits[0].candidate.engine)
+    return out
