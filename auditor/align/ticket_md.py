@@ -1,0 +1,136 @@
+"""The ticket as markdown: the same content as ticket.json, in the order a reviewer reads it."""
+from __future__ import annotations
+
+from tabulate import tabulate
+
+GiB = 1 << 30
+
+#: section headings, in order (the golden test checks them)
+SECTIONS = ("Configuration", "Evidence", "Memory: observed vs predicted", "Candidate configurations", "KV cache",
+            "Time per op class", "Top discrepancies", "Benchmark vs model", "Tolerance", "Assumptions")
+
+
+def _g(b) -> str:
+    return "-" if b is None else f"{b / GiB:.3f}"
+
+
+def _sg(b) -> str:
+    return "-" if b is None else f"{b / GiB:+.3f}"
+
+
+def _ms(v) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{v * 100:+.1f}%"
+
+
+def _table(rows, headers) -> str:
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+
+
+def render_ticket(t: dict) -> str:
+    out = [f"# {t['title']}", ""]
+    c = t["configuration"]
+    p = c["plan"]
+    out += [f"## {SECTIONS[0]}", "",
+            f"* model: {c['model']}",
+            f"* engine: {c['engine_label']} (`{c['engine']}`)" + (f" - {c['engine_note']}" if c["engine_note"] else ""),
+            "* plan: " + ", ".join(f"{k}={v}" for k, v in p.items()),
+            f"* taken from: {c['source']}; pinned on the command line: {', '.join(c['pinned']) or 'nothing'}", ""]
+    out += [f"## {SECTIONS[1]}", "",
+            _table([[e["kind"], e["path"], e["bytes"], e["sha256"]] for e in t["evidence"]],
+                   ["kind", "file", "bytes", "sha256"]), ""]
+    m = t["memory"]
+    out += [f"## {SECTIONS[2]}", ""]
+    if m is None:
+        out += ["No per-worker weights line in the logs.", ""]
+    else:
+        out += [_table([[g["ranks"], g["count"], _g(g["observed_bytes"]), _g(g["predicted_bytes"]),
+                         _sg(g["delta_bytes"]), _pct(g["relative"])] for g in m["groups"]],
+                       ["ranks", "n", "observed GiB", "predicted GiB", "delta GiB", "delta %"]), ""]
+        for g in m["groups"][:4]:
+            out += [f"Bridge, ranks {g['ranks']}: naive {_g(g['naive_bytes'])} GiB -> predicted "
+                    f"{_g(g['predicted_bytes'])} GiB -> observed {_g(g['observed_bytes'])} GiB", "",
+                    _table([[s["step"], _sg(s["bytes"])] for s in g["bridge"]], ["step", "GiB"]), ""]
+    out += [f"## {SECTIONS[3]}", ""]
+    if m is not None:
+        s = m["search"]
+        out += [f"{s['evaluated']} configurations searched over {', '.join(s['dimensions']) or 'nothing'} "
+                f"({s['materialized']} distinct materializations, {s['seconds']:.2f} s); equal per-rank bytes are "
+                "folded into one row.", "",
+                _table([[i + 1, f["label"], _g(min(f["ranks_bytes"])) + (
+                    "" if min(f["ranks_bytes"]) == max(f["ranks_bytes"]) else " - " + _g(max(f["ranks_bytes"]))),
+                         _sg(f["max_abs_residual_bytes"]), _pct(f["max_rel_residual"]), len(f["equivalent"])]
+                        for i, f in enumerate(m["candidates"])],
+                       ["#", "configuration", "predicted GiB / rank", "max |residual| GiB", "max rel", "equivalent"]),
+                ""]
+    else:
+        out += ["Not searched (no weights line).", ""]
+    kv = t["kv"]
+    out += [f"## {SECTIONS[4]}", ""]
+    if kv is None:
+        out += ["No log given.", ""]
+    else:
+        o = kv["observed"]
+        rows = [["available KV (rank %s)" % (a["rank"] if a["rank"] is not None else "?"), _g(a["bytes"]) + " GiB",
+                 a["where"]] for a in o["available_kv"][:8]]
+        rows += [["KV tokens", f"{k['tokens']:,}", k["where"]] for k in o["kv_tokens"]]
+        rows += [[f"concurrency @ {c['tokens_per_request']:,} tokens", f"{c['factor']:.2f}x", c["where"]]
+                 for c in o["concurrency"]]
+        rows += [["KV shortfall", f"needs {_g(s['needed_bytes'])} GiB for {s['max_seq_len']:,} tokens, has "
+                  f"{_g(s['available_bytes'])} GiB (max len {s['estimated_max_len']})", s["where"]] for s in o["shortfall"]]
+        rows += [["NPU OOM", f"tried {_g(x['tried_bytes'])} GiB, allocated {_g(x['allocated_bytes'])} of "
+                  f"{_g(x['total_bytes'])} GiB", x["where"]] for x in o["oom"]]
+        rows += [["warm-up breakdown", f"W {_g(b['weights_bytes'])}, act {_g(b['activation_bytes'])}, non-torch "
+                  f"{_g(b['non_torch_bytes'])}, graph {_g(b['graph_bytes'])}, KV {_g(b['kv_bytes'])} GiB", b["where"]]
+                 for b in o["breakdown"]]
+        out += [_table(rows, ["figure", "observed", "where"]) if rows else "No KV lines in the logs.", "",
+                "Predicted: " + (str(kv["predicted"]) if kv["predicted"] else kv["predicted_note"]), ""]
+    tm = t["time"]
+    out += [f"## {SECTIONS[5]}", ""]
+    if tm is None:
+        out += ["No profile or benchmark given.", ""]
+    else:
+        out += [f"Phase {tm['phase']}, workload {tm['workload']}, device {tm['device']}: predicted "
+                f"{_ms(tm['predicted_total_ms'])} ms, measured {_ms(tm['measured_total_ms'])} ms (kernel time per step).",
+                "", _table([[r["class"], _ms(r["predicted_us"] / 1e3),
+                             _ms(r["measured_us"] / 1e3 if r["measured_us"] is not None else None),
+                             _ms(r["delta_us"] / 1e3 if r["delta_us"] is not None else None),
+                             "-" if r["ratio"] is None else f"{r['ratio']:.2f}"] for r in tm["by_class"]],
+                           ["op class", "predicted ms", "measured ms", "delta ms", "measured / predicted"]), ""]
+        if tm["unmapped"]:
+            out += ["Unmapped kernels (kept, not compared):", "",
+                    _table([[u["type"], u["count"], _ms(u["total_us"] / 1e3)] for u in tm["unmapped"]],
+                           ["kernel type", "count", "total ms"]), ""]
+    out += [f"## {SECTIONS[6]}", ""]
+    if tm is None or not tm["discrepancies"]:
+        out += ["None (no profile).", ""]
+    else:
+        out += [_table([[i + 1, "-" if d["layer"] is None else d["layer"], d["class"], _ms(d["predicted_us"] / 1e3),
+                         _ms(d["measured_us"] / 1e3), _ms(d["delta_us"] / 1e3),
+                         ", ".join(f"{k}={v:g}" for k, v in d["constants"].items()), d["assumption"]]
+                        for i, d in enumerate(tm["discrepancies"])],
+                       ["#", "layer", "op class", "predicted ms", "measured ms", "delta ms", "constants",
+                        "could account for it"]), ""]
+    out += [f"## {SECTIONS[7]}", ""]
+    if tm is None or not tm["bench"]:
+        out += ["No benchmark given.", ""]
+    else:
+        out += [_table([[b["metric"], b["stat"], b["phase"], _ms(b["measured_ms"]), _ms(b["predicted_ms"]),
+                         _ms(b["delta_ms"]), _pct(b["relative"])] for b in tm["bench"]],
+                       ["metric", "stat", "model phase", "measured ms", "predicted ms", "delta ms", "delta %"]), ""]
+    tol = t["tolerance"]
+    out += [f"## {SECTIONS[8]}", ""]
+    if tol["limit"] is None:
+        out += [f"No --tolerance given ({tol['compared']} figures compared).", ""]
+    else:
+        out += [f"Limit {tol['limit'] * 100:g}% over {tol['compared']} figures: "
+                + ("all within." if tol["ok"] else f"{len(tol['exceeded'])} exceed it."), ""]
+        if tol["exceeded"]:
+            out += [_table([[e["figure"], _pct(e["relative"])] for e in tol["exceeded"]], ["figure", "deviation"]), ""]
+    out += [f"## {SECTIONS[9]}", ""] + [f"* {a}" for a in t["assumptions"]] + [""]
+    if t.get("figures"):
+        out += ["Figures: " + ", ".join(f"`{f}`" for f in t["figures"]), ""]
+    return "\n".join(out)

@@ -1,0 +1,94 @@
+"""``audit align``: write an alignment ticket (markdown, JSON, PNGs) from engine logs, profiler
+kernels and benchmark results. Parses options and calls ``auditor.align``; nothing else."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from click.core import ParameterSource
+
+from ..errors import AuditInputError
+from .options import guard_output, plan_options, recipe_option
+
+# click parameter -> ParallelPlan / request field, for "did the user pin it?"
+_PINNABLE = {"tp": "tp", "dp": "dp", "ep": "ep", "pp": "pp", "sp": "sp", "dsa_cp": "dsa_cp", "engine": "engine",
+             "role": "role", "mtp_drafter": "mtp", "layer_sharding": "layer_sharding", "nz_mode": "nz_mode",
+             "shared_expert_dp": "shared_expert_dp"}
+
+
+def parse_tolerance(text: str | None) -> float | None:
+    """'5%' -> 0.05, '0.05' -> 0.05."""
+    if text is None:
+        return None
+    t = text.strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise AuditInputError("--tolerance", f"expected a percentage like 5% or a fraction like 0.05, got {text!r}") \
+            from None
+    if not v >= 0:
+        raise AuditInputError("--tolerance", "must not be negative")
+    return v
+
+
+@click.command("align")
+@click.argument("model", required=False)
+@recipe_option("quant recipe for presets / config-only dirs (default: the preset's usual one)")
+@plan_options
+@click.option("--log", "logs", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="engine log (vLLM / vLLM-Ascend), repeatable")
+@click.option("--profile", "profiles", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Ascend profiler kernel_details.csv, one per rank, repeatable")
+@click.option("--bench", "benches", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="vllm bench serve JSON or our latency CSV, repeatable")
+@click.option("--output-dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="where ticket.md, ticket.json and the PNGs are written")
+@click.option("--tolerance", default=None, help="e.g. 5%%: exit 4 when any compared figure deviates by more")
+@click.option("--phase", type=click.Choice(["prefill", "decode"]), default="prefill", show_default=True,
+              help="the phase the profile recorded")
+@click.option("--tokens", type=int, default=4096, show_default=True, help="prefill query length per request")
+@click.option("--context", type=int, default=0, show_default=True, help="tokens already in the cache")
+@click.option("--batch", type=int, default=1, show_default=True, help="requests per DP rank")
+@click.option("--mtp", type=int, default=0, show_default=True, help="speculative tokens K (decode)")
+@click.option("--device", "device_name", default=None, help="device profile for the time model")
+@click.option("--top", type=int, default=10, show_default=True, help="candidates and discrepancies to list")
+@click.option("--png/--no-png", default=True, show_default=True, help="write the PNG figures")
+def align_command(model, recipe, plan, engine, mtp_drafter, logs, profiles, benches, output_dir, tolerance, phase,
+                  tokens, context, batch, mtp, device_name, top, png):
+    """Alignment ticket for MODEL from the engine's own evidence: observed memory per rank against
+    the ledger (with the engine configuration that best reproduces it), KV figures, measured kernel
+    time against the perf model, benchmark latency against the phase totals."""
+    from ..align.run import AlignRequest, run_align
+    from ..align.ticket_md import render_ticket
+
+    if not (logs or profiles or benches):
+        raise AuditInputError("audit align", "give at least one --log, --profile or --bench")
+    guard_output(output_dir / "ticket.md", model)
+    ctx = click.get_current_context()
+    pinned = {}
+    for param, field in _PINNABLE.items():
+        if ctx.get_parameter_source(param) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+            pinned[field] = engine if field == "engine" else getattr(plan, field, None)
+    if "mtp" in pinned:
+        pinned["mtp"] = bool(mtp_drafter)
+    req = AlignRequest(model=model, recipe=recipe, plan=plan, engine=engine, pinned=pinned, logs=list(logs),
+                       profiles=list(profiles), benches=list(benches), device=device_name, phase=phase,
+                       tokens=tokens, context=context, batch=batch, mtp=mtp, tolerance=parse_tolerance(tolerance),
+                       top=top)
+    ticket = run_align(req)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    if png:
+        from ..align.ticket_png import write_figures
+        ticket["figures"] = write_figures(ticket, output_dir)
+    else:
+        ticket["figures"] = []
+    (output_dir / "ticket.json").write_text(json.dumps(ticket, indent=2, default=str) + "\n", encoding="utf-8")
+    (output_dir / "ticket.md").write_text(render_ticket(ticket), encoding="utf-8")
+    click.echo(ticket["title"])
+    if ticket["memory"] and ticket["memory"]["candidates"]:
+        click.echo(f"best candidate: {ticket['memory']['candidates'][0]['label']}")
+    click.echo(f"wrote {output_dir / 'ticket.md'}, ticket.json" +
+               "".join(f", {f}" for f in ticket["figures"]), err=True)
+    if ticket["tolerance"]["ok"] is False:
+        raise SystemExit(4)
