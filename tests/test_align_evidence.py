@@ -41,6 +41,7 @@ def test_kernel_classes():
     assert kernel_class("AddRmsNorm") == "add_rms_norm" and kernel_class("RmsNorm") == "rms_norm"
     assert kernel_class("MoeGatingTopK") == "router_topk"
     assert kernel_class("hcom_allGather_") == "all_gather"
+    assert kernel_class("hcom_alltoAll_") == "all_to_all"
     assert kernel_class("Cast") is None
 
 

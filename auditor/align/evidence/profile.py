@@ -38,10 +38,8 @@ KERNEL_CLASSES: tuple[tuple[str, str], ...] = (
     ("ReshapeAndCache", "cache_write"), ("ScatterPaKvCache", "cache_write"), ("KvRmsNormRopeCache", "cache_write"),
     ("ScatterNdUpdate", "cache_write"),
     ("GatherV2", "embedding"), ("Embedding", "embedding"),
-    ("MoeDistributeDispatch", "all_to_all"), ("MoeDistributeCombine", "all_to_all"), ("AlltoAll", "all_to_all"),
-    ("AllToAll", "all_to_all"), ("allToAll", "all_to_all"), ("alltoall", "all_to_all"),
-    ("AllGather", "all_gather"), ("allGather", "all_gather"), ("ReduceScatter", "reduce_scatter"),
-    ("reduceScatter", "reduce_scatter"), ("AllReduce", "all_reduce"), ("allReduce", "all_reduce"),
+    ("MoeDistributeDispatch", "all_to_all"), ("MoeDistributeCombine", "all_to_all"), ("AllToAll", "all_to_all"),
+    ("AllGather", "all_gather"), ("ReduceScatter", "reduce_scatter"), ("AllReduce", "all_reduce"),
     ("Add", "add"),
 )
 COLLECTIVE_CLASSES = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
@@ -52,8 +50,10 @@ NORM_CLASSES = ("rms_norm", "add_rms_norm")
 def kernel_class(typ: str, name: str = "") -> str | None:
     """Our op class of one kernel, or None (unmapped)."""
     for text in (typ, name):
+        low = text.lower()
         for needle, cls in KERNEL_CLASSES:
-            if needle in text:
+            # HCCL kernel names vary in case (hcom_alltoAll_, hcom_allGather_): collectives match caselessly
+            if needle in text or (cls in COLLECTIVE_CLASSES and needle.lower() in low):
                 return cls
     return None
 
