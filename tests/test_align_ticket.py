@@ -92,13 +92,16 @@ def test_ticket_structure(evidence, tmp_path, capsys):
 
 def test_tolerance_exit_4(evidence, tmp_path):
     log, _, _ = evidence
-    # 38.2 vs 38.234 GiB predicted is -0.09 %: within 1 %, beyond 0.01 %
-    assert main(["align", *PLAN, "--log", str(log), "--output-dir", str(tmp_path / "a"), "--tolerance", "1%",
+    # 38.2 vs 38.234 GiB predicted is -0.09 %: within 1 %, beyond 0.01 %; pinned options are not searched
+    pin = ["--engine", "vllm-ascend@0.18", "--role", "prefill", "--nz-mode", "1"]
+    assert main(["align", *PLAN, *pin, "--log", str(log), "--output-dir", str(tmp_path / "a"), "--tolerance", "1%",
                  "--no-png"]) == 0
-    assert main(["align", *PLAN, "--log", str(log), "--output-dir", str(tmp_path / "b"), "--tolerance", "0.01%",
-                 "--no-png"]) == 4
+    assert main(["align", *PLAN, *pin, "--log", str(log), "--output-dir", str(tmp_path / "b"), "--tolerance",
+                 "0.01%", "--no-png"]) == 4
     t = json.loads((tmp_path / "b" / "ticket.json").read_text())
     assert t["tolerance"]["exceeded"][0]["figure"] == "memory ranks 0-31"
+    assert "engine" not in t["memory"]["search"]["dimensions"] and "role" not in t["memory"]["search"]["dimensions"]
+    assert {"engine", "role", "nz_mode"} <= set(t["configuration"]["pinned"])
 
 
 def test_bad_input_is_one_line(tmp_path, capsys):

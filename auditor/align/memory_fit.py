@@ -257,8 +257,8 @@ def fit_memory(cache: LedgerCache, base: ParallelPlan, observed: Observed, pinne
                           float(np.maximum(np.abs(res) - tol, 0).max()))
     fits = sorted(groups.values(), key=lambda f: (f.score, f.candidate.complexity(), f.max_abs))
     seconds = time.perf_counter() - t0
-    out = MemoryFit(observed, fits[:top], [k for k in SEARCH_SPACE if k not in pinned], n, cache.materialized,
-                    seconds)
+    searched = [k for k in SEARCH_SPACE if k not in pinned and not (k == "engine" and engines)]
+    out = MemoryFit(observed, fits[:top], searched, n, cache.materialized, seconds)
     if fits:
         out.best_audit = cache.audit(fits[0].candidate.plan, fits[0].candidate.engine)
     return out
