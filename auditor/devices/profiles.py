@@ -39,6 +39,8 @@ mma_flops           {dtype: FLOP/s}  matrix-unit peak per dtype; dtypes F32 BF16
 vector_flops        {dtype: FLOP/s}  vector-unit (GP) peak per dtype
 hbm_bytes_per_s     float  HBM peak bandwidth, bytes/s
 hbm_capacity_bytes  int    HBM capacity, bytes
+hbm_usable_bytes    int    total the engine's worker sees (torch_npu total_memory; optional, default
+                           hbm_capacity_bytes): the M_total of the KV budget, e.g. 61.27 GiB on an A3 die
 efficiency          {key: fraction}  compute (MMA+vector), memory (dense HBM streams),
                            sfa_kv (paged sparse KV gathers of SparseFlashAttention, relative to
                            'memory'), indexer_cache (LightningIndexer cache reads, relative to
@@ -69,6 +71,7 @@ class Device:
     tier_topologies: tuple[str, ...] = ()      # parallel to tiers; "FULL_MESH" changes bandwidth
     tier_names: tuple[str, ...] = ()
     source: str = ""
+    hbm_usable_bytes: int = 0                  # 0: same as hbm_capacity_bytes
     path: str = ""                             # file it was loaded from ("" for built-in copies)
 
     def with_efficiency(self, **kw: float) -> "Device":
@@ -88,6 +91,7 @@ class Device:
             "vector_flops": dict(self.vector_flops),
             "hbm_bytes_per_s": self.hbm_bytes_per_s,
             "hbm_capacity_bytes": self.hbm_capacity_bytes,
+            **({"hbm_usable_bytes": self.hbm_usable_bytes} if self.hbm_usable_bytes else {}),
             "efficiency": dict(self.efficiency),
             "static_us": dict(self.static_us),
             "grid": list(self.grid),
@@ -200,6 +204,10 @@ def device_from_json(doc: Any, where: Path | str = "<device>") -> Device:
     cap = doc["hbm_capacity_bytes"]
     if isinstance(cap, bool) or not isinstance(cap, (int, float)) or cap <= 0:
         raise AuditInputError(where, f"'hbm_capacity_bytes' must be a positive integer, got {cap!r}")
+    usable = doc.get("hbm_usable_bytes", 0)
+    if isinstance(usable, bool) or not isinstance(usable, (int, float)) or usable < 0 or usable > cap:
+        raise AuditInputError(where, f"'hbm_usable_bytes' must be a number between 0 and hbm_capacity_bytes, "
+                                     f"got {usable!r}")
     calib = doc.get("calibration", {})
     if not isinstance(calib, dict):
         raise AuditInputError(where, "'calibration' must be an object")
@@ -208,6 +216,7 @@ def device_from_json(doc: Any, where: Path | str = "<device>") -> Device:
         hbm_bytes_per_s=_num(doc, "hbm_bytes_per_s", where), hbm_capacity_bytes=int(cap),
         efficiency=eff, static_us=static, tiers=tiers, grid=tuple(grid), calibration=calib,
         tier_topologies=tuple(topos), tier_names=tuple(names), source=str(doc.get("source", "")),
+        hbm_usable_bytes=int(usable),
     )
 
 

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 from ..engines.runtime_profiles import get_runtime_profile
 from ..errors import AuditInputError
 from ..model.spec import ModelSpec
-from ..plan import ParallelPlan
+from ..parallel import ParallelPlan
 from . import hccl, loglines
 from .activation import TERM_DOCS, activation_peak, activation_terms
 from .kvspec import KVSpec, cdiv, kv_spec
@@ -222,7 +222,7 @@ def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: str, *, weights_byt
     """
     rprof = get_runtime_profile(engine)
     if total_bytes is None:
-        from ..devices import load_device
+        from ..devices.profiles import load_device
         total_bytes = usable_total(load_device(device))
     if not 0 < util <= 1:
         raise AuditInputError("--gpu-memory-utilization", f"must be in (0, 1], got {util!r}")

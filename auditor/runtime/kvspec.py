@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..engines.runtime_profiles import RuntimeProfile
 from ..errors import AuditInputError
 from ..model.spec import ModelSpec
-from ..plan import ParallelPlan, stage_layers
+from ..parallel import ParallelPlan, stage_layers
 
 KV_DTYPES = ("bf16", "c8-indexer", "c8")
 BLOCK_SIZE = 128            # refresh_block_size: forced to 128 with prefix caching / chunked prefill
