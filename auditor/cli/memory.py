@@ -6,7 +6,9 @@ from pathlib import Path
 
 import click
 
+from ..errors import AuditInputError
 from .options import emit, guard_output, output_options, plan_options, recipe_option
+from .runtime_options import runtime_options
 
 BY_CHOICES = ("summary", "layer", "tensor", "all")
 
@@ -26,9 +28,13 @@ def _to_json(rep: dict) -> str:
 @click.option("--budget", default=None, help="per-rank budget, e.g. 60GiB: exit 3 when the worst rank exceeds it")
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="also write a per-rank stacked bar chart (PNG)")
+@runtime_options()
+@click.option("--hbm-png", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="also write the rank's HBM budget as a stacked bar (PNG)")
 @click.option("--progress/--no-progress", default=None, help="progress bar while scanning (default: on a TTY)")
 @output_options
-def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budget, png, progress, fmt, output):
+def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budget, png, device_name, runtime, mtp,
+                   hbm_png, progress, fmt, output):
     """Per-rank ledger of what the engine really holds for MODEL (checkpoint dir, config-only dir or
     preset; default glm-5.1), worst rank first, with the bridge from the naive estimate."""
     from ..memory.audit import run_memory_audit
@@ -39,22 +45,49 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
 
     guard_output(output, model)
     guard_output(png, model)
+    guard_output(hbm_png, model)
+    from ..devices.profiles import load_device
+    from ..report.hbm_budget import render_budget
+    from ..runtime.budget import rank_budget
+    from ..runtime.report import attach_runtime
+    from ..runtime.weights import stage_worst
+
+    if mtp < 0:
+        raise AuditInputError("--mtp", f"must not be negative, got {mtp}")
+    if mtp > 0:
+        if mtp_drafter is False:
+            raise AuditInputError("--mtp", "speculative tokens need the MTP drafter (drop --no-mtp-drafter)")
+        plan = plan.with_(mtp=True)
     obs = parse_size(observed, "--observed") if observed else None
     bud = parse_size(budget, "--budget") if budget else None
+    dev = load_device(device_name)
     src = open_model(model, recipe, progress=progress)
+    if mtp > 0 and not src.spec.mtp_layers:
+        raise AuditInputError("--mtp", f"{src.spec.name} has no MTP layer (num_nextn_predict_layers = 0)")
     audit = run_memory_audit(src, plan, engine)
     rep = memory_report(audit, by=by, observed=obs, budget=bud)
+    hbm = rank_budget(src.spec, audit.plan, engine, weights_bytes=stage_worst(audit.ledger.total, audit.plan),
+                      device=dev, mtp=mtp, dsa_cp=audit.layout.dsa_cp, **runtime)
+    attach_runtime(rep, hbm, dev)
     if fmt == "json":
         text = _to_json(rep)
     elif fmt == "csv":
         text = render_memory_csv(rep)
     else:
-        text = render_memory(rep, fmt)
+        text = render_memory(rep, fmt) + render_budget(rep, fmt)
     emit(text, output)
     if png is not None:
         from ..report.memory_png import write_memory_png
         write_memory_png(rep, png)
         click.echo(f"wrote {png}", err=True)
+    if hbm_png is not None:
+        from ..report.hbm_png import write_hbm_png
+        write_hbm_png(rep, hbm_png)
+        click.echo(f"wrote {hbm_png}", err=True)
+    if runtime["max_model_len"] is not None and hbm.error():
+        # what the engine says at start-up: one max_model_len request does not fit
+        click.echo(f"audit: {hbm.error()}", err=True)
+        raise SystemExit(3)
     if bud is not None and rep["budget"]["exceeded"]:
         raise SystemExit(3)
 

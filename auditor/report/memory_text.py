@@ -138,12 +138,16 @@ def render_memory_csv(rep: dict) -> str:
         for x in rep["layers"]:
             w.writerow([rep["worst_rank"]["rank"], "" if x["layer"] is None else x["layer"], x["kind"], x["bytes"]])
     else:
+        from .hbm_budget import CSV_COLUMNS, csv_values
+        rt = rep.get("runtime")
         blocks = sorted({b for r in rep["ranks"] for b in r["by_block"]})
         w.writerow(["rank", "pp_stage", "dp_rank", "tp_rank", "bytes", "naive_bytes"]
-                   + [f"category_{c}" for c in CATEGORIES] + [f"block_{b}" for b in blocks])
+                   + [f"category_{c}" for c in CATEGORIES] + [f"block_{b}" for b in blocks]
+                   + (CSV_COLUMNS if rt else []))
         for r in sorted(rep["ranks"], key=lambda r: r["rank"]):
             w.writerow([r["rank"], r["pp_stage"], r["dp_rank"], r["tp_rank"], r["bytes"], r["naive_bytes"]]
-                       + [r["by_category"][c] for c in CATEGORIES] + [r["by_block"].get(b, 0) for b in blocks])
+                       + [r["by_category"][c] for c in CATEGORIES] + [r["by_block"].get(b, 0) for b in blocks]
+                       + (csv_values(rt, r["bytes"]) if rt else []))
     return buf.getvalue()
 
 

@@ -37,14 +37,12 @@ WORKSPACE_BYTES_PER_TOKEN = 300 * 1024
 BF16 = 2
 
 TERM_DOCS = {
-    "residual": "residual stream + normed hidden, 2*T_x*H*2",
-    "attention": "one attention layer's transients (q_c, kv_a, q, absorbed q, indexer q/k/weights, "
-                 "SFA output, V-up, o_proj output)",
-    "moe_dispatch": "MoE dispatch/combine buffers: R*H int8 + R*2I*2 + R*I*2 + R*H*2 + t*K*H*2",
-    "logits": "compute_logits on max_num_seqs rows, S*V*2",
-    "mtp_hidden": "target hidden states for the MTP drafter's dummy run, T*H*2",
-    "workspace": f"fused-op workspaces, {WORKSPACE_BYTES_PER_TOKEN // 1024} KiB per batched token "
-                 "(calibrated on the spec's A2 point, UNCONFIRMED)",
+    "residual": "2*T_x*H*2 residual + normed hidden",
+    "attention": "one attention layer's transients (q, absorbed q, indexer, SFA out, V-up, o_proj out)",
+    "moe_dispatch": "R*H int8 + R*2I*2 + R*I*2 + R*H*2 + t*K*H*2 dispatch/combine",
+    "logits": "S*V*2 compute_logits",
+    "mtp_hidden": "T*H*2 hidden states for the MTP drafter",
+    "workspace": f"fused-op workspaces, {WORKSPACE_BYTES_PER_TOKEN // 1024} KiB x T (calibrated, UNCONFIRMED)",
 }
 
 

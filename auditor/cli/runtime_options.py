@@ -1,0 +1,56 @@
+"""Click options of the KV budget (``audit memory``, ``audit perf``): device, utilization, model
+length, sequences, KV cache dtype, DCP, HCCL buffer size -> kwargs['runtime'] (a dict of
+``rank_budget`` keyword arguments) and kwargs['device_name']."""
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+import click
+
+from ..devices.profiles import DEFAULT_DEVICE
+from ..runtime.kvspec import KV_DTYPES
+
+
+def runtime_options(*, device: bool = True, mtp: bool = True, seqs: bool = True) -> Callable:
+    def deco(f: Callable) -> Callable:
+        opts = []
+        if device:
+            opts.append(click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True,
+                                     help="device profile name or JSON file (its usable HBM total is M_total)"))
+        opts += [
+            click.option("--gpu-memory-utilization", "util", type=float, default=0.9, show_default=True,
+                         help="share of the device the engine may use (KV budget = util x total - the rest)"),
+            click.option("--max-model-len", type=int, default=None,
+                         help="model length one request must fit (default: max_position_embeddings); "
+                              "exit 3 with the engine's error when it does not fit"),
+        ]
+        if seqs:
+            opts.append(click.option("--max-num-seqs", type=int, default=256, show_default=True,
+                                     help="max_num_seqs (logits, sampler and workspace sizes)"))
+        opts += [
+            click.option("--kv-cache-dtype", type=click.Choice(KV_DTYPES), default="bf16", show_default=True,
+                         help="bf16; c8-indexer = LI-C8 (indexer keys int8); c8 = SFA-C8 + LI-C8"),
+            click.option("--dcp", type=int, default=1, show_default=True,
+                         help="decode context parallel size (SFA: indexer cache replicated, DCP == TP on main)"),
+            click.option("--hccl-buffsize", "hccl_buffsize", type=int, default=200, show_default=True,
+                         help="HCCL_BUFFSIZE in MB (the mc2 communicator's buffer)"),
+        ]
+        if mtp:
+            opts.append(click.option("--mtp", type=int, default=0, show_default=True,
+                                     help="speculative tokens K: loads the MTP drafter and its cache layer"))
+
+        @functools.wraps(f)
+        def wrapper(*args, **kw):
+            rt = {"util": kw.pop("util"), "max_model_len": kw.pop("max_model_len"),
+                  "kv_cache_dtype": kw.pop("kv_cache_dtype"), "dcp": kw.pop("dcp"),
+                  "hccl_buffsize_mb": kw.pop("hccl_buffsize")}
+            if seqs:
+                rt["max_num_seqs"] = kw.pop("max_num_seqs")
+            kw["runtime"] = rt
+            return f(*args, **kw)
+
+        for opt in reversed(opts):
+            wrapper = opt(wrapper)
+        return wrapper
+    return deco
