@@ -45,20 +45,26 @@ def test_impossible_plans_are_skipped():
 def test_sweep_cli_csv(tmp_path):
     out = tmp_path / "s.csv"
     rep = tmp_path / "best.txt"
-    assert main(["sweep", "--tp", "4,8", "--dp", "1,2", "--tokens", "1024,4096", "--context", "0",
+    assert main(["sweep", "--tp", "8,16", "--dp", "1,4", "--tokens", "1024,4096", "--context", "0",
                  "--batch", "1,8", "--sp", "--csv", str(out), "-o", str(rep)]) == 0
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == 2 * 2 * 2 * 2 and list(rows[0]) == COLUMNS
-    assert {(r["tp"], r["dp"], r["ep"]) for r in rows} == {("4", "1", "4"), ("4", "2", "8"), ("8", "1", "8"),
-                                                          ("8", "2", "16")}
+    assert {(r["tp"], r["dp"], r["ep"]) for r in rows} == {("8", "1", "8"), ("8", "4", "32"), ("16", "1", "16"),
+                                                          ("16", "4", "64")}
+    # EP8 holds 256/8 = 32 routed experts per rank: 32 x 75 MoE layers x 3 x 6144 x 2048 B (W8A8)
+    # = 84.4 GiB, past a 61.27 GiB die: such rows are marked and never rank
+    assert {r["fits"] for r in rows if r["ep"] == "8"} == {"0"}
+    rows = [r for r in rows if r["fits"] == "1"]
+    assert rows
     text = rep.read_text()
     assert "best TTFT" in text and "best decode tokens/s per device" in text
     js_path = tmp_path / "best.json"
-    assert main(["sweep", "--tp", "4,8", "--dp", "1,2", "--tokens", "1024,4096", "--context", "0",
+    assert main(["sweep", "--tp", "8,16", "--dp", "1,4", "--tokens", "1024,4096", "--context", "0",
                  "--batch", "1,8", "--sp", "--format", "json", "-o", str(js_path)]) == 0
     import json
     js = json.loads(js_path.read_text())
     assert js["configurations"] == 16
+    assert js["infeasible"] == 16 - len(rows)
     best = min(rows, key=lambda r: float(r["ttft_ms"]))
     assert js["best_ttft"][0]["ttft_ms"] == pytest.approx(float(best["ttft_ms"]), abs=1e-3)
     top_dec = max(rows, key=lambda r: float(r["decode_tok_s_per_device"]))
@@ -82,3 +88,21 @@ def test_grid_kernel_equals_generic_batched_kernel():
     flat = sweep_times(*prog.arrays(), 1, 8.0, cfg, dv, grp)
     assert np.allclose(grid.ravel(), flat, rtol=1e-12)
     assert grid[0, 2] > grid[0, 1] > grid[0, 0]          # longer context costs more
+
+
+def test_no_infeasible_configuration_among_the_best():
+    # TP4 DP1 holds ~178 GiB of weights per rank (EP off: every expert TP/4-sharded); TP16 DP2 EP32 ~29 GiB
+    res = run_sweep(SPEC, ParallelPlan(sp=True), ENGINE, "w8a8", DEV, [4, 16], [1, 2], [4096], [0], [1, 32], [0],
+                    ep_on=True, decode_follows_prefill=True)
+    col = {c: i for i, c in enumerate(COLUMNS)}
+    tp4 = res.rows[res.rows[:, col["tp"]] == 4]
+    assert (tp4[:, col["fits"]] == 0).all() and (tp4[:, col["weights_gib"]] > 61.27).all()
+    for column, largest in (("ttft_ms", False), ("decode_tok_s_per_device", True)):
+        best = res.best(column, largest, k=10)
+        assert len(best) and (best[:, col["fits"]] == 1).all()
+    # decode continues the prefill: its context is the prefill length
+    assert (res.rows[:, col["decode_context"]] == 4096).all()
+    plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True)
+    row = res.rows[(res.rows[:, col["tp"]] == 16) & (res.rows[:, col["dp"]] == 2) & (res.rows[:, col["batch"]] == 1)][0]
+    dec = evaluate(SPEC, plan, ENGINE, Workload("decode", tokens=4096, context=4096, batch=1), DEV, "w8a8")
+    assert row[col["decode_step_ms"]] == pytest.approx(dec.phases["decode"].time_ms, rel=1e-9)

@@ -87,3 +87,17 @@ def test_csv_has_budget_columns(tmp_path):
 def test_bad_utilization_is_one_line(capsys):
     assert main(["memory", "glm-5.1", "--gpu-memory-utilization", "1.5"]) == 2
     assert "--gpu-memory-utilization" in capsys.readouterr().err
+
+
+def test_perf_tp4_warns_that_weights_exceed_the_die(capsys, tmp_path):
+    # TP4 DP1, EP off: every rank holds 1/4 of all 256 experts x 75 layers x 3 x 6144 x 2048 B
+    # = 1/4 x 675 GiB = 169 GiB of experts alone, past the 61.27 GiB an A3 die offers
+    assert main(["perf", "glm-5.1", "--tp", "4", "--phase", "decode"]) == 0
+    cap = capsys.readouterr()
+    assert "WARNING" in cap.out and "weights alone" in cap.out and "61.27 GiB" in cap.out
+    assert "audit: warning: does not fit" in cap.err
+    out = tmp_path / "p.json"
+    assert main(["perf", "glm-5.1", "--tp", "16", "--dp", "2", "--ep", "32", "--sp", "--format", "json",
+                 "-o", str(out)]) == 0
+    hbm = json.loads(out.read_text())["hbm"]
+    assert hbm["fits"] is True and hbm["runtime"]["weights_bytes"] > 29 * GiB

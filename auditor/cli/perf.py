@@ -28,11 +28,16 @@ def _phases(phase: str) -> list[str]:
 @click.option("--phase", type=click.Choice(["prefill", "decode", "both"]), default="both", show_default=True,
               help="which phase to model: prefill (TTFT), decode (one step), or both")
 @click.option("--tokens", type=int, default=4096, show_default=True, help="prefill query length per request")
-@click.option("--context", type=int, default=0, show_default=True, help="tokens already in the cache")
+@click.option("--context", type=int, default=None,
+              help="tokens already in the cache (default: prefill 0; decode the prefill length --tokens)")
 @click.option("--batch", type=int, default=1, show_default=True,
               help="requests per DP rank (decode: each brings 1 + MTP tokens)")
 @click.option("--mtp", type=int, default=0, show_default=True,
               help="speculative tokens K: decode verifies K+1 per request; the MTP layer runs K times")
+@click.option("--gpu-memory-utilization", "util", type=float, default=0.9, show_default=True,
+              help="share of the device the engine may use (the HBM budget shown with the times)")
+@click.option("--kv-cache-dtype", type=click.Choice(["bf16", "c8-indexer", "c8"]), default="bf16",
+              show_default=True, help="KV cache variant of the HBM budget")
 @recipe_option("quantization recipe (default: the checkpoint's / preset's own); --quant is an alias")
 @click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True, help=DEVICE_HELP)
 @click.option("--graph", type=click.Choice(["expanded", "repetition"]), default="expanded", show_default=True,
@@ -44,8 +49,8 @@ def _phases(phase: str) -> list[str]:
 @click.option("--measured", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="measured kernel table CSV (ops it covers are tagged measured/interpolated)")
 @output_options
-def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tokens, context, batch, mtp, recipe,
-                 device_name, graph, trace, png, measured, fmt, output) -> None:
+def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tokens, context, batch, mtp, util,
+                 kv_cache_dtype, recipe, device_name, graph, trace, png, measured, fmt, output) -> None:
     """Per-op time model: token layout, FLOPs, bytes, collectives and time of every op of every layer."""
     from ..devices.profiles import load_device
     from ..perf.api import PerfResult, Workload, evaluate_phase, result_notes
@@ -63,11 +68,15 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
         table = load_kernel_table(measured)
     phases = {}
     for ph in _phases(phase):
-        wl = Workload(ph, tokens, context, batch, mtp)
+        # decode continues the prefill it follows: its context defaults to the prefill length
+        ctx = context if context is not None else (tokens if ph == "decode" else 0)
+        wl = Workload(ph, tokens, ctx, batch, mtp)
         phases[ph] = evaluate_phase(spec, plan, engine, wl, dev, src.scheme_recipe, graph, table)
     first = next(iter(phases.values()))
     res = PerfResult(spec.name, plan, engine, src.scheme_recipe, dev.name, graph, phases,
                      result_notes(first.program, plan, mtp))
+    fit = _workload_fit(spec, plan, engine, src.scheme_recipe, dev, phases, mtp, util, kv_cache_dtype)
+    res.hbm = fit.to_json()
     if trace:
         from ..report.trace import write_trace
         write_trace(res, trace)
@@ -76,7 +85,25 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
         from ..report.perf_png import write_png
         write_png(res, png)
         click.echo(f"wrote {png}", err=True)
-    emit(render(res, fmt), output)
+    text = render(res, fmt)
+    if fmt in ("table", "markdown"):
+        warn = "" if fit.fits else "WARNING: this configuration does not fit the device: "
+        text = text.rstrip("\n") + f"\n\n{warn}{fit.summary()}\n"
+    emit(text, output)
+    if not fit.fits:
+        click.echo(f"audit: warning: does not fit: {fit.verdict()}", err=True)
+
+
+def _workload_fit(spec, plan, engine, recipe, dev, phases, mtp, util, kv_cache_dtype):
+    """HBM budget of the longest request and the batch the modelled phases imply."""
+    from ..runtime.feasibility import workload_fit
+    longest = max(ph.workload.context + (ph.workload.tokens if ph.phase == "prefill" else 1 + mtp)
+                  for ph in phases.values())
+    # the engine's batched tokens: its configured chunk (longer prefills are chunked) or the decode step
+    step = max(ph.workload.batch * (1 + mtp) for ph in phases.values())
+    batch = max(ph.workload.batch for ph in phases.values())
+    return workload_fit(spec, plan, engine, recipe, dev, batch=batch, request_tokens=longest, step_tokens=step,
+                        mtp=mtp, util=util, kv_cache_dtype=kv_cache_dtype)
 
 
 @click.command("sweep")
@@ -91,7 +118,8 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
 @click.option("--role", type=click.Choice(["mixed", "prefill", "decode"]), default="mixed", show_default=True,
               help="prefill = kv_producer, decode = kv_consumer, mixed = no kv transfer")
 @click.option("--tokens", default="4096", show_default=True, help="comma list of prefill lengths")
-@click.option("--context", default="0", show_default=True, help="comma list of cached tokens")
+@click.option("--context", default=None,
+              help="comma list of cached tokens (default: prefill 0, decode continues at the prefill length)")
 @click.option("--batch", default="1", show_default=True, help="comma list of requests per DP rank")
 @click.option("--mtp", default="0", show_default=True, help="comma list of speculative tokens")
 @recipe_option("quantization recipe (default: the checkpoint's / preset's own); --quant is an alias")
@@ -109,8 +137,9 @@ def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, b
     from ..source import open_model
 
     src = open_model(model, recipe, tables=False)
+    follow = context is None
     grids = {k: parse_grid(v, k) for k, v in (("tp", tps), ("dp", dps), ("tokens", tokens),
-                                                ("context", context), ("batch", batch), ("mtp", mtp))}
+                                                ("context", context or "0"), ("batch", batch), ("mtp", mtp))}
     base = ParallelPlan(sp=sp, role=role)
     dev = load_device(device_name)
     n_plans = len(grids["tp"]) * len(grids["dp"])
@@ -118,9 +147,9 @@ def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, b
             grids["context"], grids["batch"], grids["mtp"], ep_mode == "on")
     if sys.stderr.isatty():
         with click.progressbar(length=n_plans, label="sweep", file=sys.stderr) as bar:
-            res = run_sweep(*args, progress=bar.update)
+            res = run_sweep(*args, progress=bar.update, decode_follows_prefill=follow)
     else:
-        res = run_sweep(*args)
+        res = run_sweep(*args, decode_follows_prefill=follow)
     if csv_path:
         write_sweep_csv(res, csv_path)
         click.echo(f"wrote {csv_path} ({res.n_configs} configurations)", err=True)

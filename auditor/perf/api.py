@@ -198,12 +198,15 @@ class PerfResult:
     graph: str
     phases: dict[str, PhaseResult]
     notes: list[str] = field(default_factory=list)
+    hbm: dict | None = None         # the rank's HBM budget for this workload (auditor.runtime)
 
     def to_json(self) -> dict[str, Any]:
         first = next(iter(self.phases.values()))
         head = {"model": self.model, "plan": self.plan.describe(), "tp": self.plan.tp, "dp": self.plan.dp,
                 "ep": self.plan.ep, "engine": self.engine, "quant": self.recipe, "device": self.device,
                 "graph": self.graph, "weights": first.program.weight_source, "notes": self.notes}
+        if self.hbm is not None:
+            head["hbm"] = self.hbm
         if len(self.phases) == 1:
             (name, ph), = self.phases.items()
             return {**head, "phase": name, "workload": ph.workload.__dict__, **ph.to_json()}

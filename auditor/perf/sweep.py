@@ -16,11 +16,16 @@ import numpy as np
 from ..errors import AuditInputError
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
+from ..runtime.feasibility import grid_kv_free
 from .api import cached_program
 from ..model.recipes import check_recipe
 
 COLUMNS = ["tp", "dp", "ep", "tokens", "context", "batch", "mtp", "ttft_ms", "decode_step_ms",
-           "prefill_tok_s_per_device", "decode_tok_s_per_device"]
+           "prefill_tok_s_per_device", "decode_tok_s_per_device",
+           # memory feasibility (auditor.runtime): decode's context, the worst rank's weights, the KV
+           # bytes left after the batch's requests are placed (negative: short), fits 1/0
+           "decode_context", "weights_gib", "kv_free_gib", "fits"]
+_FITS = COLUMNS.index("fits")
 
 
 @dataclass
@@ -31,10 +36,15 @@ class SweepResult:
 
     def best(self, column: str, largest: bool, k: int = 5) -> np.ndarray:
         c = COLUMNS.index(column)
-        if not len(self.rows):
-            return self.rows
-        order = np.argsort(-self.rows[:, c] if largest else self.rows[:, c], kind="stable")
-        return self.rows[order[:k]]
+        rows = self.rows[self.rows[:, _FITS] > 0]          # a configuration that cannot load never ranks
+        if not len(rows):
+            return rows
+        order = np.argsort(-rows[:, c] if largest else rows[:, c], kind="stable")
+        return rows[order[:k]]
+
+    @property
+    def n_infeasible(self) -> int:
+        return int((self.rows[:, _FITS] == 0).sum()) if len(self.rows) else 0
 
 
 def parse_grid(text: str, name: str) -> list[int]:
@@ -50,7 +60,8 @@ def parse_grid(text: str, name: str) -> list[int]:
 def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, device: Any,
               tps: Iterable[int], dps: Iterable[int], tokens: Iterable[int], contexts: Iterable[int],
               batches: Iterable[int], mtps: Iterable[int], ep_on: bool = True,
-              progress: Callable[[int], None] | None = None) -> SweepResult:
+              progress: Callable[[int], None] | None = None, decode_follows_prefill: bool = False,
+              util: float = 0.9, kv_cache_dtype: str = "bf16") -> SweepResult:
     """TTFT and decode step time for every grid point; plans the model cannot take are skipped."""
     from auditor_kernels.perf_core import sweep_grid
 
@@ -80,7 +91,24 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
             continue
         grp = group_table(device, plan)
         t_pre = sweep_grid(*pre.arrays(), 0, float(tp), keys, ctx, dv, grp).ravel()
-        t_dec = sweep_grid(*dec.arrays(), 1, float(tp), keys, ctx, dv, grp).ravel()
+        if decode_follows_prefill:
+            # decode continues each prefill: its context is the prefill length (one kernel call per length)
+            t_dec = np.empty(len(work))
+            dec_arrays = dec.arrays()
+            for tok in np.unique(keys[:, 0]):
+                sel = keys[:, 0] == tok
+                part = sweep_grid(*dec_arrays, 1, float(tp), keys[sel], np.array([tok]), dv, grp)
+                t_dec.reshape(len(keys), len(ctx))[sel] = part
+            dec_ctx = work[:, 0] + work[:, 1]
+        else:
+            t_dec = sweep_grid(*dec.arrays(), 1, float(tp), keys, ctx, dv, grp).ravel()
+            dec_ctx = work[:, 1]
+        # memory: the longest request of the row (prefill end or decode step); the engine's batched
+        # tokens are its configured chunk (prefill longer than that is chunked) or the decode step
+        req = np.maximum(work[:, 1] + work[:, 0], dec_ctx + 1 + work[:, 3])
+        weights, free = grid_kv_free(spec, plan, engine, recipe, device, batch=work[:, 2], request_tokens=req,
+                                     step_tokens=work[:, 2] * (1 + work[:, 3]), mtp=work[:, 3], util=util,
+                                     kv_cache_dtype=kv_cache_dtype)
         n = len(work)
         block = np.empty((n, len(COLUMNS)))
         block[:, 0], block[:, 1], block[:, 2] = tp, dp, plan.ep
@@ -89,6 +117,10 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
         block[:, 8] = t_dec * 1e3
         block[:, 9] = work[:, 2] * work[:, 0] / t_pre / tp
         block[:, 10] = work[:, 2] * (1 + work[:, 3]) / t_dec / tp
+        block[:, 11] = dec_ctx
+        block[:, 12] = weights / 2**30
+        block[:, 13] = free / 2**30
+        block[:, 14] = free >= 0
         out.append(block)
         if progress:
             progress(1)

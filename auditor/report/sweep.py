@@ -10,7 +10,7 @@ from tabulate import tabulate
 
 from ..perf.sweep import COLUMNS, SweepResult
 
-_INT = {"tp", "dp", "ep", "tokens", "context", "batch", "mtp"}
+_INT = {"tp", "dp", "ep", "tokens", "context", "batch", "mtp", "decode_context", "fits"}
 
 
 def _row(r) -> dict:
@@ -30,7 +30,7 @@ def render_sweep(res: SweepResult, fmt: str, top: int = 5) -> str:
     by_ttft = [_row(r) for r in res.best("ttft_ms", largest=False, k=top)]
     by_dec = [_row(r) for r in res.best("decode_tok_s_per_device", largest=True, k=top)]
     if fmt == "json":
-        return json.dumps({"configurations": res.n_configs, "skipped": res.skipped,
+        return json.dumps({"configurations": res.n_configs, "infeasible": res.n_infeasible, "skipped": res.skipped,
                            "best_ttft": by_ttft, "best_decode_tok_s_per_device": by_dec}, indent=1)
     if fmt == "csv":
         buf = io.StringIO()
@@ -41,7 +41,8 @@ def render_sweep(res: SweepResult, fmt: str, top: int = 5) -> str:
                 w.writerow([label] + list(r.values()))
         return buf.getvalue()
     tf = "github" if fmt == "markdown" else "simple"
-    out = [f"{res.n_configs} configurations evaluated"]
+    out = [f"{res.n_configs} configurations evaluated, {res.n_infeasible} do not fit the device's HBM "
+           "(fits = 0 in the CSV; never ranked)"]
     for s in res.skipped:
         out.append(f"skipped {s}")
     out += ["", f"best TTFT (prefill time per DP rank batch), top {top}:",
