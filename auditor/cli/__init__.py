@@ -18,6 +18,7 @@ from .calibrate import calibrate_command
 from .kernels import kernels_group
 from .memory import inventory_command, memory_command
 from .perf import perf_command, sweep_command
+from .plan import plan_command
 from .synth import synth_command
 
 
@@ -28,7 +29,7 @@ def cli() -> None:
 
 
 for _command in (memory_command, inventory_command, synth_command, perf_command, sweep_command,
-                 calibrate_command, kernels_group, align_command):
+                 calibrate_command, kernels_group, align_command, plan_command):
     cli.add_command(_command)
 
 

@@ -72,8 +72,8 @@ def module_bytes(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
     layout = resolve_placement(spec, plan, prof)
     stored, desc = synthesized_stored(spec, recipe)
     mat = Materializer(spec, plan, prof, layout, stored, desc).run()
-    ledger = build_ledger(mat, spec, plan, layout)
-    col = ledger.mult[:, rank]
+    ledger = build_ledger(mat, spec, plan, layout, ranks=np.array([rank]))   # one column: what perf reads
+    col = ledger.mult[:, 0]
     out: dict[tuple[int, str], float] = {}
     for i in np.flatnonzero(col):
         row = mat.rows[i]

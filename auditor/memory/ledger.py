@@ -48,11 +48,13 @@ class Ledger:
         return np.argsort(-self.total, kind="stable")
 
 
-def build_ledger(mat: Materialization, spec: ModelSpec, plan: ParallelPlan, layout: Placement) -> Ledger:
+def build_ledger(mat: Materialization, spec: ModelSpec, plan: ParallelPlan, layout: Placement,
+                 ranks: np.ndarray | None = None) -> Ledger:
+    """``ranks``: only these global ranks (columns in that order); default every rank of the plan."""
     rows = mat.rows
-    R = plan.world
+    rank = np.arange(plan.world) if ranks is None else np.asarray(ranks, dtype=np.int64)
+    R = len(rank)
     n = len(rows)
-    rank = np.arange(R)
     stage = rank // plan.ranks_per_stage
     in_stage = rank % plan.ranks_per_stage           # = dp*TP + tp = EP slot when EP is on
     last = plan.pp - 1

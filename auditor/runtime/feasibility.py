@@ -78,16 +78,16 @@ def workload_fit(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, 
     return WorkloadFit(b, int(batch), int(request_tokens), need)
 
 
-def grid_kv_free(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, device: Any, *,
-                 batch: np.ndarray, request_tokens: np.ndarray, step_tokens: np.ndarray, mtp: np.ndarray,
-                 util: float = 0.9, kv_cache_dtype: str = "bf16", dsa_cp: bool | None = None,
-                 hccl_buffsize_mb: int = 200) -> tuple[float, np.ndarray]:
-    """Vectorised fit over many workloads of one plan: (worst-rank weights, KV bytes left after the
-    batch's requests are placed, negative when it does not fit). Weights come once per plan; the
-    activation peak and the block count are evaluated as array expressions."""
+def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, device: Any, *,
+                batch: np.ndarray, request_tokens: np.ndarray, step_tokens: np.ndarray, mtp: np.ndarray,
+                util: float = 0.9, kv_cache_dtype: str = "bf16", dsa_cp: bool | None = None,
+                hccl_buffsize_mb: int = 200) -> dict[str, Any]:
+    """Vectorised budget over many workloads of one plan. Weights come once per plan; the activation
+    peak, A_kv, the block count and the KV left after the batch's requests are array expressions.
+    Keys: weights, kv_available, num_blocks, page_block, block_tokens, kv_free (negative: short)."""
     from ..engines.runtime_profiles import get_runtime_profile
     from .kvspec import kv_spec
-    has_mtp = bool(spec.mtp_layers) and bool(np.any(mtp > 0))
+    has_mtp = bool(spec.mtp_layers) and bool(np.any(np.asarray(mtp) > 0))
     wplan = plan.with_(mtp=plan.mtp or has_mtp)
     W = float(max(plan_weights(spec, wplan, engine, recipe)))
     if dsa_cp is None:
@@ -98,11 +98,18 @@ def grid_kv_free(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, 
     p_act = activation_peak(terms)
     n_nt = sum(non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb).values())
     avail = usable_total(device) * util - W - p_act - n_nt
-    rprof = get_runtime_profile(engine)
-    kv = kv_spec(spec, wplan, rprof, variant=kv_cache_dtype, mtp=has_mtp)
+    kv = kv_spec(spec, wplan, get_runtime_profile(engine), variant=kv_cache_dtype, mtp=has_mtp)
     page = float(kv.page_block_bytes)
     blocks = np.floor(np.maximum(avail, 0.0) / page)
-    per_req = np.ceil(np.ceil(request_tokens / kv.dcp) / kv.block_size)
+    per_req = np.ceil(np.ceil(np.asarray(request_tokens) / kv.dcp) / kv.block_size)
     free = (blocks - batch * per_req) * page
     free = np.where(avail > 0, free, np.minimum(avail, -1.0))
-    return W, free
+    return {"weights": W, "kv_available": avail, "num_blocks": blocks, "page_block": page,
+            "block_tokens": kv.tokens_per_block, "kv_free": free}
+
+
+def grid_kv_free(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, device: Any, **kw: Any
+                 ) -> tuple[float, np.ndarray]:
+    """(worst-rank weights, KV bytes left after each workload's requests; negative when short)."""
+    g = grid_budget(spec, plan, engine, recipe, device, **kw)
+    return g["weights"], g["kv_free"]

@@ -1,0 +1,96 @@
+"""``audit plan``: parse options, call ``auditor.planner``, render. No logic here."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..devices.profiles import DEFAULT_DEVICE
+from ..engines.profiles import DEFAULT_ENGINE, PROFILES
+from ..errors import AuditInputError
+from .options import emit, guard_output, output_options, recipe_option
+
+
+def _ints(text: str, name: str) -> list[int]:
+    try:
+        vals = [int(v) for v in str(text).split(",") if v.strip()]
+    except ValueError:
+        raise AuditInputError(name, f"expected a comma list of integers, got {text!r}") from None
+    if not vals or any(v < 1 for v in vals):
+        raise AuditInputError(name, f"expected positive integers, got {text!r}")
+    return vals
+
+
+@click.command("plan")
+@click.argument("model", required=False)
+@click.option("--dies", default="32", show_default=True, help="die budget, or a comma list of budgets")
+@click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True, help="device profile")
+@click.option("--isl", type=int, default=None, help="mean input length (prefill tokens)")
+@click.option("--osl", type=int, default=None, help="mean output length")
+@click.option("--workload", "workload_csv", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="CSV of requests (columns isl,osl) instead of --isl/--osl")
+@click.option("--ttft-ms", type=float, required=True, help="SLA: time to first token, ms")
+@click.option("--tpot-ms", type=float, required=True, help="SLA: time per output token, ms")
+@click.option("--mtp-acceptance", type=float, default=0.7, show_default=True,
+              help="per-draft acceptance rate of the MTP drafter")
+@click.option("--tp", "tps", default="4,8,16", show_default=True, help="TP sizes to search")
+@click.option("--batch", "batches", default="1,2,4,8,16,24,32,48,64,96,128", show_default=True,
+              help="batch per DP rank to search")
+@click.option("--mtp", "mtps", default="0,1,2,3", show_default=True, help="speculative tokens K to search")
+@click.option("--sp", "sp_mode", type=click.Choice(["on", "off", "both"]), default="on", show_default=True,
+              help="SP/FlashComm1 (DSA-CP on DSA models) in the searched plans")
+@click.option("--disagg/--no-disagg", default=True, show_default=True, help="also search P/D-disaggregated")
+@click.option("--engine", default=DEFAULT_ENGINE, show_default=True, type=click.Choice(sorted(PROFILES)))
+@click.option("--gpu-memory-utilization", "util", type=float, default=0.9, show_default=True)
+@click.option("--kv-cache-dtype", type=click.Choice(["bf16", "c8-indexer", "c8"]), default="bf16", show_default=True)
+@recipe_option("quantization recipe (default: the checkpoint's / preset's own)")
+@click.option("--top", type=int, default=10, show_default=True, help="configurations to list")
+@click.option("--png", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Pareto PNG: tokens/s per die against tokens/s per user, aggregated vs disaggregated")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="every memory-feasible configuration as CSV")
+@output_options
+def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot_ms, mtp_acceptance, tps, batches,
+                 mtps, sp_mode, disagg, engine, util, kv_cache_dtype, recipe, top, png, csv_path, fmt, output) -> None:
+    """Search aggregated and P/D-disaggregated deployments that fit the die's HBM and meet the SLA,
+    ranked by output tokens/s per die; prints the winner's vllm serve launch."""
+    from ..devices.profiles import load_device
+    from ..planner.report import render_plan, write_pareto_png
+    from ..planner.search import PlanSpace, run_plan
+    from ..planner.serve import serve_launch
+    from ..planner.workload import from_csv, from_lengths
+    from ..source import open_model
+
+    for p in (output, png, csv_path):
+        guard_output(p, model)
+    if workload_csv is not None:
+        wl = from_csv(workload_csv)
+    elif isl is None or osl is None:
+        raise AuditInputError("--isl/--osl", "give both --isl and --osl, or --workload CSV")
+    else:
+        wl = from_lengths(isl, osl)
+    if not 0 < mtp_acceptance <= 1:
+        raise AuditInputError("--mtp-acceptance", f"must be in (0, 1], got {mtp_acceptance}")
+    if not 0 < util <= 1:
+        raise AuditInputError("--gpu-memory-utilization", f"must be in (0, 1], got {util}")
+    src = open_model(model, recipe, tables=False)
+    dev = load_device(device_name)
+    sps = {"on": (True,), "off": (False,), "both": (True, False)}[sp_mode]
+    space = PlanSpace(dies=_ints(dies, "--dies"), tps=tuple(_ints(tps, "--tp")), batches=tuple(_ints(batches, "--batch")),
+                      mtps=tuple(int(v) for v in mtps.split(",") if v.strip()), sps=sps, util=util,
+                      kv_cache_dtype=kv_cache_dtype, acceptance=mtp_acceptance, disaggregated=disagg)
+    res = run_plan(src.spec, engine, src.scheme_recipe, dev, wl, space, ttft_ms, tpot_ms)
+    best = res.best(top)
+    launch = serve_launch(best[0], model or src.spec.name, engine, util=util, max_model_len=wl.max_len, isl=wl.isl,
+                          kv_cache_dtype=kv_cache_dtype) if best else []
+    head = {"tool": "audit plan", "model": src.spec.name, "recipe": src.scheme_recipe, "device": dev.name,
+            "engine": engine, "dies": space.dies, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
+            "mtp_acceptance": mtp_acceptance}
+    emit(render_plan(res, fmt, top, launch, head), output)
+    if csv_path:
+        csv_path.parent.mkdir(parents=True, exist_ok=True)
+        csv_path.write_text(render_plan(res, "csv", top, launch, head), encoding="utf-8")
+        click.echo(f"wrote {csv_path}", err=True)
+    if png:
+        write_pareto_png(res, png, f"{src.spec.name} on {space.dies} x {dev.name}: isl {wl.isl} osl {wl.osl}")
+        click.echo(f"wrote {png}", err=True)

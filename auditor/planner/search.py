@@ -1,0 +1,243 @@
+"""Search deployments: aggregated and prefill/decode-disaggregated, memory-feasible, SLA-ranked.
+
+Throughput model (per DP rank; all times from the batched perf kernel ``sweep_grid``):
+
+* ``t_pre``  = prefill time of one request of ``isl`` tokens (batch 1, empty cache) = TTFT.
+* ``t_step`` = one decode step of ``B`` requests verifying ``1+K`` tokens at the mean context
+  ``isl + osl/2`` (steady state). With per-draft acceptance ``a`` a step yields
+  ``E = 1 + a + ... + a^K`` tokens per request (a draft counts only if all before it were accepted).
+* Aggregated (role mixed): while ``B`` requests decode their ``osl`` tokens (``osl/E`` steps), ``B``
+  new prompts arrive and each prefill stalls the batch. Per request lifetime
+  ``cycle = (osl/E)·t_step + B·t_pre``; TPOT = cycle/osl (stalls included); output tokens/s per
+  DP rank = B·osl/cycle; per die = that / TP (replicas of the instance scale it, not the ratio).
+* Disaggregated: a P instance (role prefill: kv_producer behaviour, e.g. o_proj replicated on a
+  v0.18 P node) serves ``DP/t_pre`` requests/s; a D instance (role decode) ``DP·B·E/(t_step·osl)``
+  requests/s with TPOT = t_step/E. ``n_p`` P and ``n_d`` D instances within the die budget serve
+  ``min(n_p·r_p, n_d·r_d)`` requests/s; tokens/s per die divides ``osl`` times that by the dies used.
+  The KV transfer between them is not timed.
+
+A candidate is kept only when its memory fits (weights + activation + non-torch inside the budget
+and ``B`` full-length requests in the KV pool; ``auditor.runtime``); candidates meeting TTFT and TPOT
+are ranked by output tokens/s per die.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import AuditInputError
+from ..model.spec import ModelSpec
+from ..parallel import ParallelPlan
+from ..runtime.budget import usable_total
+from ..runtime.feasibility import grid_budget
+from ..runtime.weights import plan_weights
+from .workload import PlanWorkload
+
+GiB = 1 << 30
+DEFAULT_TPS = (4, 8, 16)
+DEFAULT_BATCHES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
+DEFAULT_MTPS = (0, 1, 2, 3)
+
+
+@dataclass
+class PlanSpace:
+    dies: list[int]
+    tps: tuple[int, ...] = DEFAULT_TPS
+    batches: tuple[int, ...] = DEFAULT_BATCHES
+    mtps: tuple[int, ...] = DEFAULT_MTPS
+    sps: tuple[bool, ...] = (True, False)
+    util: float = 0.9
+    kv_cache_dtype: str = "bf16"
+    acceptance: float = 0.7
+    disaggregated: bool = True
+
+
+@dataclass
+class Config:
+    mode: str                       # "agg" | "disagg"
+    dies: int                       # die budget
+    dies_used: int
+    plan: str
+    batch: int
+    mtp: int
+    ttft_ms: float
+    tpot_ms: float
+    tok_s_die: float
+    tok_s_user: float
+    weights_gib: float
+    kv_gib: float
+    kv_tokens: int
+    headroom_gib: float             # KV pool left after B full-length requests (D / aggregated rank)
+    meets_sla: bool
+    detail: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "detail"}
+        return {**d, **self.detail}
+
+
+@dataclass
+class PlanResult:
+    configs: list[Config]
+    evaluated: int
+    seconds: float
+    workload: PlanWorkload
+    notes: list[str]
+
+    def best(self, k: int = 10) -> list[Config]:
+        ok = [c for c in self.configs if c.meets_sla]
+        return sorted(ok, key=lambda c: -c.tok_s_die)[:k]
+
+
+def expected_tokens(k: np.ndarray, a: float) -> np.ndarray:
+    """Tokens per request per decode step with K drafts of acceptance a: sum_{i<=K} a^i."""
+    k = np.asarray(k, dtype=np.float64)
+    return (1 - a ** (k + 1)) / (1 - a) if a < 1 else k + 1
+
+
+class _Kernel:
+    """Programs and kernel calls, cached per (plan, phase)."""
+
+    def __init__(self, spec, engine, recipe, device):
+        from auditor_kernels.perf_core import sweep_grid
+
+        from ..perf.device import device_vector
+        self.sweep_grid = sweep_grid
+        self.spec, self.engine, self.recipe, self.device = spec, engine, recipe, device
+        self.dv = device_vector(device)
+        self.count = 0
+
+    def times(self, plan: ParallelPlan, phase: str, keys: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+        from ..perf.api import cached_program
+        from ..perf.device import group_table
+        prog = cached_program(self.spec, plan, self.engine, self.recipe, phase, "repetition", True)
+        out = self.sweep_grid(*prog.arrays(), 1 if phase == "decode" else 0, float(plan.tp), keys, ctx, self.dv,
+                              group_table(self.device, plan))
+        self.count += out.size
+        return out
+
+
+def _instance_plans(spec: ModelSpec, space: PlanSpace, role: str, engine: str, recipe: str,
+                    device: Any) -> list[ParallelPlan]:
+    """Instance plans (TP x DP, EP = DP x TP for MoE) whose weights leave room on the die."""
+    sizes = sorted({s for n in space.dies for s in range(1, n + 1) if n % s == 0})
+    limit = usable_total(device) * space.util
+    out = []
+    for tp, sp, s in itertools.product(space.tps, space.sps, sizes):
+        if s % tp or (sp and not spec.dsa and tp == 1):
+            continue
+        dp = s // tp
+        ep = s if spec.moe and s > 1 else 1
+        plan = ParallelPlan(tp=tp, dp=dp, ep=ep, sp=sp, role=role)
+        try:
+            plan.validate()
+            w = max(plan_weights(spec, plan, engine, recipe))
+        except AuditInputError:
+            continue
+        if w < limit:
+            out.append(plan)
+    return out
+
+
+def _label(p: ParallelPlan) -> str:
+    return f"TP{p.tp} DP{p.dp}" + (f" EP{p.ep}" if p.ep > 1 else "") + (" SP" if p.sp else "")
+
+
+def run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWorkload, space: PlanSpace,
+             ttft_ms: float, tpot_ms: float) -> PlanResult:
+    t0 = time.perf_counter()
+    kern = _Kernel(spec, engine, recipe, device)
+    mtps = tuple(m for m in space.mtps if m == 0 or spec.mtp_layers) or (0,)
+    BK = np.array(list(itertools.product(space.batches, mtps)), dtype=np.float64)
+    keys_dec = np.column_stack([np.ones(len(BK)), BK[:, 0], BK[:, 1]])
+    ctx_dec = np.array([float(wl.mean_context)])
+    keys_pre = np.array([[float(wl.isl), 1.0, 0.0]])
+    ctx0 = np.array([0.0])
+    E = expected_tokens(BK[:, 1], space.acceptance)
+    configs: list[Config] = []
+    evaluated = 0
+
+    def decode_side(plan: ParallelPlan) -> dict[str, np.ndarray]:
+        t_step = kern.times(plan, "decode", keys_dec, ctx_dec).ravel()
+        g = grid_budget(spec, plan, engine, recipe, device, batch=BK[:, 0], request_tokens=np.full(len(BK), wl.max_len),
+                        step_tokens=BK[:, 0] * (1 + BK[:, 1]), mtp=BK[:, 1], util=space.util,
+                        kv_cache_dtype=space.kv_cache_dtype)
+        return {"t_step": t_step, **g}
+
+    # ---- aggregated
+    for plan in _instance_plans(spec, space, "mixed", engine, recipe, device):
+        t_pre = float(kern.times(plan, "prefill", keys_pre, ctx0)[0, 0])
+        d = decode_side(plan)
+        evaluated += len(BK) + 1
+        B = BK[:, 0]
+        cycle = wl.osl / E * d["t_step"] + B * t_pre
+        tpot = cycle / wl.osl
+        per_die = B * wl.osl / cycle / plan.tp
+        fits = d["kv_free"] >= 0
+        s = plan.tp * plan.dp
+        for i in np.flatnonzero(fits):
+            for n in space.dies:
+                if n % s:
+                    continue
+                configs.append(Config(
+                    "agg", n, n, f"{n // s} x {_label(plan)}", int(B[i]), int(BK[i, 1]), t_pre * 1e3,
+                    tpot[i] * 1e3, per_die[i], 1 / tpot[i], d["weights"] / GiB,
+                    d["num_blocks"][i] * d["page_block"] / GiB, int(d["num_blocks"][i] * d["block_tokens"]),
+                    d["kv_free"][i] / GiB, t_pre * 1e3 <= ttft_ms and tpot[i] * 1e3 <= tpot_ms,
+                    {"replicas": n // s, "tp": plan.tp, "dp": plan.dp, "ep": plan.ep, "sp": plan.sp,
+                     "role": "mixed"}))
+
+    # ---- disaggregated
+    if space.disaggregated:
+        prefill = []
+        for plan in _instance_plans(spec, space, "prefill", engine, recipe, device):
+            t_pre = float(kern.times(plan, "prefill", keys_pre, ctx0)[0, 0])
+            g = grid_budget(spec, plan, engine, recipe, device, batch=np.array([1.0]),
+                            request_tokens=np.array([float(wl.isl + 1)]), step_tokens=np.array([1.0]),
+                            mtp=np.array([0.0]), util=space.util, kv_cache_dtype=space.kv_cache_dtype)
+            evaluated += 1
+            if g["kv_free"][0] >= 0 and t_pre * 1e3 <= ttft_ms:
+                prefill.append((plan, t_pre, plan.dp / t_pre, g))
+        # the P instances with the best request rate per die carry the pairing
+        prefill.sort(key=lambda x: -x[2] / (x[0].tp * x[0].dp))
+        prefill = prefill[:3]
+        for dplan in _instance_plans(spec, space, "decode", engine, recipe, device):
+            d = decode_side(dplan)
+            evaluated += len(BK)
+            tpot = d["t_step"] / E
+            r_d = dplan.dp * BK[:, 0] * E / (d["t_step"] * wl.osl)          # requests/s per D instance
+            s_d = dplan.tp * dplan.dp
+            ok = np.flatnonzero((d["kv_free"] >= 0) & (tpot * 1e3 <= tpot_ms))
+            for pplan, t_pre, r_p, g in prefill:
+                s_p = pplan.tp * pplan.dp
+                for n in space.dies:
+                    for nd in range(1, (n - s_p) // s_d + 1):
+                        n_p = np.clip(np.ceil(nd * r_d[ok] / r_p), 1, (n - nd * s_d) // s_p)
+                        used = n_p * s_p + nd * s_d
+                        rate = np.minimum(n_p * r_p, nd * r_d[ok])
+                        per_die = rate * wl.osl / used
+                        evaluated += len(ok)
+                        for j, i in enumerate(ok):
+                            configs.append(Config(
+                                "disagg", n, int(used[j]), f"{int(n_p[j])}P x {_label(pplan)} + {nd}D x {_label(dplan)}",
+                                int(BK[i, 0]), int(BK[i, 1]), t_pre * 1e3, tpot[i] * 1e3, per_die[j], 1 / tpot[i],
+                                d["weights"] / GiB, d["num_blocks"][i] * d["page_block"] / GiB,
+                                int(d["num_blocks"][i] * d["block_tokens"]), d["kv_free"][i] / GiB, True,
+                                {"n_prefill": int(n_p[j]), "n_decode": nd, "p_tp": pplan.tp, "p_dp": pplan.dp,
+                                 "p_ep": pplan.ep, "p_sp": pplan.sp, "p_weights_gib": g["weights"] / GiB,
+                                 "tp": dplan.tp, "dp": dplan.dp, "ep": dplan.ep, "sp": dplan.sp,
+                                 "role": "decode"}))
+    notes = [
+        "aggregated: per request lifetime (osl/E) decode steps at the mean context + B prefills stalling "
+        "the batch; TPOT includes the stalls",
+        f"MTP: per-draft acceptance {space.acceptance:g}, E = 1 + a + ... + a^K tokens per step",
+        "disaggregated: P instances at batch 1 (TTFT = one isl prefill), KV transfer time not modelled; "
+        "P:D counts balance request rates within the die budget",
+        "memory: every listed configuration fits (weights + activation + non-torch + B full-length "
+        "requests of KV); headroom = KV pool left after them",
+    ]
+    return PlanResult(configs, evaluated + kern.count, time.perf_counter() - t0, wl, notes)
