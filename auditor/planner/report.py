@@ -21,6 +21,11 @@ def _row(c: Config) -> list[Any]:
             f"{c.kv_tokens:,}", f"{c.headroom_gib:.2f}"]
 
 
+def _plain(o: Any) -> Any:
+    """numpy scalars from the kernel arrays -> Python numbers."""
+    return o.item() if hasattr(o, "item") else str(o)
+
+
 def plan_json(res: PlanResult, top: int, launch: list[dict], head: dict) -> dict[str, Any]:
     best = res.best(top)
     return {**head, "workload": res.workload.__dict__, "evaluated": res.evaluated, "seconds": res.seconds,
@@ -31,7 +36,7 @@ def plan_json(res: PlanResult, top: int, launch: list[dict], head: dict) -> dict
 
 def render_plan(res: PlanResult, fmt: str, top: int, launch: list[dict], head: dict) -> str:
     if fmt == "json":
-        return json.dumps(plan_json(res, top, launch, head), indent=1) + "\n"
+        return json.dumps(plan_json(res, top, launch, head), indent=1, default=_plain) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")

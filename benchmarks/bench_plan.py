@@ -1,0 +1,34 @@
+"""`audit plan` as a fresh process: GLM-5.1 on 16, 32, 64 and 128 dies (target: the whole search
+<= 5 s per run), with the configurations evaluated per second the command prints.
+
+    python benchmarks/bench_plan.py
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+TARGET_S = 5.0
+
+
+def bench_plan(verbose: bool = True) -> dict[str, float]:
+    out = {}
+    for dies in ("16", "32", "64", "128", "16,32,64,128"):
+        cmd = [sys.executable, "-m", "auditor", "plan", "glm-5.1", "--dies", dies, "--isl", "4096", "--osl", "1024",
+               "--ttft-ms", "2000", "--tpot-ms", "50", "--top", "3"]
+        t = time.perf_counter()
+        res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        wall = time.perf_counter() - t
+        m = re.search(r"([\d,]+) configurations evaluated in ([\d.]+) s \(([\d,]+)/s\)", res.stdout)
+        n, s, rate = (m.group(1), m.group(2), m.group(3)) if m else ("?", "?", "?")
+        out[dies] = wall
+        if verbose:
+            print(f"dies {dies:>13}: {wall:5.2f} s fresh process ({'OK' if wall <= TARGET_S else 'MISSED'} "
+                  f"<= {TARGET_S:g} s); search {s} s, {n} configurations, {rate}/s")
+    return out
+
+
+if __name__ == "__main__":
+    bench_plan()
