@@ -27,14 +27,17 @@ def _to_json(rep: dict) -> str:
                                                "delta and where it could sit")
 @click.option("--budget", default=None, help="per-rank budget, e.g. 60GiB: exit 3 when the worst rank exceeds it")
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="also write a per-rank stacked bar chart (PNG)")
+              help="also write a PNG waterfall: naive estimate, each bridge step, resident (worst rank), "
+                   "--observed as a line")
 @runtime_options()
 @click.option("--hbm-png", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="also write the rank's HBM budget as a stacked bar (PNG)")
+@click.option("--strict", is_flag=True, default=False,
+              help="exit with code 4 when there are error findings (e.g. the engine would refuse to start)")
 @click.option("--progress/--no-progress", default=None, help="progress bar while scanning (default: on a TTY)")
 @output_options
 def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budget, png, device_name, runtime, mtp,
-                   hbm_png, progress, fmt, output):
+                   hbm_png, strict, progress, fmt, output):
     """Per-rank ledger of what the engine really holds for MODEL (checkpoint dir, config-only dir or
     preset; default glm-5.1), worst rank first, with the bridge from the naive estimate."""
     from ..memory.audit import run_memory_audit
@@ -84,9 +87,12 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
         from ..report.hbm_png import write_hbm_png
         write_hbm_png(rep, hbm_png)
         click.echo(f"wrote {hbm_png}", err=True)
-    if runtime["max_model_len"] is not None and hbm.error():
+    shortfall = runtime["max_model_len"] is not None and hbm.error()
+    if shortfall:
         # what the engine says at start-up: one max_model_len request does not fit
         click.echo(f"audit: {hbm.error()}", err=True)
+    exit_on_findings(rep, strict)
+    if shortfall:
         raise SystemExit(3)
     if bud is not None and rep["budget"]["exceeded"]:
         raise SystemExit(3)
@@ -97,9 +103,11 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
 @recipe_option("quant recipe for presets / config-only dirs")
 @click.option("--by", type=click.Choice(["summary", "tensor"]), default="summary", show_default=True,
               help="'tensor' lists every tensor with its classification")
+@click.option("--strict", is_flag=True, default=False,
+              help="exit with code 4 when there are error findings (e.g. the engine would refuse to start)")
 @click.option("--progress/--no-progress", default=None, help="progress bar while scanning (default: on a TTY)")
 @output_options
-def inventory_command(model, recipe, by, progress, fmt, output):
+def inventory_command(model, recipe, by, strict, progress, fmt, output):
     """Classify every stored tensor of MODEL (float / int8 / scale / offset, kind, block, scheme) and
     check the checkpoint against its quant description. Reads headers only."""
     from ..model.classify import classify
@@ -111,3 +119,13 @@ def inventory_command(model, recipe, by, progress, fmt, output):
     ct = classify(src.table, src.spec.Lyr, src.desc)
     rep = inventory_report(src, ct, by=by)
     emit(_to_json(rep) if fmt == "json" else render_inventory(rep, fmt), output)
+    exit_on_findings(rep, strict)
+
+
+def exit_on_findings(rep: dict, strict: bool) -> None:
+    """--strict: exit code 4 when the report has error findings (checked before --budget's 3: a
+    configuration the engine refuses to start has no meaningful budget verdict)."""
+    from ..report.findings import has_errors
+
+    if strict and has_errors(rep["findings"]):
+        raise SystemExit(4)

@@ -11,6 +11,7 @@ from ..engines.stored import StoredIndex
 from ..model.classify import CATEGORIES, ClassifiedTable, Finding, classify
 from ..model.names import BLOCKS
 from ..parallel import ParallelPlan
+from ..report.ranges import ranges
 from ..source import ModelSource
 from .ledger import Ledger, build_ledger
 
@@ -54,11 +55,12 @@ class MemoryAudit:
             if m == 0 and nm == 0:
                 continue
             key = (row.block, row.module, row.tensor, row.dtype, row.shape, row.category, row.source,
-                   row.layer < 0, m)
+                   row.cause, row.placement, row.layer < 0, m)
             g = groups.get(key)
             if g is None:
                 g = groups[key] = {"block": row.block, "module": row.module, "tensor": row.tensor,
-                                   "category": row.category, "dtype": row.dtype, "shape": list(row.shape),
+                                   "category": row.category, "dtype": row.dtype,
+                                   "shape": _rank_shape(row.shape, row.placement, m),
                                    "source": row.source, "layers": [], "count": 0, "bytes": 0,
                                    "naive_bytes": 0, "cause": row.cause, "note": row.note,
                                    "per_layer_units": m}
@@ -69,7 +71,7 @@ class MemoryAudit:
             g["naive_bytes"] += int(row.naive * nm)
         out = list(groups.values())
         for g in out:
-            g["layers"] = _ranges(g["layers"])
+            g["layers"] = ranges(g["layers"])
         out.sort(key=lambda g: -g["bytes"])
         return out
 
@@ -86,19 +88,13 @@ class MemoryAudit:
         return out
 
 
-def _ranges(layers: list[int]) -> str:
-    if not layers:
-        return "-"
-    layers = sorted(set(layers))
-    parts, start, prev = [], layers[0], layers[0]
-    for x in layers[1:] + [None]:
-        if x is not None and x == prev + 1:
-            prev = x
-            continue
-        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-        if x is not None:
-            start = prev = x
-    return ",".join(parts)
+def _rank_shape(shape: tuple[int, ...], placement: str, units: float) -> list[int]:
+    """The shape this rank holds. A routed-expert row is modelled per expert (its leading dimension
+    is ``El`` = 1, every MoE rule in engines/rules.py starts with ``El``) and the ledger multiplies
+    it by the rank's local expert count, so the rank really holds ``E_local x K x N``."""
+    if placement == "expert" and shape and units:
+        return [int(shape[0] * units), *shape[1:]]
+    return list(shape)
 
 
 def run_memory_audit(source: ModelSource, plan: ParallelPlan, engine: str,

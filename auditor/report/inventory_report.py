@@ -10,6 +10,7 @@ from tabulate import tabulate
 from ..model.classify import CATEGORIES, ClassifiedTable
 from ..model.names import BLOCKS
 from ..source import ModelSource
+from .findings import findings_section, group_findings
 from .units import Unit, human
 
 
@@ -32,6 +33,7 @@ def inventory_report(src: ModelSource, ct: ClassifiedTable, by: str = "summary")
         fb = np.bincount(t.file, weights=t.nbytes, minlength=len(t.files))
         files = [{"file": f, "tensors": int(fc[i]), "bytes": int(fb[i]),
                   "loaded": bool(loaded[t.file == i].all()) if fc[i] else True} for i, f in enumerate(t.files)]
+    findings = [f.to_dict() for f in list(src.findings) + ct.findings]
     rep = {
         "schema": 1, "tool": "audit inventory",
         "model": {"name": src.spec.name, "source": src.kind, "path": src.label, "recipe": src.recipe,
@@ -45,7 +47,8 @@ def inventory_report(src: ModelSource, ct: ClassifiedTable, by: str = "summary")
         "by_scheme": _group(np.where(ct.scheme == "", "-", ct.scheme), t.nbytes),
         "files": files,
         "quant_description": str(src.desc.path) if src.desc is not None else None,
-        "findings": [f.to_dict() for f in list(src.findings) + ct.findings],
+        "findings": findings,
+        "finding_groups": group_findings(findings),
     }
     if by == "tensor":
         a = ct.addr
@@ -103,10 +106,5 @@ def render_inventory(rep: dict, fmt: str) -> str:
                               r["scheme"], r["block"], "yes" if r["loaded"] else "no"] for r in rep["tensor_rows"]],
                             ["name", "dtype", "shape", "category", "kind", "scheme", "block", "loaded"],
                             tablefmt=tf, disable_numparse=True))
-    if rep["findings"]:
-        out.append(h(f"Findings ({len(rep['findings'])})"))
-        out.append(tabulate([[f["severity"], f["tensor"] or "-", f["message"]] for f in rep["findings"][:40]],
-                            ["severity", "tensor", "message"], tablefmt=tf, disable_numparse=True))
-        if len(rep["findings"]) > 40:
-            out.append(f"... {len(rep['findings']) - 40} more (see --format json)")
+    out.extend(findings_section(rep, h, tf))
     return "\n".join(out) + "\n"

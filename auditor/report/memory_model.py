@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..memory.audit import MemoryAudit
 from ..model.classify import CATEGORIES
+from .findings import group_findings
 
 SCHEMA_VERSION = 1
 
@@ -34,6 +35,7 @@ def memory_report(audit: MemoryAudit, *, by: str = "summary", observed: int | No
     order = [int(x) for x in L.order()]
     inv_loaded = ct.summary(loaded_only=True)
     inv_all = ct.summary(loaded_only=False)
+    findings = [f.to_dict() for f in audit.findings]
     out: dict = {
         "schema": SCHEMA_VERSION,
         "tool": "audit memory",
@@ -60,7 +62,8 @@ def memory_report(audit: MemoryAudit, *, by: str = "summary", observed: int | No
             "by_category": inv_all, "loaded_by_category": inv_loaded,
             "files": len(ct.table.files),
         },
-        "findings": [f.to_dict() for f in audit.findings],
+        "findings": findings,
+        "finding_groups": group_findings(findings),
         "assumptions": list(audit.assumptions),
     }
     if by in ("layer", "all"):

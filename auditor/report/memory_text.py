@@ -4,6 +4,7 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from ..model.classify import CATEGORIES
+from .findings import findings_section
 from .units import Unit
 
 
@@ -80,12 +81,13 @@ def render_memory(rep: dict, fmt: str = "table", max_tensor_rows: int | None = N
         body = [[x["layer"] if x["layer"] is not None else "-", x["kind"], gib(x["bytes"])] for x in rep["layers"]]
         lines.append(tabulate(body, ["layer", "kind", u.name], tablefmt=tf, disable_numparse=True))
     if "tensors" in rep:
-        lines.append(h(f"By tensor, rank {w['rank']} (grouped over identical layers)"))
+        lines.append(h(f"By tensor, rank {w['rank']}, shapes as this rank holds them, grouped over identical "
+                       f"layers ({u.name})"))
         rows = rep["tensors"] if max_tensor_rows is None else rep["tensors"][:max_tensor_rows]
         body = [[t["block"], t["module"], t["tensor"], t["category"], t["dtype"], "x".join(map(str, t["shape"])),
-                 t["layers"], t["count"], f"{t['bytes'] / 2**20:.2f}", t["source"]] for t in rows]
+                 t["layers"], t["count"], gib.cell(t["bytes"]), t["source"], t["cause"] or "-"] for t in rows]
         lines.append(tabulate(body, ["block", "module", "tensor", "category", "dtype", "shape", "layers", "n",
-                                     "MiB", "source"], tablefmt=tf, disable_numparse=True))
+                                     u.name, "source", "cause"], tablefmt=tf, disable_numparse=True))
     if "observed" in rep:
         o = rep["observed"]
         lines.append(h("Observed vs modeled (worst rank)"))
@@ -106,13 +108,7 @@ def render_memory(rep: dict, fmt: str = "table", max_tensor_rows: int | None = N
         verdict = "EXCEEDED" if b["exceeded"] else "fits"
         lines.append(f"\nbudget {gib(b['bytes'])} {u.name} per rank: {verdict} (headroom {signed_gib(b['headroom_bytes'])} {u.name})")
 
-    if rep["findings"]:
-        lines.append(h(f"Findings ({len(rep['findings'])})"))
-        shown = rep["findings"][:40]
-        lines.append(tabulate([[f["severity"], f["tensor"] or "-", f["message"]] for f in shown],
-                              ["severity", "tensor", "message"], tablefmt=tf, disable_numparse=True))
-        if len(rep["findings"]) > 40:
-            lines.append(f"... {len(rep['findings']) - 40} more (see --format json)")
+    lines.extend(findings_section(rep, h, tf))
     if rep["assumptions"]:
         lines.append(h("Assumptions"))
         lines.extend(f"- {a}" for a in rep["assumptions"])

@@ -12,22 +12,7 @@ from typing import Any
 from tabulate import tabulate
 
 from ..perf.api import PerfResult, PhaseResult
-
-
-def layer_ranges(layers: list[int | None]) -> str:
-    """[0, 1, 2, 5] -> "0-2,5"; None (model-level ops) -> "-"."""
-    nums = sorted({x for x in layers if x is not None})
-    if not nums:
-        return "-"
-    out, start, prev = [], nums[0], nums[0]
-    for x in nums[1:] + [None]:
-        if x is not None and x == prev + 1:
-            prev = x
-            continue
-        out.append(str(start) if start == prev else f"{start}-{prev}")
-        if x is not None:
-            start = prev = x
-    return ",".join(out)
+from .ranges import ranges
 
 
 def _si(x: float, unit: str = "") -> str:
@@ -67,7 +52,7 @@ def folded_ops(ph: PhaseResult) -> list[dict[str, Any]]:
 def ops_rows(ph: PhaseResult) -> list[list]:
     rows = []
     for g in folded_ops(ph):
-        where = layer_ranges(g["layers"])
+        where = ranges(g["layers"])
         if g.get("pass"):
             where += f" (MTP pass {'1' if g['pass'] == 1 else '2..'})"
         rows.append([g["name"], where, g["count"], _shape(g["shape_in"]), _shape(g["shape_out"]), g["layout"],
@@ -101,7 +86,7 @@ def layer_rows(ph: PhaseResult) -> list[list]:
         if run:
             L = run[0]
             each = (comp[L] + comm[L]) / 1e3
-            rows.append([layer_ranges(run), len(run), f"{comp[L] / 1e3:.3f}", f"{comm[L] / 1e3:.3f}",
+            rows.append([ranges(run), len(run), f"{comp[L] / 1e3:.3f}", f"{comm[L] / 1e3:.3f}",
                          f"{each:.3f}", f"{each * len(run):.3f}"])
 
     for L in spec_layers:

@@ -69,3 +69,10 @@ class Unit:
 
     def signed(self, n: float) -> str:
         return f"{n / self.div:+.3f}"
+
+    def cell(self, n: float) -> str:
+        """Like ``__call__``, but a non-zero amount too small for 3 decimals shows as '<0.001'
+        (a small tensor is not nothing)."""
+        if 0 < abs(n) < 0.0005 * self.div:
+            return "<0.001"
+        return self(n)
