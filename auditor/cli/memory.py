@@ -111,14 +111,20 @@ def inventory_command(model, recipe, by, strict, progress, fmt, output):
     """Classify every stored tensor of MODEL (float / int8 / scale / offset, kind, block, scheme) and
     check the checkpoint against its quant description. Reads headers only."""
     from ..model.classify import classify
-    from ..report.inventory_report import inventory_report, render_inventory
+    from ..inventory.progress import want_progress
+    from ..report.inventory_report import inventory_json, inventory_report, render_inventory
     from ..source import open_model
 
     guard_output(output, model)
     src = open_model(model, recipe, progress=progress)
     ct = classify(src.table, src.spec.Lyr, src.desc)
     rep = inventory_report(src, ct, by=by)
-    emit(_to_json(rep) if fmt == "json" else render_inventory(rep, fmt), output)
+    if fmt == "json":
+        text = inventory_json(rep)
+    else:
+        text = render_inventory(rep, fmt, progress=by == "tensor" and want_progress(progress, len(ct),
+                                                                                    threshold=50_000))
+    emit(text, output)
     exit_on_findings(rep, strict)
 
 

@@ -15,8 +15,9 @@ class ProgressLine:
     """``label  12/100 files  3.4 MB`` rewritten in place; throttled to ~10 redraws a second."""
 
     def __init__(self, total: int, label: str = "scanning headers", stream: TextIO | None = None,
-                 enabled: bool = True, min_interval: float = 0.1):
+                 enabled: bool = True, min_interval: float = 0.1, unit: str = "files"):
         self.total = total
+        self.unit = unit
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = enabled
@@ -35,7 +36,9 @@ class ProgressLine:
             self._draw()
 
     def _draw(self) -> None:
-        text = f"{self.label} {self.done}/{self.total} files {self.nbytes / 1e6:.1f} MB"
+        text = f"{self.label} {self.done}/{self.total} {self.unit}"
+        if self.nbytes:
+            text += f" {self.nbytes / 1e6:.1f} MB"
         pad = max(0, self._width - len(text))
         self._width = len(text)
         self.stream.write("\r" + text + " " * pad)

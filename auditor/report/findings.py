@@ -67,7 +67,8 @@ def findings_section(rep: dict, heading: Callable[[str], str], tablefmt: str) ->
         return []
     groups = rep.get("finding_groups") or group_findings(findings)
     n_err = sum(1 for f in findings if f["severity"] == "error")
-    title = f"Findings ({len(findings)}, {n_err} error{'s' if n_err != 1 else ''}; {len(groups)} distinct)"
+    title = f"Findings ({len(findings)} in {len(groups)} group{'s' if len(groups) != 1 else ''}, " \
+            f"{n_err} error{'s' if n_err != 1 else ''})"
     body = [[g["severity"], g["count"], g["module"], g["layers"], g["message"]] for g in groups[:MAX_GROUP_ROWS]]
     out = [heading(title), tabulate(body, FINDINGS_HEADERS, tablefmt=tablefmt, disable_numparse=True)]
     if len(groups) > MAX_GROUP_ROWS:

@@ -3,14 +3,17 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 
 import numpy as np
 from tabulate import tabulate
 
+from ..inventory.progress import ProgressLine
 from ..model.classify import CATEGORIES, ClassifiedTable
 from ..model.names import BLOCKS
 from ..source import ModelSource
 from .findings import findings_section, group_findings
+from .inventory_tensors import TensorRows
 from .units import Unit, human
 
 
@@ -51,29 +54,32 @@ def inventory_report(src: ModelSource, ct: ClassifiedTable, by: str = "summary")
         "finding_groups": group_findings(findings),
     }
     if by == "tensor":
-        a = ct.addr
-        rep["tensor_rows"] = [
-            {"name": str(t.name[i]), "file": t.files[int(t.file[i])], "dtype": str(t.dtype[i]),
-             "shape": list(t.shape_of(i)), "nbytes": int(t.nbytes[i]), "category": CATEGORIES[ct.category[i]],
-             "kind": str(ct.kind[i]), "scheme": str(ct.scheme[i] or ""), "layer": int(a.layer[i]) if a.layer[i] >= 0 else None,
-             "block": BLOCKS[a.block[i]], "module": str(a.module[i]), "projection": str(a.projection[i]),
-             "expert": int(a.expert[i]) if a.expert[i] >= 0 else None, "loaded": bool(loaded[i]),
-             "data_offsets": [int(t.begin[i]), int(t.end[i])]}
-            for i in range(len(t))]
+        rep["tensor_rows"] = TensorRows(ct)
     return rep
 
 
-def render_inventory(rep: dict, fmt: str) -> str:
+def _rows(rep: dict) -> TensorRows:
+    rows = rep["tensor_rows"]
+    if not isinstance(rows, TensorRows):
+        raise TypeError("tensor_rows must come from inventory_report (columns), not from JSON")
+    return rows
+
+
+def inventory_json(rep: dict) -> str:
+    """The JSON document: ``tensor_rows`` becomes the list of per-tensor dicts here, and only here."""
+    doc = dict(rep)
+    if isinstance(doc.get("tensor_rows"), TensorRows):
+        doc["tensor_rows"] = doc["tensor_rows"].to_list()
+    return json.dumps(doc, indent=2, default=str) + "\n"
+
+
+def render_inventory(rep: dict, fmt: str, progress: bool = False) -> str:
+    """Text, markdown or CSV; ``progress`` shows a stderr line while the per-tensor table is laid out."""
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         if "tensor_rows" in rep:
-            cols = ["name", "file", "dtype", "shape", "nbytes", "category", "kind", "scheme", "layer", "block",
-                    "module", "projection", "expert", "loaded"]
-            w.writerow(cols)
-            for r in rep["tensor_rows"]:
-                w.writerow([("x".join(map(str, r[c])) if c == "shape" else ("" if r[c] is None else r[c]))
-                            for c in cols])
+            return _rows(rep).csv_rows()
         else:
             w.writerow(["group", "key", "count", "bytes"])
             for group in ("by_category", "by_kind", "by_block", "by_dtype", "by_scheme"):
@@ -102,9 +108,8 @@ def render_inventory(rep: dict, fmt: str) -> str:
                             [key[3:], "tensors", gib.name], tablefmt=tf, disable_numparse=True))
     if "tensor_rows" in rep:
         out.append(h("Tensors"))
-        out.append(tabulate([[r["name"], r["dtype"], "x".join(map(str, r["shape"])), r["category"], r["kind"],
-                              r["scheme"], r["block"], "yes" if r["loaded"] else "no"] for r in rep["tensor_rows"]],
-                            ["name", "dtype", "shape", "category", "kind", "scheme", "block", "loaded"],
-                            tablefmt=tf, disable_numparse=True))
+        rows = _rows(rep)
+        with ProgressLine(len(rows), "formatting tensor rows", enabled=progress, unit="rows") as bar:
+            out.append(rows.table(fmt, on_rows=lambda n: bar.update(step=n)))
     out.extend(findings_section(rep, h, tf))
     return "\n".join(out) + "\n"
