@@ -25,14 +25,15 @@ def fixed_width_table(headers: Sequence[str], columns: Sequence[Sequence | np.nd
     if fmt == "markdown":
         line = "| " + " | ".join(f"{{:<{w}}}" for w in widths) + " |"
         rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-    else:    # the last column is not padded (tabulate leaves no trailing blanks)
+    else:    # tabulate leaves no trailing blanks: the last column is not padded, lines are stripped
         line = "  ".join([f"{{:<{w}}}" for w in widths[:-1]] + ["{}"])
         rule = "  ".join("-" * w for w in widths)
     parts = [line.format(*headers), rule]
     render = line.format
     for start in range(0, n, CHUNK_ROWS):
         stop = min(n, start + CHUNK_ROWS)
-        parts.append("\n".join([render(*row) for row in zip(*(c[start:stop] for c in cols))]))
+        lines = [render(*row) for row in zip(*(c[start:stop] for c in cols))]
+        parts.append("\n".join(lines if fmt == "markdown" else [ln.rstrip() for ln in lines]))
         if on_rows is not None:
             on_rows(stop - start)
     return "\n".join(parts)
