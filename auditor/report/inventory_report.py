@@ -45,7 +45,7 @@ def inventory_report(src: ModelSource, ct: ClassifiedTable, by: str = "summary")
         "loaded": {"tensors": int(loaded.sum()), "bytes": int(t.nbytes[loaded].sum())},
         "by_category": ct.summary(),
         "by_kind": _group(ct.kind, t.nbytes),
-        "by_block": _group(np.array([BLOCKS[b] for b in ct.addr.block], dtype=object), t.nbytes),
+        "by_block": _group(np.asarray(BLOCKS)[ct.addr.block], t.nbytes),
         "by_dtype": _group(t.dtype, t.nbytes),
         "by_scheme": _group(np.where(ct.scheme == "", "-", ct.scheme), t.nbytes),
         "files": files,

@@ -24,15 +24,14 @@ CSV_COLUMNS = ("name", "file", "dtype", "shape", "nbytes", "category", "kind", "
 
 def shape_strings(shape: np.ndarray, ndim: np.ndarray) -> np.ndarray:
     """'6144x4096' per row from the [n, MAXDIM] shape matrix and the rank of each row ('' for a
-    scalar), column by column instead of row by row."""
-    n = len(ndim)
-    out = np.full(n, "", dtype="U1")
-    for d in range(int(ndim.max()) if n else 0):
-        has = ndim > d
-        piece = np.where(has, shape[:, d].astype(str), "")
-        glue = np.where(has & (d > 0), "x", "")
-        out = np.strings.add(np.strings.add(out, glue), piece)
-    return out
+    scalar). A checkpoint has few distinct shapes, so each is formatted once."""
+    if not len(ndim):
+        return np.zeros(0, dtype=object)
+    keyed = np.ascontiguousarray(np.concatenate([ndim[:, None].astype(shape.dtype), shape], axis=1))
+    rows_as_bytes = keyed.view(np.dtype((np.void, keyed.dtype.itemsize * keyed.shape[1]))).ravel()
+    _, first, inverse = np.unique(rows_as_bytes, return_index=True, return_inverse=True)  # 1-D: fast
+    text = np.array(["x".join(map(str, row[1:1 + row[0]])) for row in keyed[first].tolist()], dtype=object)
+    return text[inverse.reshape(-1)]
 
 
 class TensorRows:
@@ -49,7 +48,8 @@ class TensorRows:
         return iter(self.to_list())
 
     def _text(self, name: str) -> np.ndarray:
-        """One column as strings, as the text and CSV renderers print it."""
+        """One column as the text and CSV renderers print it (cells are ``str``; ``None`` prints
+        as an empty cell)."""
         ct, t, a = self.ct, self.ct.table, self.ct.addr
         if name == "name":
             return t.name
@@ -70,8 +70,7 @@ class TensorRows:
         if name in ("layer", "expert"):
             v = getattr(a, name)
             return np.where(v >= 0, v.astype(str), "")
-        col = {"kind": ct.kind, "scheme": ct.scheme, "module": a.module, "projection": a.projection}[name]
-        return np.where(col == None, "", col).astype(str)   # noqa: E711 (elementwise on object arrays)
+        return {"kind": ct.kind, "scheme": ct.scheme, "module": a.module, "projection": a.projection}[name]
 
     def table(self, fmt: str, on_rows: Callable[[int], None] | None = None) -> str:
         return fixed_width_table(list(TABLE_COLUMNS), [self._text(c) for c in TABLE_COLUMNS], fmt, on_rows)
@@ -80,7 +79,7 @@ class TensorRows:
         cols = [self._text(c) for c in CSV_COLUMNS]
         cols[CSV_COLUMNS.index("loaded")] = np.where(self.ct.table.loaded, "True", "False")
         buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
+        w = csv.writer(buf, lineterminator="\n")     # csv writes None as an empty field
         w.writerow(CSV_COLUMNS)
         w.writerows(zip(*(c.tolist() for c in cols)))
         return buf.getvalue()

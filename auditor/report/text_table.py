@@ -40,7 +40,9 @@ def fixed_width_table(headers: Sequence[str], columns: Sequence[Sequence | np.nd
 
 
 def _cells(col: Sequence | np.ndarray) -> list[str]:
+    if isinstance(col, np.ndarray) and col.dtype.kind == "U":
+        return col.tolist()
     cells = col.tolist() if isinstance(col, np.ndarray) else list(col)
-    if all(type(x) is str for x in cells):
+    if set(map(type, cells)) <= {str}:
         return cells
     return ["" if x is None else str(x) for x in cells]
