@@ -6,7 +6,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
@@ -146,7 +148,6 @@ def test_inventory_by_tensor_table_csv_and_json_agree(ckpts, tmp_path, capsys):
     rows = js["tensor_rows"]
     assert len(rows) == js["tensors"]
     # independent: the shard header itself
-    import struct
     shard = ck / "quant_model_weights-00001-of-00001.safetensors"
     with open(shard, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
@@ -170,3 +171,16 @@ def test_inventory_by_tensor_table_csv_and_json_agree(ckpts, tmp_path, capsys):
     body = table[3:3 + len(rows)]
     assert [ln.split()[0] for ln in body] == [r["name"] for r in rows]
     assert all(ln.split()[2] == "x".join(map(str, r["shape"])) for ln, r in zip(body, rows) if r["shape"])
+
+
+def test_inventory_by_tensor_progress_only_when_asked_or_on_a_terminal(ckpts, capsys):
+    ck = ckpts / "glm5-tiny-w8a8"
+    assert main(["inventory", str(ck), "--by", "tensor", "-o", "/dev/null"]) == 0
+    assert "formatting tensor rows" not in capsys.readouterr().err        # captured stderr is no terminal
+    assert main(["inventory", str(ck), "--by", "tensor", "--progress", "-o", "/dev/null"]) == 0
+    err = capsys.readouterr().err
+    m = re.search(r"formatting tensor rows (\d+)/(\d+) rows", err)
+    assert m and m.group(1) == m.group(2)                                  # reached the end
+    with open(ck / "quant_model_weights.safetensors.index.json") as f:
+        indexed = len(json.load(f)["weight_map"])
+    assert int(m.group(2)) >= indexed                                     # every tensor (index + unindexed)
