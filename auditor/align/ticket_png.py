@@ -16,32 +16,23 @@ def _plt():
 
 
 def write_memory_waterfall(group: dict, path: Path, title: str) -> None:
-    plt = _plt()
-    steps = [(s["step"], s["bytes"] / GiB) for s in group["bridge"]]
-    fig, ax = plt.subplots(figsize=(10, 4 + 0.25 * len(steps)))
-    labels, lefts, widths, colors = ["naive estimate"], [0.0], [group["naive_bytes"] / GiB], ["#888888"]
-    x = group["naive_bytes"] / GiB
-    for name, v in steps:
-        labels.append(name)
-        lefts.append(x if v >= 0 else x + v)
-        widths.append(abs(v))
-        colors.append("#d62728" if v >= 0 else "#2ca02c")
-        x += v
-    labels.append("= predicted resident")
-    lefts.append(0.0)
-    widths.append(group["predicted_bytes"] / GiB)
-    colors.append("#1f77b4")
-    y = list(range(len(labels)))[::-1]
-    ax.barh(y, widths, left=lefts, color=colors)
-    ax.set_yticks(y, labels, fontsize=8)
-    obs = group["observed_bytes"] / GiB
-    ax.axvline(obs, color="black", linestyle="--", label=f"observed {obs:.3f} GiB")
-    ax.set_xlabel("GiB per rank")
+    """The memory report's waterfall (one drawing function for both), ending at the predicted
+    resident figure, with the observed one marked."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from ..report.memory_png import draw_memory_waterfall, waterfall_legend_handles
+
+    steps = ([{"step": "naive estimate", "bytes": group["naive_bytes"]}] + list(group["bridge"])
+             + [{"step": "predicted resident", "bytes": group["predicted_bytes"]}])
+    fig = Figure(figsize=(10, 2 + 0.32 * len(steps)), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    draw_memory_waterfall(ax, steps, group["observed_bytes"], unit=("GiB per rank", GiB))
     ax.set_title(f"{title}: ranks {group['ranks']}", fontsize=9)
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
+    fig.legend(handles=waterfall_legend_handles("observed (engine log)"), loc="outside lower center", ncol=4, fontsize=8,
+               frameon=False)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def write_time_by_class(rows: list[dict], path: Path, title: str) -> None:

@@ -69,14 +69,15 @@ def draw_memory_waterfall(ax: Any, bridge_steps: Sequence[dict], observed_bytes:
     return list(bars.patches)
 
 
-def waterfall_legend_handles(observed: bool) -> list[Any]:
+def waterfall_legend_handles(observed_label: str | None = None) -> list[Any]:
+    """Legend entries for a waterfall; ``observed_label`` names the observed line (None: no line)."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     handles = [Patch(color=COLOURS["total"], label="total"), Patch(color=COLOURS["increase"], label="adds"),
                Patch(color=COLOURS["decrease"], label="removes")]
-    if observed:
-        handles.append(Line2D([], [], color=COLOURS["observed"], linestyle="--", label="observed (--observed)"))
+    if observed_label:
+        handles.append(Line2D([], [], color=COLOURS["observed"], linestyle="--", label=observed_label))
     return handles
 
 
@@ -96,7 +97,7 @@ def memory_figure(rep: dict) -> Any:
             + ("SP " if p["sp"] else "") + f"role={p['role']}")
     ax.set_title(f"{m['name']} ({m['recipe'] or m['source']}): naive estimate -> resident weights, rank {w['rank']} "
                  f"(worst of {p['world']})\n{plan} | {rep['engine']['label']}", fontsize=9)
-    fig.legend(handles=waterfall_legend_handles(observed is not None), loc="outside lower center", ncol=4,
+    fig.legend(handles=waterfall_legend_handles("observed (--observed)" if observed is not None else None), loc="outside lower center", ncol=4,
                fontsize=8, frameon=False)
     return fig
 
