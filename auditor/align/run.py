@@ -11,6 +11,7 @@ from typing import Any
 
 from ..engines.profiles import get_profile
 from ..parallel import ParallelPlan
+from ..report.ranges import ranges
 from .evidence.bench import read_bench
 from .evidence.logs import LogEvidence, read_logs
 from .evidence.profile import read_profiles
@@ -81,19 +82,6 @@ def infer_plan(req: AlignRequest, logs: LogEvidence | None) -> tuple[ParallelPla
     return req.plan.with_(**kw), notes
 
 
-def _ranges(ranks: list[int]) -> str:
-    ranks = sorted(ranks)
-    out, start, prev = [], ranks[0], ranks[0]
-    for r in ranks[1:] + [None]:
-        if r is not None and r == prev + 1:
-            prev = r
-            continue
-        out.append(str(start) if start == prev else f"{start}-{prev}")
-        if r is not None:
-            start = prev = r
-    return ",".join(out)
-
-
 def memory_section(source, plan: ParallelPlan, logs: LogEvidence, req: AlignRequest, engines) -> dict:
     from .memory_fit import LedgerCache, fit_memory
     obs = observed_weights(logs, plan)
@@ -109,7 +97,7 @@ def memory_section(source, plan: ParallelPlan, logs: LogEvidence, req: AlignRequ
             by_pair.setdefault((b, int(round(best.ranks_bytes[r]))), []).append(r)
         for (ob, pr), ranks in sorted(by_pair.items(), key=lambda kv: kv[1][0]):
             r0 = ranks[0]
-            groups.append({"ranks": _ranges(ranks), "count": len(ranks), "observed_bytes": ob,
+            groups.append({"ranks": ranges(ranks), "count": len(ranks), "observed_bytes": ob,
                            "predicted_bytes": pr, "delta_bytes": ob - pr, "relative": (ob - pr) / pr if pr else None,
                            "naive_bytes": int(round(audit.ledger.naive[r0])),
                            "bridge": [{"step": s, "bytes": b} for s, b in audit.bridge(r0)]})
