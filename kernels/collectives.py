@@ -1,8 +1,8 @@
 """The alpha-beta collective cost (formulas in ``auditor.perf.collectives``' docstring) with plain
 float arguments, so the perf core can call it from inside njit loops over layers and ops.
 
-Kind codes: 0 all-reduce, 1 all-gather, 2 reduce-scatter, 3 all-to-all (``recv`` used only by
-all-to-all). ``beta`` is the effective bandwidth (bytes/s, already scaled by comm efficiency and
+Kind codes: ``kinds.ALL_REDUCE``, ``ALL_GATHER``, ``REDUCE_SCATTER``, ``ALL_TO_ALL`` (``recv`` used
+only by all-to-all). ``beta`` is the effective bandwidth (bytes/s, already scaled by comm efficiency and
 FULL_MESH share), ``alpha`` the latency (s), ``static_s`` the per-collective launch cost (s).
 """
 from __future__ import annotations
@@ -11,10 +11,9 @@ import math
 
 from numba import njit
 
-ALL_REDUCE = 0
-ALL_GATHER = 1
-REDUCE_SCATTER = 2
-ALL_TO_ALL = 3
+from .kinds import ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, REDUCE_SCATTER
+
+__all__ = ["ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL", "collective_wire_s", "collective_time_s"]
 
 
 @njit(cache=True)

@@ -4,29 +4,32 @@ Why a kernel: a sweep evaluates the same program (ops x layers) for hundreds of 
 workloads; the Python side builds the program once per (model, plan, quant, phase) as plain
 arrays and these functions turn (tokens, context, batch, mtp) into per-op token counts, FLOPs,
 bytes and times. The formulas live here and only here; ``auditor.perf.ops`` documents them.
+Every code and column index below is named in ``kinds.py`` (the one place to declare an op kind).
+One op row goes through one chain, ``op_tokens`` -> ``op_work`` -> ``op_time``, inside ``ops_time``;
+``evaluate_program`` (per-op rows for reports) and ``partial_time`` (the sweep) both call it.
 
 Program arrays (one row per op, see ``auditor.perf.program.Program.arrays``):
 
-* ``op_i[n, 5]`` int64: kind, stream, exp, dpmul, mma dtype code
-* ``op_f[n, 10]`` float64: p0..p7 (kind-specific), weight bytes, count
-* ``op_m[n]`` int64: multiplicity mode (0 fixed, 1 first MTP pass, 2 later MTP passes)
-* ``co_i[m, 5]`` int64: collective kind (0 AR, 1 AG, 2 RS, 3 A2A), group (0 tp, 1 dp, 2 ep),
-  stream, exp, dpmul
-* ``co_f[m, 3]`` float64: bytes per token, constant bytes, count;  ``co_m[m]`` multiplicity mode
+* ``op_i[n, N_OPI]`` int64: kind, stream, exp, dpmul, mma dtype code (``OPI_*``)
+* ``op_f[n, N_OPF]`` float64: the kind's parameter slots (``LINEAR_K`` ...), weight bytes, count
+* ``op_m[n]`` int64: multiplicity mode (``MULT_*``: fixed, first MTP pass, later MTP passes)
+* ``co_i[m, N_COI]`` int64: collective kind, group, stream, exp, dpmul (``COI_*``)
+* ``co_f[m, N_COF]`` float64: bytes per token, constant bytes, count;  ``co_m[m]`` multiplicity mode
 
 Token count of an op: base = requests x queries of its stream; ``exp`` < 0 means the token
 range is sequence-sharded by TP (ceil(base / tp^-exp)), ``exp`` > 0 means it was gathered more
 than once (base x tp^exp, a contract violation the tests look for); times ``dpmul`` for
 tensors gathered across DP.
 
-Streams (``stream_table``): 0 = the main forward (prefill: batch x tokens; decode: batch x
-(1+K)), 1 = a later MTP drafter pass (batch x 1, context grown by the main query length),
-2 = rows that reach lm_head (prefill: one per request; decode: 1+K per request).
+Streams (``stream_table``): ``STREAM_MAIN`` = the main forward (prefill: batch x tokens; decode:
+batch x (1+K)), ``STREAM_MTP_LATER`` = a later MTP drafter pass (batch x 1, context grown by the
+main query length), ``STREAM_ROWS`` = rows that reach lm_head (prefill: one per request; decode:
+1+K per request).
 
-Device vector ``dev``: 0 hbm bytes/s, 1 eta_memory, 2 eta_compute, 3 eta_sfa_kv (relative to
-memory), 4 eta_indexer_cache (relative to memory), 5 static mma s, 6 static gp s, 7 static comm s,
-8 vector peak FLOP/s, 9..13 mma peak FLOP/s for F32, BF16, F16, I8, F8 (0 = absent -> BF16).
-Groups ``grp[3, 3]``: per tp/dp/ep row (size, effective bytes/s, latency s).
+Device vector ``dev[N_DEV]`` (``DEV_*``): hbm bytes/s, eta_memory, eta_compute, eta_sfa_kv and
+eta_indexer_cache (relative to memory), static mma / gp / comm s, vector peak FLOP/s, then the mma
+peak FLOP/s per dtype code (0 = absent -> BF16). Groups ``grp[N_GROUPS, N_GRP]``: per tp/dp/ep row
+(size, effective bytes/s, latency s).
 """
 from __future__ import annotations
 
@@ -36,40 +39,42 @@ import numpy as np
 from numba import njit, prange
 
 from .collectives import collective_time_s
+from .kinds import (ATTN, BMM, CAPPED, CO_BYTES, CO_COUNT, CO_TIME, COF_BYTES_PER_TOKEN, COF_CONST_BYTES,
+                    COF_COUNT, COI_DPMUL, COI_EXP, COI_GROUP, COI_KIND, COI_STREAM, DEV_ETA_COMPUTE,
+                    DEV_ETA_INDEXER_CACHE, DEV_ETA_MEMORY, DEV_ETA_SFA_KV, DEV_HBM, DEV_MMA_PEAK,
+                    DEV_STATIC_COMM, DEV_STATIC_GP, DEV_STATIC_MMA, DEV_VECTOR_PEAK, DT_BF16, EMBED, EMBED_H,
+                    GMM, GMM_ACT_BYTES, GMM_DOMAIN, GMM_DYNAMIC, GMM_E, GMM_H, GMM_I, GMM_TOPK,
+                    GRP_BW, GRP_LATENCY, GRP_SIZE, IDX_DIM, IDX_HEADS, IDX_SCORE, IDX_TOPK, LINEAR,
+                    LINEAR_ACT_BYTES, LINEAR_DYNAMIC, LINEAR_K, LINEAR_N, LINEAR_OUT_BYTES, ATTN_HEAD_DIM,
+                    ATTN_HEADS, ATTN_KV_HEADS, BMM_HEADS, BMM_K, BMM_N, MULT_ALWAYS, MULT_FIRST_MTP,
+                    N_CO_OUT, N_OUT, N_PARAMS, N_STREAMS, N_ST, OPF_COUNT, OPF_WEIGHT, OPI_DPMUL, OPI_DTYPE,
+                    OPI_EXP, OPI_KIND, OPI_STREAM, OUT_BOUND, OUT_BYTES, OUT_COUNT, OUT_MMA, OUT_T_COMPUTE,
+                    OUT_T_MEMORY, OUT_TIME, OUT_TOKENS, OUT_VEC, RND_INDEXER_CACHE, RND_NONE, RND_SFA_KV,
+                    ROUTER_E, ROUTER_K, ROUTER_TOPK, SFA, SFA_CAP, SFA_HEADS, SFA_LATENT, SFA_ROPE, ST_CONTEXT,
+                    ST_DECODE, ST_QUERIES, ST_REQUESTS, STREAM_MAIN, STREAM_MTP_LATER, STREAM_ROWS, TOPK_K,
+                    VEC, VEC_D, VEC_OPS, VEC_TENSORS, ZERO)
 
-# op kinds (mirrored by auditor.perf.ops.Kind)
-LINEAR = 1
-BMM = 2
-VEC = 3
-SFA = 4
-IDX_SCORE = 5
-IDX_TOPK = 6
-ROUTER_TOPK = 7
-GMM = 8
-EMBED = 9
-ZERO = 10
-ATTN = 11
-
-N_OUT = 9   # tokens, mma, vec, bytes, t_compute, t_memory, time, count, bound(1 compute)
+__all__ = ["N_OUT", "N_CO_OUT", "evaluate_program", "partial_time", "sweep_grid", "stream_table", "op_work",
+           "ops_time", "colls_time"]
 
 
 @njit(cache=True)
 def stream_table(decode: int, tokens: float, context: float, batch: float, mtp: float) -> np.ndarray:
-    """[3, 4] rows of (requests, queries per request, context, is_decode) per stream."""
-    s = np.empty((3, 4))
+    """[N_STREAMS, N_ST] rows of (requests, queries per request, context, is_decode) per stream."""
+    s = np.empty((N_STREAMS, N_ST))
     q0 = 1.0 + mtp if decode else tokens
-    s[0, 0] = batch
-    s[0, 1] = q0
-    s[0, 2] = context
-    s[0, 3] = decode
-    s[1, 0] = batch
-    s[1, 1] = 1.0
-    s[1, 2] = context + q0
-    s[1, 3] = 1.0
-    s[2, 0] = batch
-    s[2, 1] = 1.0 + mtp if decode else 1.0
-    s[2, 2] = context
-    s[2, 3] = decode
+    s[STREAM_MAIN, ST_REQUESTS] = batch
+    s[STREAM_MAIN, ST_QUERIES] = q0
+    s[STREAM_MAIN, ST_CONTEXT] = context
+    s[STREAM_MAIN, ST_DECODE] = decode
+    s[STREAM_MTP_LATER, ST_REQUESTS] = batch
+    s[STREAM_MTP_LATER, ST_QUERIES] = 1.0
+    s[STREAM_MTP_LATER, ST_CONTEXT] = context + q0
+    s[STREAM_MTP_LATER, ST_DECODE] = 1.0
+    s[STREAM_ROWS, ST_REQUESTS] = batch
+    s[STREAM_ROWS, ST_QUERIES] = 1.0 + mtp if decode else 1.0
+    s[STREAM_ROWS, ST_CONTEXT] = context
+    s[STREAM_ROWS, ST_DECODE] = decode
     return s
 
 
@@ -101,9 +106,9 @@ def capped_pairs(n: float, q: float, c: float, cap: float) -> float:
 
 @njit(cache=True)
 def mult(mode: int, mtp: float) -> float:
-    if mode == 0:
+    if mode == MULT_ALWAYS:
         return 1.0
-    if mode == 1:
+    if mode == MULT_FIRST_MTP:
         return 1.0 if mtp >= 1.0 else 0.0
     return max(mtp - 1.0, 0.0)
 
@@ -114,79 +119,81 @@ def op_work(kind: int, p: np.ndarray, w: float, t: float, frac: float, st: np.nd
 
     ``t`` = tokens the op processes on this rank; ``frac`` = t / stream tokens (the share of the
     stream's queries this rank owns, used for attention-like work); ``st`` = (requests, queries,
-    context, is_decode) of its stream. Random kind: 0 none, 1 SFA KV gather, 2 indexer cache.
+    context, is_decode) of its stream. Random kind: ``RND_*`` (none, SFA KV gather, indexer cache).
     """
-    n = st[0]
-    q = st[1]
-    c = st[2]
-    dec = st[3] > 0.5
-    if kind == LINEAR:      # p: K, N, act_in_bytes, dynamic_quant, out_bytes
-        k = p[0]
-        nn = p[1]
+    n = st[ST_REQUESTS]
+    q = st[ST_QUERIES]
+    c = st[ST_CONTEXT]
+    dec = st[ST_DECODE] > 0.5
+    if kind == LINEAR:
+        k = p[LINEAR_K]
+        nn = p[LINEAR_N]
+        dyn = p[LINEAR_DYNAMIC] > 0.5
         mma = 2.0 * t * k * nn
-        vec = 4.0 * t * k if p[3] > 0.5 else 0.0
-        seq = t * k * p[2] + w + t * nn * p[4] + (t * k * 2.0 if p[3] > 0.5 else 0.0)
-        return mma, vec, seq, 0.0, 0
-    if kind == BMM:         # p: heads, K, N
-        h = p[0]
-        mma = 2.0 * t * h * p[1] * p[2]
-        seq = t * h * p[1] * 2.0 + w + t * h * p[2] * 2.0
-        return mma, 0.0, seq, 0.0, 0
-    if kind == VEC:         # p: D, tensors read+written, ops per element
-        return 0.0, t * p[0] * p[2], t * p[0] * 2.0 * p[1], 0.0, 0
-    if kind == SFA:         # p: heads, latent, rope, top-k cap
-        h = p[0]
-        dl = p[1]
-        dr = p[2]
-        cap = p[3]
+        vec = 4.0 * t * k if dyn else 0.0
+        seq = t * k * p[LINEAR_ACT_BYTES] + w + t * nn * p[LINEAR_OUT_BYTES] + (t * k * 2.0 if dyn else 0.0)
+        return mma, vec, seq, 0.0, RND_NONE
+    if kind == BMM:
+        h = p[BMM_HEADS]
+        mma = 2.0 * t * h * p[BMM_K] * p[BMM_N]
+        seq = t * h * p[BMM_K] * 2.0 + w + t * h * p[BMM_N] * 2.0
+        return mma, 0.0, seq, 0.0, RND_NONE
+    if kind == VEC:
+        return 0.0, t * p[VEC_D] * p[VEC_OPS], t * p[VEC_D] * 2.0 * p[VEC_TENSORS], 0.0, RND_NONE
+    if kind == SFA:
+        h = p[SFA_HEADS]
+        dl = p[SFA_LATENT]
+        dr = p[SFA_ROPE]
+        cap = p[SFA_CAP]
         pairs = capped_pairs(n, q, c, cap) * frac
         mma = 2.0 * pairs * h * (dl + dr) + 2.0 * pairs * h * dl
         vec = 4.0 * pairs * h
         seq = t * h * (dl + dr) * 2.0 + t * h * dl * 2.0
-        if cap < 1e17:
+        if cap < CAPPED:
             seq += t * cap * 4.0
         if dec:
             entries = n * math.ceil(q / 64.0) * min(c + q, cap) * frac
-            return mma, vec, seq, entries * (dl + dr) * 2.0, 1
-        return mma, vec, seq + pairs * (dl + dr) * 2.0, 0.0, 0
-    if kind == IDX_SCORE:   # p: index heads, index head dim
-        ih = p[0]
-        d = p[1]
+            return mma, vec, seq, entries * (dl + dr) * 2.0, RND_SFA_KV
+        return mma, vec, seq + pairs * (dl + dr) * 2.0, 0.0, RND_NONE
+    if kind == IDX_SCORE:
+        ih = p[IDX_HEADS]
+        d = p[IDX_DIM]
         keys = causal_keys(n, q, c) * frac
         mma = 2.0 * keys * ih * d
         vec = 3.0 * keys * ih
         seq = t * ih * d * 2.0 + t * ih * 4.0
         if dec:
-            return mma, vec, seq, n * q * frac * (c + q) * d * 2.0, 2
+            return mma, vec, seq, n * q * frac * (c + q) * d * 2.0, RND_INDEXER_CACHE
         tiles = math.ceil(q * frac / 128.0)
-        return mma, vec, seq + n * tiles * (c + q) * d * 2.0, 0.0, 0
-    if kind == IDX_TOPK:    # p: top-k kept
+        return mma, vec, seq + n * tiles * (c + q) * d * 2.0, 0.0, RND_NONE
+    if kind == IDX_TOPK:
         keys = causal_keys(n, q, c) * frac
-        return 0.0, keys, t * p[0] * 4.0, 0.0, 0
-    if kind == ROUTER_TOPK:  # p: E, k
-        return 0.0, 4.0 * t * p[0], t * p[0] * 4.0 + t * p[1] * 8.0, 0.0, 0
-    if kind == GMM:         # p: H, I, k, E, domain multiplier, act_in_bytes, dynamic
-        h = p[0]
-        inter = p[1]
-        k = p[2]
+        return 0.0, keys, t * p[TOPK_K] * 4.0, 0.0, RND_NONE
+    if kind == ROUTER_TOPK:
+        return 0.0, 4.0 * t * p[ROUTER_E], t * p[ROUTER_E] * 4.0 + t * p[ROUTER_K] * 8.0, 0.0, RND_NONE
+    if kind == GMM:
+        h = p[GMM_H]
+        inter = p[GMM_I]
+        k = p[GMM_TOPK]
+        a = p[GMM_ACT_BYTES]
         rows = t * k
         mma = 6.0 * rows * h * inter
         vec = 3.0 * rows * inter
-        if p[6] > 0.5:
+        if p[GMM_DYNAMIC] > 0.5:
             vec += 4.0 * rows * (h + inter)
-        hit = 1.0 - (1.0 - k / p[3]) ** (t * p[4]) if t > 0 else 0.0
-        seq = rows * h * p[5] + rows * 2.0 * inter * 2.0 + rows * inter * p[5] + rows * h * 2.0 + w * hit
-        return mma, vec, seq, 0.0, 0
-    if kind == EMBED:       # p: H
-        return 0.0, 0.0, t * p[0] * 4.0 + t * 4.0, 0.0, 0
-    if kind == ATTN:        # p: heads, kv heads, head dim  (dense causal flash attention)
-        h = p[0]
-        hd = p[2]
+        hit = 1.0 - (1.0 - k / p[GMM_E]) ** (t * p[GMM_DOMAIN]) if t > 0 else 0.0
+        seq = rows * h * a + rows * 2.0 * inter * 2.0 + rows * inter * a + rows * h * 2.0 + w * hit
+        return mma, vec, seq, 0.0, RND_NONE
+    if kind == EMBED:
+        return 0.0, 0.0, t * p[EMBED_H] * 4.0 + t * 4.0, 0.0, RND_NONE
+    if kind == ATTN:        # dense causal flash attention
+        h = p[ATTN_HEADS]
+        hd = p[ATTN_HEAD_DIM]
         pairs = causal_keys(n, q, c) * frac
         mma = 4.0 * pairs * h * hd
-        kv = n * (c + q) * p[1] * hd * 4.0
-        return mma, 4.0 * pairs * h, t * h * hd * 4.0 + kv, 0.0, 0
-    return 0.0, 0.0, 0.0, 0.0, 0
+        kv = n * (c + q) * p[ATTN_KV_HEADS] * hd * 4.0
+        return mma, 4.0 * pairs * h, t * h * hd * 4.0 + kv, 0.0, RND_NONE
+    return 0.0, 0.0, 0.0, 0.0, RND_NONE
 
 
 @njit(cache=True)
@@ -195,66 +202,18 @@ def op_time(kind: int, dtype: int, mma: float, vec: float, seq: float, rnd: floa
     """(t_compute, t_memory, time) in seconds: max(compute, memory) + launch cost."""
     if kind == ZERO:
         return 0.0, 0.0, 0.0
-    peak = dev[9 + dtype]
+    peak = dev[DEV_MMA_PEAK + dtype]
     if peak <= 0.0:
-        peak = dev[10]
-    tc = (mma / peak + vec / dev[8]) / dev[2]
-    bw = dev[0] * dev[1]
+        peak = dev[DEV_MMA_PEAK + DT_BF16]
+    tc = (mma / peak + vec / dev[DEV_VECTOR_PEAK]) / dev[DEV_ETA_COMPUTE]
+    bw = dev[DEV_HBM] * dev[DEV_ETA_MEMORY]
     tm = seq / bw
-    if rkind == 1:
-        tm += rnd / (bw * dev[3])
-    elif rkind == 2:
-        tm += rnd / (bw * dev[4])
-    static = dev[5] if mma > 0.0 else dev[6]
+    if rkind == RND_SFA_KV:
+        tm += rnd / (bw * dev[DEV_ETA_SFA_KV])
+    elif rkind == RND_INDEXER_CACHE:
+        tm += rnd / (bw * dev[DEV_ETA_INDEXER_CACHE])
+    static = dev[DEV_STATIC_MMA] if mma > 0.0 else dev[DEV_STATIC_GP]
     return tc, tm, max(tc, tm) + static
-
-
-@njit(cache=True)
-def coll_time(kind: int, m: float, grp_row: np.ndarray, static_s: float) -> float:
-    return collective_time_s(kind, m, grp_row[0], grp_row[1], grp_row[2], m, static_s)
-
-
-@njit(cache=True)
-def evaluate_program(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.ndarray,
-                     co_f: np.ndarray, co_m: np.ndarray, decode: int, tp: float, tokens: float,
-                     context: float, batch: float, mtp: float, dev: np.ndarray, grp: np.ndarray,
-                     op_out: np.ndarray, co_out: np.ndarray) -> float:
-    """Fill per-op rows ``op_out[n, N_OUT]`` and per-collective rows ``co_out[m, 3]`` (bytes,
-    time, count) for ONE workload; return the phase time in seconds (ops and collectives are
-    serialised: no compute/communication overlap is assumed)."""
-    st = stream_table(decode, tokens, context, batch, mtp)
-    total = 0.0
-    for i in range(op_i.shape[0]):
-        kind = op_i[i, 0]
-        s = op_i[i, 1]
-        base = st[s, 0] * st[s, 1]
-        t = op_tokens(base, op_i[i, 2], op_i[i, 3], tp)
-        frac = t / base if base > 0 else 0.0
-        mma, vec, seq, rnd, rk = op_work(kind, op_f[i, :8], op_f[i, 8], t, frac, st[s])
-        tc, tm, tt = op_time(kind, op_i[i, 4], mma, vec, seq, rnd, rk, dev)
-        cnt = op_f[i, 9] * mult(op_m[i], mtp)
-        op_out[i, 0] = t
-        op_out[i, 1] = mma
-        op_out[i, 2] = vec
-        op_out[i, 3] = seq + rnd
-        op_out[i, 4] = tc
-        op_out[i, 5] = tm
-        op_out[i, 6] = tt
-        op_out[i, 7] = cnt
-        op_out[i, 8] = 1.0 if tc >= tm else 0.0
-        total += tt * cnt
-    for j in range(co_i.shape[0]):
-        s = co_i[j, 2]
-        base = st[s, 0] * st[s, 1]
-        t = op_tokens(base, co_i[j, 3], co_i[j, 4], tp)
-        m = t * co_f[j, 0] + co_f[j, 1]
-        tt = coll_time(co_i[j, 0], m, grp[co_i[j, 1]], dev[7])
-        cnt = co_f[j, 2] * mult(co_m[j], mtp)
-        co_out[j, 0] = m
-        co_out[j, 1] = tt
-        co_out[j, 2] = cnt
-        total += tt * cnt
-    return total
 
 
 # which ops a partial evaluation covers
@@ -269,6 +228,80 @@ def context_dependent(kind: int) -> bool:
 
 
 @njit(cache=True)
+def ops_time(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, st: np.ndarray, tp: float, mtp: float,
+             dev: np.ndarray, part: int, fill: bool, op_out: np.ndarray) -> float:
+    """Sum of time x count over the op rows, each row through the one chain op_tokens -> op_work
+    -> op_time. ``fill``: every row's outputs go to ``op_out[n, N_OUT]`` (``part`` must be
+    ``ALL_PARTS``); otherwise only the rows of ``part`` are summed and rows that cost nothing
+    (layout ops, MTP passes not run) are skipped unevaluated: the sweep's inner loop.
+    One loop for both uses, not a per-row helper: a call per row costs the kernel ~2x."""
+    total = 0.0
+    for i in range(op_i.shape[0]):
+        kind = op_i[i, OPI_KIND]
+        if not fill and (kind == ZERO or (part != ALL_PARTS and context_dependent(kind) != (part == CTX_PART))):
+            continue
+        cnt = op_f[i, OPF_COUNT] * mult(op_m[i], mtp)
+        if not fill and cnt == 0.0:
+            continue
+        s = op_i[i, OPI_STREAM]
+        base = st[s, ST_REQUESTS] * st[s, ST_QUERIES]
+        t = op_tokens(base, op_i[i, OPI_EXP], op_i[i, OPI_DPMUL], tp)
+        frac = t / base if base > 0 else 0.0
+        mma, vec, seq, rnd, rk = op_work(kind, op_f[i, :N_PARAMS], op_f[i, OPF_WEIGHT], t, frac, st[s])
+        tc, tm, tt = op_time(kind, op_i[i, OPI_DTYPE], mma, vec, seq, rnd, rk, dev)
+        if fill:
+            op_out[i, OUT_TOKENS] = t
+            op_out[i, OUT_MMA] = mma
+            op_out[i, OUT_VEC] = vec
+            op_out[i, OUT_BYTES] = seq + rnd
+            op_out[i, OUT_T_COMPUTE] = tc
+            op_out[i, OUT_T_MEMORY] = tm
+            op_out[i, OUT_TIME] = tt
+            op_out[i, OUT_COUNT] = cnt
+            op_out[i, OUT_BOUND] = 1.0 if tc >= tm else 0.0
+        total += tt * cnt
+    return total
+
+
+@njit(cache=True)
+def colls_time(co_i: np.ndarray, co_f: np.ndarray, co_m: np.ndarray, st: np.ndarray, tp: float, mtp: float,
+               grp: np.ndarray, dev: np.ndarray, fill: bool, co_out: np.ndarray, total: float) -> float:
+    """``total`` plus time x count of every collective row (bytes per rank from its token range,
+    alpha-beta time on its group); ``fill`` writes ``co_out[m, N_CO_OUT]``, otherwise rows run
+    zero times are skipped."""
+    for j in range(co_i.shape[0]):
+        cnt = co_f[j, COF_COUNT] * mult(co_m[j], mtp)
+        if not fill and cnt == 0.0:
+            continue
+        s = co_i[j, COI_STREAM]
+        base = st[s, ST_REQUESTS] * st[s, ST_QUERIES]
+        t = op_tokens(base, co_i[j, COI_EXP], co_i[j, COI_DPMUL], tp)
+        m = t * co_f[j, COF_BYTES_PER_TOKEN] + co_f[j, COF_CONST_BYTES]
+        g = co_i[j, COI_GROUP]
+        tt = collective_time_s(co_i[j, COI_KIND], m, grp[g, GRP_SIZE], grp[g, GRP_BW], grp[g, GRP_LATENCY], m,
+                               dev[DEV_STATIC_COMM])
+        if fill:
+            co_out[j, CO_BYTES] = m
+            co_out[j, CO_TIME] = tt
+            co_out[j, CO_COUNT] = cnt
+        total += tt * cnt
+    return total
+
+
+@njit(cache=True)
+def evaluate_program(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.ndarray,
+                     co_f: np.ndarray, co_m: np.ndarray, decode: int, tp: float, tokens: float,
+                     context: float, batch: float, mtp: float, dev: np.ndarray, grp: np.ndarray,
+                     op_out: np.ndarray, co_out: np.ndarray) -> float:
+    """Fill per-op rows ``op_out[n, N_OUT]`` and per-collective rows ``co_out[m, N_CO_OUT]`` for ONE
+    workload; return the phase time in seconds (ops and collectives are serialised: no
+    compute/communication overlap is assumed)."""
+    st = stream_table(decode, tokens, context, batch, mtp)
+    total = ops_time(op_i, op_f, op_m, st, tp, mtp, dev, ALL_PARTS, True, op_out)
+    return colls_time(co_i, co_f, co_m, st, tp, mtp, grp, dev, True, co_out, total)
+
+
+@njit(cache=True)
 def partial_time(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.ndarray, co_f: np.ndarray,
                  co_m: np.ndarray, decode: int, tp: float, tokens: float, context: float, batch: float,
                  mtp: float, dev: np.ndarray, grp: np.ndarray, part: int) -> float:
@@ -276,40 +309,10 @@ def partial_time(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.
     (``ALL_PARTS``), only the context-dependent ops (``CTX_PART``) or everything else including
     the collectives (``REST_PART``); the last two sum to the first."""
     st = stream_table(decode, tokens, context, batch, mtp)
-    total = 0.0
-    for i in range(op_i.shape[0]):
-        kind = op_i[i, 0]
-        if kind == ZERO or (part != ALL_PARTS and context_dependent(kind) != (part == CTX_PART)):
-            continue
-        cnt = op_f[i, 9] * mult(op_m[i], mtp)
-        if cnt == 0.0:
-            continue
-        s = op_i[i, 1]
-        base = st[s, 0] * st[s, 1]
-        t = op_tokens(base, op_i[i, 2], op_i[i, 3], tp)
-        frac = t / base if base > 0 else 0.0
-        mma, vec, seq, rnd, rk = op_work(kind, op_f[i, :8], op_f[i, 8], t, frac, st[s])
-        total += op_time(kind, op_i[i, 4], mma, vec, seq, rnd, rk, dev)[2] * cnt
+    total = ops_time(op_i, op_f, op_m, st, tp, mtp, dev, part, False, st)    # st: an unused out array
     if part == CTX_PART:
         return total
-    for j in range(co_i.shape[0]):
-        cnt = co_f[j, 2] * mult(co_m[j], mtp)
-        if cnt == 0.0:
-            continue
-        s = co_i[j, 2]
-        base = st[s, 0] * st[s, 1]
-        t = op_tokens(base, co_i[j, 3], co_i[j, 4], tp)
-        total += coll_time(co_i[j, 0], t * co_f[j, 0] + co_f[j, 1], grp[co_i[j, 1]], dev[7]) * cnt
-    return total
-
-
-@njit(cache=True)
-def program_time(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.ndarray,
-                 co_f: np.ndarray, co_m: np.ndarray, decode: int, tp: float, tokens: float,
-                 context: float, batch: float, mtp: float, dev: np.ndarray, grp: np.ndarray) -> float:
-    """Phase time only (no per-op output)."""
-    return partial_time(op_i, op_f, op_m, co_i, co_f, co_m, decode, tp, tokens, context, batch, mtp, dev, grp,
-                        ALL_PARTS)
+    return colls_time(co_i, co_f, co_m, st, tp, mtp, grp, dev, False, st, total)
 
 
 @njit(cache=True, parallel=True)
@@ -326,16 +329,4 @@ def sweep_grid(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.nd
         for c in range(contexts.shape[0]):
             out[u, c] = fixed + partial_time(op_i, op_f, op_m, co_i, co_f, co_m, decode, tp, tok, contexts[c],
                                              bat, mtp, dev, grp, CTX_PART)
-    return out
-
-
-@njit(cache=True, parallel=True)
-def sweep_times(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.ndarray,
-                co_f: np.ndarray, co_m: np.ndarray, decode: int, tp: float, cfg: np.ndarray,
-                dev: np.ndarray, grp: np.ndarray) -> np.ndarray:
-    """Batched evaluation: ``cfg[k] = (tokens, context, batch, mtp)``; returns seconds per row."""
-    out = np.empty(cfg.shape[0])
-    for k in prange(cfg.shape[0]):
-        out[k] = program_time(op_i, op_f, op_m, co_i, co_f, co_m, decode, tp, cfg[k, 0], cfg[k, 1],
-                              cfg[k, 2], cfg[k, 3], dev, grp)
     return out

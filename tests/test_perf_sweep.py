@@ -72,21 +72,28 @@ def test_sweep_cli_csv(tmp_path):
         float(top_dec["decode_tok_s_per_device"]), abs=1e-3)
 
 
-def test_grid_kernel_equals_generic_batched_kernel():
+def test_grid_kernel_equals_full_evaluation():
+    """The sweep's split (context-independent ops once per key, attention-like ops per context)
+    must add up to the full per-op evaluation of every grid point."""
     import numpy as np
-    from auditor_kernels.perf_core import sweep_grid, sweep_times
+    from auditor_kernels import kinds as K
+    from auditor_kernels.perf_core import evaluate_program, sweep_grid
 
     from auditor.perf.api import cached_program
     from auditor.perf.device import device_vector, group_table
     plan = ParallelPlan(tp=8, dp=2, ep=16, sp=True)
     prog = cached_program(SPEC, plan, ENGINE, "w8a8", "decode", "repetition", True)
+    arrays = prog.arrays()
     keys = np.array([[1.0, 4.0, 0.0], [1.0, 16.0, 3.0]])
     ctx = np.array([0.0, 1000.0, 50000.0])
     dv, grp = device_vector(DEV), group_table(DEV, plan)
-    grid = sweep_grid(*prog.arrays(), 1, 8.0, keys, ctx, dv, grp)
-    cfg = np.array([[k[0], c, k[1], k[2]] for k in keys for c in ctx])
-    flat = sweep_times(*prog.arrays(), 1, 8.0, cfg, dv, grp)
-    assert np.allclose(grid.ravel(), flat, rtol=1e-12)
+    grid = sweep_grid(*arrays, 1, 8.0, keys, ctx, dv, grp)
+    op_out = np.empty((arrays[0].shape[0], K.N_OUT))
+    co_out = np.empty((arrays[3].shape[0], K.N_CO_OUT))
+    for u, (tok, bat, mtp) in enumerate(keys):
+        for c, context in enumerate(ctx):
+            full = evaluate_program(*arrays, 1, 8.0, tok, context, bat, mtp, dv, grp, op_out, co_out)
+            assert grid[u, c] == pytest.approx(full, rel=1e-12)
     assert grid[0, 2] > grid[0, 1] > grid[0, 0]          # longer context costs more
 
 

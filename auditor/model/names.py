@@ -23,7 +23,6 @@ _EXPERT_RE = re.compile(r"^mlp\.experts\.(\d+)\.(.*)$")
 # suffixes that name a quantization or auxiliary tensor of a linear
 AUX_SUFFIXES = ("weight_scale_inv", "weight_scale_second", "weight_scale", "weight_offset", "deq_scale",
                 "input_scale", "input_offset", "quant_bias", "scale_bias", "weight_packed")
-MTP_ONLY = ("enorm", "hnorm", "eh_proj", "shared_head", "embed_tokens")
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from auditor_kernels import kinds as K
 
 from ..errors import AuditInputError
 from ..model.spec import ModelSpec
@@ -66,8 +67,8 @@ class PhaseResult:
     phase: str
     workload: Workload
     program: Program
-    op_out: np.ndarray      # [n, 9]: tokens, mma, vec, bytes, t_c, t_m, time, count, bound
-    co_out: np.ndarray      # [m, 3]: bytes, time, count
+    op_out: np.ndarray      # [n, kinds.N_OUT]: columns kinds.OUT_* (tokens, mma, ..., time, count, bound)
+    co_out: np.ndarray      # [m, kinds.N_CO_OUT]: columns kinds.CO_* (bytes, time, count)
     time_s: float
     sources: list[str] = field(default_factory=list)   # per op row
     _cache: dict = field(default_factory=dict, repr=False)
@@ -79,17 +80,17 @@ class PhaseResult:
     @property
     def flops(self) -> float:
         o = self.op_out
-        return float(((o[:, 1] + o[:, 2]) * o[:, 7]).sum())
+        return float(((o[:, K.OUT_MMA] + o[:, K.OUT_VEC]) * o[:, K.OUT_COUNT]).sum())
 
     @property
     def bytes(self) -> float:
         o = self.op_out
-        return float((o[:, 3] * o[:, 7]).sum())
+        return float((o[:, K.OUT_BYTES] * o[:, K.OUT_COUNT]).sum())
 
     @property
     def comm_ms(self) -> float:
         c = self.co_out
-        return float((c[:, 1] * c[:, 2]).sum()) * 1e3
+        return float((c[:, K.CO_TIME] * c[:, K.CO_COUNT]).sum()) * 1e3
 
     @property
     def tokens(self) -> int:
@@ -108,9 +109,9 @@ class PhaseResult:
     # -- expansion to one entry per op per layer ---------------------------------------------
     def _instances(self, mult: int, layers: list[int]) -> list[tuple[int | None, int | None]]:
         """(layer, pass) pairs an op row stands for in the expanded graph."""
-        if mult == 0:
+        if mult == K.MULT_ALWAYS:
             return [(L, None) for L in layers] if layers else [(None, None)]
-        if mult == 1:
+        if mult == K.MULT_FIRST_MTP:
             return [(L, 1) for L in layers] if self.workload.mtp >= 1 else []
         return [(L, p) for L in layers for p in range(2, self.workload.mtp + 1)]
 
@@ -126,16 +127,21 @@ class PhaseResult:
         """The layer-independent fields of op row ``i``."""
         op, o = self.program.ops[i], self.op_out[i]
         base = self.workload.stream_tokens()
-        t_in, t_out = int(o[0]), op.tok_out.count(base[op.tok_out.stream], self.program.tp)
+        t_in, t_out = int(o[K.OUT_TOKENS]), op.tok_out.count(base[op.tok_out.stream], self.program.tp)
         _, q, c = self.workload.stream_rows()[op.tok.stream]
-        sym = {"T": t_in, "U": t_out, "K": q + c, "R": t_in * int(op.params[2]) if op.kind == 8 else 0}
+        rows = t_in * int(op.params[K.GMM_TOPK]) if op.kind == K.GMM else 0
+        sym = {"T": t_in, "U": t_out, "K": q + c, "R": rows}
+        if op.kind == K.ZERO:
+            bound = "layout"
+        else:
+            bound = "compute" if o[K.OUT_BOUND] > 0.5 else "memory"
         return {
             "name": op.name, "kind": op.cls, "tokens": t_in, "layout": op.layout,
             "shape_in": _shapes(op.shapes_in, sym), "shape_out": _shapes(op.shapes_out, sym),
-            "dtype": op.dtype, "flops": float(o[1] + o[2]), "mma_flops": float(o[1]),
-            "vector_flops": float(o[2]), "bytes": float(o[3]), "weight_bytes": float(op.weight),
-            "bound": "layout" if op.kind == 10 else ("compute" if o[8] > 0.5 else "memory"),
-            "time_us": float(o[6]) * 1e6, "source": self.sources[i] if self.sources else "analytic",
+            "dtype": op.dtype, "flops": float(o[K.OUT_MMA] + o[K.OUT_VEC]), "mma_flops": float(o[K.OUT_MMA]),
+            "vector_flops": float(o[K.OUT_VEC]), "bytes": float(o[K.OUT_BYTES]), "weight_bytes": float(op.weight),
+            "bound": bound, "time_us": float(o[K.OUT_TIME]) * 1e6,
+            "source": self.sources[i] if self.sources else "analytic",
             "module": op.module,
         }
 
@@ -168,8 +174,8 @@ class PhaseResult:
         for j, c in enumerate(self.program.colls):
             o = self.co_out[j]
             rec = {"kind": c.kind, "group": c.group, "tensor": c.tensor,
-                   "tokens": c.tok.count(base[c.tok.stream], tp), "bytes": float(o[0]),
-                   "time_us": float(o[1]) * 1e6, "after": c.after}
+                   "tokens": c.tok.count(base[c.tok.stream], tp), "bytes": float(o[K.CO_BYTES]),
+                   "time_us": float(o[K.CO_TIME]) * 1e6, "after": c.after}
             if seq:
                 rec["seq"] = c.seq
             for layer, p in self._instances(c.mult, c.layers):
@@ -223,7 +229,7 @@ def cached_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str
 
 def evaluate_phase(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: Workload, device: Any,
                    recipe: str, graph: str = "expanded", table: Any = None) -> PhaseResult:
-    from auditor_kernels.perf_core import N_OUT, evaluate_program   # lazy: numba import is slow
+    from auditor_kernels.perf_core import evaluate_program   # lazy: numba import is slow
 
     from .device import device_vector, group_table
     workload.validate()
@@ -235,8 +241,8 @@ def evaluate_phase(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: W
     # the MTP passes are always in the program; their multiplicity (K, K-1 or 0) is a kernel input
     prog = cached_program(spec, plan, engine, recipe, workload.phase, graph, True)
     op_i, op_f, op_m, co_i, co_f, co_m = prog.arrays()
-    op_out = np.empty((op_i.shape[0], N_OUT))
-    co_out = np.empty((co_i.shape[0], 3))
+    op_out = np.empty((op_i.shape[0], K.N_OUT))
+    co_out = np.empty((co_i.shape[0], K.N_CO_OUT))
     dec = 1 if workload.phase == "decode" else 0
     total = evaluate_program(op_i, op_f, op_m, co_i, co_f, co_m, dec, float(plan.tp), float(workload.tokens),
                              float(workload.context), float(workload.batch), float(workload.mtp),
@@ -279,12 +285,12 @@ def _apply_measured(res: PhaseResult, table: Any) -> None:
         if not hits or any(h is None for h in hits):
             srcs.append("analytic")
             continue
-        res.op_out[i, 6] = sum(h[0] for h in hits) * 1e-6
+        res.op_out[i, K.OUT_TIME] = sum(h[0] for h in hits) * 1e-6
         srcs.append("measured" if all(h[1] == "measured" for h in hits) else "interpolated")
     res.sources = srcs
     res._cache.clear()
     o, c = res.op_out, res.co_out
-    res.time_s = float((o[:, 6] * o[:, 7]).sum() + (c[:, 1] * c[:, 2]).sum())
+    res.time_s = float((o[:, K.OUT_TIME] * o[:, K.OUT_COUNT]).sum() + (c[:, K.CO_TIME] * c[:, K.CO_COUNT]).sum())
 
 
 __all__ = ["Workload", "PerfResult", "PhaseResult", "evaluate", "evaluate_phase", "PHASES"]

@@ -19,13 +19,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from auditor_kernels import collectives as K
+from auditor_kernels.kinds import COLL_KINDS
 
 from ..errors import AuditInputError
 
 if TYPE_CHECKING:
     from ..devices.profiles import Device
 
-KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+KINDS = tuple(COLL_KINDS)
 
 
 def group_tier(grid: tuple[int, ...], group_size: int, stride: int = 1) -> int:
@@ -68,17 +69,13 @@ def tier_link(device: "Device", tier: int, group_size: int) -> tuple[float, floa
     return bw, lat
 
 
-_CODE = {"all_reduce": K.ALL_REDUCE, "all_gather": K.ALL_GATHER, "reduce_scatter": K.REDUCE_SCATTER,
-         "all_to_all": K.ALL_TO_ALL}
-
-
 def collective_s(kind: str, m: float, n: int, beta: float, alpha: float, recv: float | None = None) -> float:
     """Wire time of one collective (no static cost), computed by the same numba kernel the perf
     core runs (kernels/collectives.py holds the formulas). ``m`` is the input bytes per rank (for
     all-to-all the bytes sent; ``recv`` defaults to the same)."""
-    if kind not in _CODE:
+    if kind not in COLL_KINDS:
         raise AuditInputError("collective", f"unknown kind {kind!r} ({', '.join(KINDS)})")
-    return K.collective_wire_s(_CODE[kind], float(m), float(n), float(beta), float(alpha),
+    return K.collective_wire_s(COLL_KINDS[kind], float(m), float(n), float(beta), float(alpha),
                                float(m if recv is None else recv))
 
 

@@ -3,6 +3,7 @@ calibration can vary efficiencies and static costs between calls."""
 from __future__ import annotations
 
 import numpy as np
+from auditor_kernels import kinds as K
 
 from ..devices.profiles import Device, load_device
 from ..parallel import ParallelPlan
@@ -12,12 +13,22 @@ __all__ = ["Device", "load_device", "device_vector", "group_table", "group_tiers
 
 
 def device_vector(dev: Device) -> np.ndarray:
-    """The ``dev`` vector documented in kernels/perf_core.py."""
+    """The ``dev`` vector documented in kernels/perf_core.py (slots ``kinds.DEV_*``)."""
     eff, st = dev.efficiency, dev.static_us
-    mma = [dev.mma_flops.get(k, 0.0) for k in ("F32", "BF16", "F16", "I8", "F8")]
-    vec = dev.vector_flops.get("BF16") or dev.vector_flops.get("F16") or max(dev.vector_flops.values())
-    return np.array([dev.hbm_bytes_per_s, eff["memory"], eff["compute"], eff["sfa_kv"], eff["indexer_cache"],
-                     st["mma"] * 1e-6, st["gp"] * 1e-6, st["comm"] * 1e-6, vec, *mma], dtype=np.float64)
+    out = np.zeros(K.N_DEV, dtype=np.float64)
+    out[K.DEV_HBM] = dev.hbm_bytes_per_s
+    out[K.DEV_ETA_MEMORY] = eff["memory"]
+    out[K.DEV_ETA_COMPUTE] = eff["compute"]
+    out[K.DEV_ETA_SFA_KV] = eff["sfa_kv"]
+    out[K.DEV_ETA_INDEXER_CACHE] = eff["indexer_cache"]
+    out[K.DEV_STATIC_MMA] = st["mma"] * 1e-6
+    out[K.DEV_STATIC_GP] = st["gp"] * 1e-6
+    out[K.DEV_STATIC_COMM] = st["comm"] * 1e-6
+    out[K.DEV_VECTOR_PEAK] = (dev.vector_flops.get("BF16") or dev.vector_flops.get("F16")
+                              or max(dev.vector_flops.values()))
+    for name, code in K.DTYPES.items():
+        out[K.DEV_MMA_PEAK + code] = dev.mma_flops.get(name, 0.0)
+    return out
 
 
 def group_tiers(dev: Device, plan: ParallelPlan) -> dict[str, tuple[int, int]]:
@@ -27,9 +38,12 @@ def group_tiers(dev: Device, plan: ParallelPlan) -> dict[str, tuple[int, int]]:
 
 
 def group_table(dev: Device, plan: ParallelPlan) -> np.ndarray:
-    """[3, 3] rows (size, effective bytes/s, latency s) for tp, dp, ep."""
-    out = np.zeros((3, 3))
-    for i, (n, tier) in enumerate(group_tiers(dev, plan).values()):
+    """[N_GROUPS, N_GRP] rows (size, effective bytes/s, latency s), one per ``kinds.GROUPS`` code."""
+    out = np.zeros((K.N_GROUPS, K.N_GRP))
+    for g, (n, tier) in group_tiers(dev, plan).items():
         bw, lat = tier_link(dev, tier, n)
-        out[i] = (n, bw, lat)
+        row = K.GROUPS[g]
+        out[row, K.GRP_SIZE] = n
+        out[row, K.GRP_BW] = bw
+        out[row, K.GRP_LATENCY] = lat
     return out

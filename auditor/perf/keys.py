@@ -17,41 +17,45 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from auditor_kernels import kinds as K
 
-from . import ops as O
+from .ops import Op
 
 
-def kernel_name(op: O.Op) -> str:
-    if op.kind == O.LINEAR:
+def kernel_name(op: Op) -> str:
+    if op.kind == K.LINEAR:
         return {"BF16": "matmul_bf16", "F32": "matmul_f32", "I8": "matmul_w8a8", "F8": "matmul_fp8",
                 "F16": "matmul_bf16"}[op.dtype]
-    if op.kind == O.GMM:
+    if op.kind == K.GMM:
         return "grouped_matmul"
     return op.kernel
 
 
-def op_keys(op: O.Op, out: np.ndarray, workload: Any) -> list[tuple[float, ...]]:
-    """The key(s) of one op; an empty list when the op class has no measured kernel."""
-    t = float(out[0])
+def op_keys(op: Op, out: np.ndarray, workload: Any) -> list[tuple[float, ...]]:
+    """The key(s) of one op (``out`` = its ``op_out`` row); an empty list when the op class has no
+    measured kernel."""
+    t = float(out[K.OUT_TOKENS])
     p = op.params
     _, q, c = workload.stream_rows()[op.tok.stream]
-    if op.kind == O.LINEAR:
-        return [(t, p[0], p[1])]
-    if op.kind == O.GMM:
-        rows, el = t * p[2], float(getattr(op, "e_local", 0))
-        return [(rows, p[0], 2 * p[1], el), (rows, p[1], p[0], el)]
-    if op.kind == O.BMM:
-        return [(p[0], t, p[1], p[2])]
-    if op.kind == O.VEC:
-        return [(t, p[0])]
-    if op.kind == O.SFA:
-        return [(t, p[0], float(min(c + q, p[3])))]
-    if op.kind in (O.IDX_SCORE, O.ATTN):
-        return [(t, p[0], float(c + q))]
-    if op.kind == O.IDX_TOPK:
+    if op.kind == K.LINEAR:
+        return [(t, p[K.LINEAR_K], p[K.LINEAR_N])]
+    if op.kind == K.GMM:
+        rows, el = t * p[K.GMM_TOPK], float(op.e_local)
+        return [(rows, p[K.GMM_H], 2 * p[K.GMM_I], el), (rows, p[K.GMM_I], p[K.GMM_H], el)]
+    if op.kind == K.BMM:
+        return [(p[K.BMM_HEADS], t, p[K.BMM_K], p[K.BMM_N])]
+    if op.kind == K.VEC:
+        return [(t, p[K.VEC_D])]
+    if op.kind == K.SFA:
+        return [(t, p[K.SFA_HEADS], float(min(c + q, p[K.SFA_CAP])))]
+    if op.kind == K.IDX_SCORE:
+        return [(t, p[K.IDX_HEADS], float(c + q))]
+    if op.kind == K.ATTN:
+        return [(t, p[K.ATTN_HEADS], float(c + q))]
+    if op.kind == K.IDX_TOPK:
         return [(t, float(c + q))]
-    if op.kind == O.ROUTER_TOPK:
-        return [(t, p[0], p[1])]
-    if op.kind == O.EMBED:
-        return [(t, p[0])]
+    if op.kind == K.ROUTER_TOPK:
+        return [(t, p[K.ROUTER_E], p[K.ROUTER_K])]
+    if op.kind == K.EMBED:
+        return [(t, p[K.EMBED_H])]
     return []

@@ -1,7 +1,8 @@
 """Op classes of the layer program (GenZ style): each knows its shapes, its parameters for the
 cost kernel, the weight it streams and the measured-kernel key it can be looked up under.
 
-FLOP and byte formulas are implemented once, in ``kernels/perf_core.py::op_work``; they are
+Kind codes and parameter slot names are declared in ``kernels/kinds.py``; FLOP and byte
+formulas are implemented once, in ``kernels/perf_core.py::op_work``; they are
 stated here so a reader never has to open the kernel. T = tokens the op processes on the rank,
 2 FLOPs per multiply-accumulate; "vec" = vector-unit FLOPs; W = weight bytes resident on the rank.
 
@@ -35,12 +36,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .tokens import Tok
-from .quant import DTYPE_CODE, Scheme
+from auditor_kernels import kinds as K
+from auditor_kernels.kinds import (ATTN, BMM, EMBED, GMM, IDX_SCORE, IDX_TOPK, LINEAR, NO_CAP, ROUTER_TOPK, SFA,
+                                   VEC, ZERO)
 
-# kind codes, mirrored in kernels/perf_core.py
-LINEAR, BMM, VEC, SFA, IDX_SCORE, IDX_TOPK, ROUTER_TOPK, GMM, EMBED, ZERO, ATTN = range(1, 12)
-NO_CAP = 1e18   # attention without a top-k cap (dense MLA)
+from .tokens import Tok
+from .quant import Scheme
+
+__all__ = ["Op", "Coll", "NO_CAP", "LINEAR", "BMM", "VEC", "SFA", "IDX_SCORE", "IDX_TOPK", "ROUTER_TOPK", "GMM",
+           "EMBED", "ZERO", "ATTN"]
 
 Shape = tuple  # dims; symbols: "T" input tokens, "U" output tokens, "R" token-expert rows (T x k),
                # "K" keys of the longest query (context + queries per request)
@@ -48,7 +52,8 @@ Shape = tuple  # dims; symbols: "T" input tokens, "U" output tokens, "R" token-e
 
 @dataclass
 class Op:
-    """One op of one layer (or of a representative layer with ``layers`` it stands for)."""
+    """One op of one layer (or of a representative layer with ``layers`` it stands for).
+    ``params[slot]`` holds the kind's parameters by the slot names of ``auditor_kernels.kinds``."""
 
     name: str
     cls: str
@@ -63,8 +68,9 @@ class Op:
     module: str | None = None
     kernel: str = ""
     layers: list[int] = field(default_factory=list)
-    mult: int = 0          # 0 always, 1 first MTP pass, 2 each later MTP pass
+    mult: int = 0          # 0 always, 1 first MTP pass, 2 each later MTP pass (kinds.MULT_*)
     seq: int = 0           # emission order inside the program (timeline order within a layer)
+    e_local: int = 0       # grouped_matmul: experts held on the rank (part of its measured-kernel key)
 
     @property
     def layout(self) -> str:
@@ -72,7 +78,19 @@ class Op:
         return a if a == b else f"{a}->{b}"
 
     def dtype_code(self) -> int:
-        return DTYPE_CODE[self.dtype]
+        return K.DTYPES[self.dtype]
+
+
+def _params(slots: dict[int, float]) -> tuple[float, ...]:
+    """The parameter tuple of an op from {slot: value} (slot names from ``auditor_kernels.kinds``)."""
+    if not slots:
+        return ()
+    if max(slots) >= K.N_PARAMS:
+        raise ValueError(f"parameter slot {max(slots)} beyond kinds.N_PARAMS = {K.N_PARAMS}")
+    out = [0.0] * (max(slots) + 1)
+    for slot, value in slots.items():
+        out[slot] = value
+    return tuple(out)
 
 
 def _scheme_kernel(s: Scheme) -> str:
@@ -85,20 +103,23 @@ def linear(name: str, tok: Tok, k: int, n: int, s: Scheme, weight: float, module
     """y[T, N] = x[T, K] @ W[K, N]."""
     dt = dtype or s.compute
     kern = "matmul_f32" if dt == "F32" else f"matmul_{_scheme_kernel(s)}"
-    return Op(name, "linear", LINEAR, tok, tok, (k, n, s.act_bytes, 1.0 if s.dynamic else 0.0, out_bytes),
-              (("T", k),), (("T", n),), weight, dt, module, kern)
+    p = _params({K.LINEAR_K: k, K.LINEAR_N: n, K.LINEAR_ACT_BYTES: s.act_bytes,
+                 K.LINEAR_DYNAMIC: 1.0 if s.dynamic else 0.0, K.LINEAR_OUT_BYTES: out_bytes})
+    return Op(name, "linear", LINEAR, tok, tok, p, (("T", k),), (("T", n),), weight, dt, module, kern)
 
 
 def bmm(name: str, tok: Tok, heads: int, k: int, n: int, weight: float, module: str | None) -> Op:
     """y[T, h, N] = x[T, h, K] @ W[h, K, N], bf16 (the absorbed MLA up-projections)."""
-    return Op(name, "bmm", BMM, tok, tok, (heads, k, n), (("T", heads, k),), (("T", heads, n),),
+    p = _params({K.BMM_HEADS: heads, K.BMM_K: k, K.BMM_N: n})
+    return Op(name, "bmm", BMM, tok, tok, p, (("T", heads, k),), (("T", heads, n),),
               weight, "BF16", module, "bmm_bf16")
 
 
 def vector(name: str, cls: str, tok: Tok, d: int, tensors: float, ops: float,
            shape_in: tuple[Shape, ...] | None = None, shape_out: tuple[Shape, ...] | None = None) -> Op:
     """Elementwise/normalisation work over [T, D]: ``tensors`` [T, D] bf16 tensors read or written."""
-    return Op(name, cls, VEC, tok, tok, (d, tensors, ops), shape_in or (("T", d),),
+    p = _params({K.VEC_D: d, K.VEC_TENSORS: tensors, K.VEC_OPS: ops})
+    return Op(name, cls, VEC, tok, tok, p, shape_in or (("T", d),),
               shape_out or (("T", d),), 0.0, "BF16", None, cls)
 
 
@@ -113,46 +134,47 @@ def add_rms_norm(name: str, tok: Tok, d: int) -> Op:
 
 def sfa(name: str, tok: Tok, heads: int, dl: int, dr: int, cap: float) -> Op:
     """Sparse flash attention over the latent cache, top-k capped, bf16 inputs (seed §3.6)."""
-    return Op(name, "sfa", SFA, tok, tok, (heads, dl, dr, cap), (("T", heads, dl + dr),),
+    p = _params({K.SFA_HEADS: heads, K.SFA_LATENT: dl, K.SFA_ROPE: dr, K.SFA_CAP: cap})
+    return Op(name, "sfa", SFA, tok, tok, p, (("T", heads, dl + dr),),
               (("T", heads, dl),), 0.0, "BF16", None, "sparse_flash_attention")
 
 
 def dense_attention(name: str, tok: Tok, heads: int, kv_heads: int, hd: int) -> Op:
-    return Op(name, "attention", ATTN, tok, tok, (heads, kv_heads, hd), (("T", heads, hd),),
+    p = _params({K.ATTN_HEADS: heads, K.ATTN_KV_HEADS: kv_heads, K.ATTN_HEAD_DIM: hd})
+    return Op(name, "attention", ATTN, tok, tok, p, (("T", heads, hd),),
               (("T", heads, hd),), 0.0, "BF16", None, "flash_attention")
 
 
 def indexer_score(name: str, tok: Tok, ih: int, d: int) -> Op:
     """q . k over the causal key range, relu, per-head weights, sum over index heads."""
-    return Op(name, "indexer_score", IDX_SCORE, tok, tok, (ih, d), (("T", ih, d), ("T", ih)),
-              (("T", "K"),), 0.0, "BF16", None, "lightning_indexer")
+    return Op(name, "indexer_score", IDX_SCORE, tok, tok, _params({K.IDX_HEADS: ih, K.IDX_DIM: d}),
+              (("T", ih, d), ("T", ih)), (("T", "K"),), 0.0, "BF16", None, "lightning_indexer")
 
 
 def indexer_topk(name: str, tok: Tok, topk: int) -> Op:
-    return Op(name, "indexer_topk", IDX_TOPK, tok, tok, (topk,), (("T", "K"),), (("T", topk),),
-              0.0, "BF16", None, "indexer_topk")
+    return Op(name, "indexer_topk", IDX_TOPK, tok, tok, _params({K.TOPK_K: topk}), (("T", "K"),),
+              (("T", topk),), 0.0, "BF16", None, "indexer_topk")
 
 
 def router_topk(name: str, tok: Tok, e: int, k: int) -> Op:
     """Sigmoid scores + correction bias + top-k over the routed experts (MoeGatingTopK)."""
-    return Op(name, "router_topk", ROUTER_TOPK, tok, tok, (e, k), (("T", e),), (("T", k), ("T", k)),
-              0.0, "BF16", None, "moe_gating_topk")
+    return Op(name, "router_topk", ROUTER_TOPK, tok, tok, _params({K.ROUTER_E: e, K.ROUTER_K: k}),
+              (("T", e),), (("T", k), ("T", k)), 0.0, "BF16", None, "moe_gating_topk")
 
 
 def grouped_matmul(name: str, tok: Tok, h: int, inter: int, k: int, e: int, e_local: int, domain: int,
                    s: Scheme, weight: float, module: str) -> Op:
     """Routed experts: gate_up, SwiGLU, down over T x k token-expert rows (W4A8: int8 unit, half
-    the weight bytes)."""
-    op = Op(name, "grouped_matmul", GMM, tok, tok,
-            (h, inter, k, e, domain, s.act_bytes, 1.0 if s.dynamic else 0.0),
-            (("T", h),), (("T", h),), weight, s.compute, module, f"grouped_matmul_{_scheme_kernel(s)}")
-    op.e_local = e_local  # type: ignore[attr-defined]
-    return op
+    the weight bytes). ``domain``: ranks whose tokens reach this rank's experts (EP size, else 1)."""
+    p = _params({K.GMM_H: h, K.GMM_I: inter, K.GMM_TOPK: k, K.GMM_E: e, K.GMM_DOMAIN: domain,
+                 K.GMM_ACT_BYTES: s.act_bytes, K.GMM_DYNAMIC: 1.0 if s.dynamic else 0.0})
+    return Op(name, "grouped_matmul", GMM, tok, tok, p, (("T", h),), (("T", h),), weight, s.compute, module,
+              f"grouped_matmul_{_scheme_kernel(s)}", e_local=e_local)
 
 
 def embedding(name: str, tok: Tok, h: int, v_local: int, weight: float, module: str) -> Op:
-    return Op(name, "embedding", EMBED, tok, tok, (h,), (("T",),), (("T", h),), weight, "BF16",
-              module, "embedding")
+    return Op(name, "embedding", EMBED, tok, tok, _params({K.EMBED_H: h}), (("T",),), (("T", h),), weight,
+              "BF16", module, "embedding")
 
 
 def layout_op(name: str, tok: Tok, tok_out: Tok, shapes_in: tuple[Shape, ...],
@@ -165,8 +187,8 @@ def layout_op(name: str, tok: Tok, tok_out: Tok, shapes_in: tuple[Shape, ...],
 class Coll:
     """One collective of the program: kind, group, the token range it moves and what it carries."""
 
-    kind: str               # all_gather | reduce_scatter | all_reduce | all_to_all
-    group: str              # tp | dp | ep
+    kind: str               # all_gather | reduce_scatter | all_reduce | all_to_all (kinds.COLL_KINDS)
+    group: str              # tp | dp | ep (kinds.GROUPS)
     tok: Tok                # tokens of the input tensor on one rank
     bytes_per_token: float
     const_bytes: float
@@ -176,6 +198,3 @@ class Coll:
     after: str = ""         # name of the op it follows
     seq: int = 0
 
-
-COLL_KIND = {"all_reduce": 0, "all_gather": 1, "reduce_scatter": 2, "all_to_all": 3}
-GROUP = {"tp": 0, "dp": 1, "ep": 2}

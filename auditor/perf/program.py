@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from auditor_kernels import kinds as K
 
 from ..engines.profiles import get_profile
 from ..engines.resolve import Placement, resolve_placement
@@ -55,24 +56,35 @@ class Program:
     _arrays: tuple | None = None
 
     def arrays(self) -> tuple[np.ndarray, ...]:
-        """(op_i, op_f, op_m, co_i, co_f, co_m) in the layout kernels/perf_core.py documents."""
+        """(op_i, op_f, op_m, co_i, co_f, co_m) in the layout kernels/perf_core.py documents
+        (column names in kernels/kinds.py)."""
         if self._arrays is None:
             n, m = len(self.ops), len(self.colls)
-            op_i = np.zeros((n, 5), np.int64)
-            op_f = np.zeros((n, 10), np.float64)
+            op_i = np.zeros((n, K.N_OPI), np.int64)
+            op_f = np.zeros((n, K.N_OPF), np.float64)
             op_m = np.zeros(n, np.int64)
             for i, op in enumerate(self.ops):
-                op_i[i] = (op.kind, op.tok.stream, op.tok.exp, op.tok.mul, op.dtype_code())
+                op_i[i, K.OPI_KIND] = op.kind
+                op_i[i, K.OPI_STREAM] = op.tok.stream
+                op_i[i, K.OPI_EXP] = op.tok.exp
+                op_i[i, K.OPI_DPMUL] = op.tok.mul
+                op_i[i, K.OPI_DTYPE] = op.dtype_code()
                 op_f[i, :len(op.params)] = op.params
-                op_f[i, 8] = op.weight
-                op_f[i, 9] = len(op.layers) if op.layers else 1
+                op_f[i, K.OPF_WEIGHT] = op.weight
+                op_f[i, K.OPF_COUNT] = len(op.layers) if op.layers else 1
                 op_m[i] = op.mult
-            co_i = np.zeros((m, 5), np.int64)
-            co_f = np.zeros((m, 3), np.float64)
+            co_i = np.zeros((m, K.N_COI), np.int64)
+            co_f = np.zeros((m, K.N_COF), np.float64)
             co_m = np.zeros(m, np.int64)
             for j, c in enumerate(self.colls):
-                co_i[j] = (O.COLL_KIND[c.kind], O.GROUP[c.group], c.tok.stream, c.tok.exp, c.tok.mul)
-                co_f[j] = (c.bytes_per_token, c.const_bytes, len(c.layers) if c.layers else 1)
+                co_i[j, K.COI_KIND] = K.COLL_KINDS[c.kind]
+                co_i[j, K.COI_GROUP] = K.GROUPS[c.group]
+                co_i[j, K.COI_STREAM] = c.tok.stream
+                co_i[j, K.COI_EXP] = c.tok.exp
+                co_i[j, K.COI_DPMUL] = c.tok.mul
+                co_f[j, K.COF_BYTES_PER_TOKEN] = c.bytes_per_token
+                co_f[j, K.COF_CONST_BYTES] = c.const_bytes
+                co_f[j, K.COF_COUNT] = len(c.layers) if c.layers else 1
                 co_m[j] = c.mult
             self._arrays = (op_i, op_f, op_m, co_i, co_f, co_m)
         return self._arrays
@@ -97,7 +109,7 @@ class _Builder:
         self.ops: list[O.Op] = []
         self.colls: list[O.Coll] = []
         self.layers: list[int] = []     # layers the op being emitted stands for
-        self.mult = 0
+        self.mult = K.MULT_ALWAYS
 
     # -- emission -------------------------------------------------------------------------
     def op(self, op: O.Op) -> O.Op:
@@ -196,7 +208,7 @@ class _Builder:
         kvb = self.wb(L, "self_attn.kv_b_proj")
         uk = kvb * s.Dn / (s.Dn + s.Dv)
         self.op(O.bmm("self_attn.q_absorb", h, hl, s.Dn, s.Lkv, uk, "self_attn.kv_b_proj(W_UK_T)"))
-        cap = float(s.topk_tokens) if s.dsa else O.NO_CAP
+        cap = float(s.topk_tokens) if s.dsa else K.NO_CAP
         self.op(O.sfa("self_attn.sfa", h, hl, s.Lkv, s.Dr, cap))
         self.op(O.bmm("self_attn.v_up", h, hl, s.Lkv, s.Dv, kvb - uk, "self_attn.kv_b_proj(W_UV)"))
         return self.o_proj(L, h, hl, s.Dv, shard, sa)
@@ -389,7 +401,7 @@ def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
         for j in range(spec.mtp_layers):
             L = spec.Lyr + j
             kind = LayerKind(spec.layer_is_moe(L), spec.layer_has_indexer(L), True)
-            for mode, stream, sh in ((1, MAIN, shard), (2, MTP_LATER, False)):
+            for mode, stream, sh in ((K.MULT_FIRST_MTP, MAIN, shard), (K.MULT_LATER_MTP, MTP_LATER, False)):
                 b.mult = mode
                 b.layers = [L]
                 p = f"mtp{j}." if spec.mtp_layers > 1 else "mtp."
@@ -399,6 +411,6 @@ def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
                 b.op(O.linear(f"{p}eh_proj", tok, 2 * spec.H, spec.H, FLOAT, b.wb(L, "eh_proj"), "eh_proj"))
                 out = b.layer(L, kind, State(tok, None), sh, mtp_layer=True)
                 b.head(p, out, Tok(MTP_LATER), "shared_head.norm")
-        b.mult = 0
+        b.mult = K.MULT_ALWAYS
     prog = Program(phase, graph, plan.tp, b.ops, b.colls, lay, wsrc)
     return prog

@@ -16,15 +16,12 @@ from dataclasses import dataclass
 
 from ..model.recipes import linear_scheme
 
-# dtype codes shared with kernels/perf_core.py (index into the device's mma peaks)
-DTYPE_CODE = {"F32": 0, "BF16": 1, "F16": 2, "I8": 3, "F8": 4}
-
 
 @dataclass(frozen=True)
 class Scheme:
     name: str            # W8A8, W8A8_DYNAMIC, W4A8_DYNAMIC, FLOAT, FP8
     weight_bytes: float  # bytes per weight element
-    compute: str         # mma dtype key
+    compute: str         # mma dtype key (auditor_kernels.kinds.DTYPES)
     act_bytes: float     # bytes per input activation element
     dynamic: bool        # per-token activation quantization inside the op
 

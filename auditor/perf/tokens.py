@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-MAIN = 0         # stream 0: the main forward's tokens
-MTP_LATER = 1    # stream 1: one token per request (later MTP drafter passes)
-ROWS = 2         # stream 2: rows reaching lm_head
+from auditor_kernels.kinds import STREAM_MAIN as MAIN              # the main forward's tokens
+from auditor_kernels.kinds import STREAM_MTP_LATER as MTP_LATER    # one token per request (later MTP passes)
+from auditor_kernels.kinds import STREAM_ROWS as ROWS              # rows reaching lm_head
+
+__all__ = ["MAIN", "MTP_LATER", "ROWS", "ContractError", "Tok", "State", "require_same"]
 
 
 class ContractError(AssertionError):

@@ -9,6 +9,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
+from auditor_kernels import kinds as K
 from tabulate import tabulate
 
 from ..perf.api import PerfResult, PhaseResult
@@ -35,7 +36,8 @@ def folded_ops(ph: PhaseResult) -> list[dict[str, Any]]:
         inst = ph._instances(op.mult, op.layers)
         if not inst:
             continue
-        key = (op.name, op.mult == 2, o[i, 0], o[i, 1] + o[i, 2], o[i, 3], op.layout)
+        key = (op.name, op.mult == K.MULT_LATER_MTP, o[i, K.OUT_TOKENS], o[i, K.OUT_MMA] + o[i, K.OUT_VEC],
+               o[i, K.OUT_BYTES], op.layout)
         g = groups.get(key)
         if g is None:
             g = groups[key] = {"row": i, "layers": [], "count": 0, "pass": inst[0][1]}
@@ -69,11 +71,11 @@ def layer_rows(ph: PhaseResult) -> list[list]:
     comp: dict[Any, float] = defaultdict(float)
     comm: dict[Any, float] = defaultdict(float)
     for i, op in enumerate(ph.program.ops):
-        t = float(ph.op_out[i, 6]) * 1e6
+        t = float(ph.op_out[i, K.OUT_TIME]) * 1e6
         for L, _ in ph._instances(op.mult, op.layers):
             comp[L] += t
     for j, c in enumerate(ph.program.colls):
-        t = float(ph.co_out[j, 1]) * 1e6
+        t = float(ph.co_out[j, K.CO_TIME]) * 1e6
         for L, _ in ph._instances(c.mult, c.layers):
             comm[L] += t
     spec_layers = sorted({k for k in list(comp) + list(comm) if k is not None})
