@@ -8,7 +8,7 @@ from typing import Callable
 
 import click
 
-from ..engines.profiles import DEFAULT_ENGINE, PROFILES
+from ..engines.profiles import DEFAULT_ENGINE, ENGINE_HELP, resolve_engine
 from ..errors import AuditInputError
 from ..model.recipes import RECIPES
 from ..parallel import ParallelPlan
@@ -28,8 +28,7 @@ def plan_options(f: Callable) -> Callable:
                      help="sequence parallel (FlashComm1); with a DSA model this turns DSA-CP on"),
         click.option("--dsa-cp/--no-dsa-cp", "dsa_cp", default=None,
                      help="force DSA context parallel on/off (default: inferred from --sp and structure)"),
-        click.option("--engine", default=DEFAULT_ENGINE, show_default=True,
-                     type=click.Choice(sorted(PROFILES)), help="engine version profile"),
+        engine_option(),
         click.option("--role", type=click.Choice(["mixed", "prefill", "decode"]), default="mixed",
                      show_default=True, help="prefill = kv_producer, decode = kv_consumer, mixed = no kv transfer"),
         click.option("--mtp-drafter/--no-mtp-drafter", "mtp_drafter", default=None,
@@ -61,6 +60,21 @@ def plan_options(f: Callable) -> Callable:
     for opt in reversed(opts):
         wrapper = opt(wrapper)
     return wrapper
+
+
+def _check_engine(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """Validate ``--engine`` now (one-line error) and say on stderr which profile a version
+    resolves to; the text itself is passed on, so the report can carry the same note."""
+    _, note = resolve_engine(value)
+    if note:
+        click.echo(f"audit: note: {note}", err=True)
+    return value
+
+
+def engine_option() -> Callable[[Callable], Callable]:
+    """``--engine vllm-ascend@X.Y[.Z][rcN] | main`` (resolution: ``engines.profiles.resolve_engine``)."""
+    return click.option("--engine", default=DEFAULT_ENGINE, show_default=True, callback=_check_engine,
+                        metavar="vllm-ascend@VERSION", help=ENGINE_HELP)
 
 
 def output_options(f: Callable) -> Callable:

@@ -10,10 +10,9 @@ from pathlib import Path
 import click
 
 from ..devices.profiles import DEFAULT_DEVICE
-from ..engines.profiles import DEFAULT_ENGINE, PROFILES
 from ..errors import AuditInputError
 from ..parallel import ParallelPlan
-from .options import emit, output_options, plan_options, recipe_option
+from .options import emit, engine_option, output_options, plan_options, recipe_option
 
 DEVICE_HELP = "device profile: a name in auditor/devices (a3-752t, a2-376t, ...) or a JSON file"
 
@@ -53,6 +52,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
                  kv_cache_dtype, recipe, device_name, graph, trace, png, measured, fmt, output) -> None:
     """Per-op time model: token layout, FLOPs, bytes, collectives and time of every op of every layer."""
     from ..devices.profiles import load_device
+    from ..engines.profiles import resolve_engine
     from ..perf.api import PerfResult, Workload, evaluate_phase, result_notes
     from ..report.perf_text import render
     from ..source import open_model
@@ -73,8 +73,8 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
         wl = Workload(ph, tokens, ctx, batch, mtp)
         phases[ph] = evaluate_phase(spec, plan, engine, wl, dev, src.scheme_recipe, graph, table)
     first = next(iter(phases.values()))
-    res = PerfResult(spec.name, plan, engine, src.scheme_recipe, dev.name, graph, phases,
-                     result_notes(first.program, plan, mtp))
+    res = PerfResult(spec.name, plan, resolve_engine(engine)[0], src.scheme_recipe, dev.name, graph, phases,
+                     result_notes(first.program, plan, mtp, engine))
     fit = _workload_fit(spec, plan, engine, src.scheme_recipe, dev, phases, mtp, util, kv_cache_dtype)
     res.hbm = fit.to_json()
     if trace:
@@ -113,8 +113,7 @@ def _workload_fit(spec, plan, engine, recipe, dev, phases, mtp, util, kv_cache_d
 @click.option("--ep", "ep_mode", type=click.Choice(["on", "off"]), default="on", show_default=True,
               help="expert parallel: on = DP x TP, off = experts TP-sharded")
 @click.option("--sp/--no-sp", default=False, show_default=True, help="sequence parallel (DSA-CP on DSA models)")
-@click.option("--engine", default=DEFAULT_ENGINE, show_default=True, type=click.Choice(sorted(PROFILES)),
-              help="engine version profile (versioned layout behaviour)")
+@engine_option()
 @click.option("--role", type=click.Choice(["mixed", "prefill", "decode"]), default="mixed", show_default=True,
               help="prefill = kv_producer, decode = kv_consumer, mixed = no kv transfer")
 @click.option("--tokens", default="4096", show_default=True, help="comma list of prefill lengths")

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 
 from ..engines.materialize import BRIDGE_ORDER, Materialization, Materializer
-from ..engines.profiles import EngineProfile, get_profile
+from ..engines.profiles import EngineProfile, get_profile, resolve_engine
 from ..engines.resolve import Placement, resolve_placement
 from ..engines.stored import StoredIndex
 from ..model.classify import CATEGORIES, ClassifiedTable, Finding, classify
@@ -116,7 +116,9 @@ def run_memory_audit(source: ModelSource, plan: ParallelPlan, engine: str,
     assumptions = []
     if source.synthesized:
         assumptions.append(source.describe())
-    assumptions += [f"engine {profile.label}"] + list(profile.notes) + layout.assumptions + mat.assumptions
+    version_note = resolve_engine(engine)[1]
+    assumptions += [f"engine {profile.label}"] + ([version_note] if version_note else [])
+    assumptions += list(profile.notes) + layout.assumptions + mat.assumptions
     if spec.mtp_layers and not plan.mtp:
         assumptions.append("MTP layer not loaded (no drafter); --mtp-drafter to include it")
     if plan.mtp and spec.mtp_layers:

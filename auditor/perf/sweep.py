@@ -8,11 +8,12 @@ once per context.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from ..engines.profiles import resolve_engine
 from ..errors import AuditInputError
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
@@ -33,6 +34,7 @@ class SweepResult:
     rows: np.ndarray            # [n, len(COLUMNS)]
     skipped: list[str]
     n_configs: int
+    notes: list[str] = field(default_factory=list)
 
     def best(self, column: str, largest: bool, k: int = 5) -> np.ndarray:
         c = COLUMNS.index(column)
@@ -67,6 +69,7 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
 
     from .device import device_vector, group_table
     recipe = check_recipe(recipe)
+    engine, version_note = resolve_engine(engine)       # one program cache entry per profile
     keys = np.array(list(itertools.product(tokens, batches, mtps)), dtype=np.float64)
     ctx = np.array(list(contexts), dtype=np.float64)
     # rows in (tokens, batch, mtp) x context order, as the kernel returns them
@@ -125,4 +128,4 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
         if progress:
             progress(1)
     rows = np.concatenate(out) if out else np.empty((0, len(COLUMNS)))
-    return SweepResult(rows, skipped, len(rows))
+    return SweepResult(rows, skipped, len(rows), [version_note] if version_note else [])

@@ -31,6 +31,7 @@ def render_sweep(res: SweepResult, fmt: str, top: int = 5) -> str:
     by_dec = [_row(r) for r in res.best("decode_tok_s_per_device", largest=True, k=top)]
     if fmt == "json":
         return json.dumps({"configurations": res.n_configs, "infeasible": res.n_infeasible, "skipped": res.skipped,
+                           "notes": res.notes,
                            "best_ttft": by_ttft, "best_decode_tok_s_per_device": by_dec}, indent=1)
     if fmt == "csv":
         buf = io.StringIO()
@@ -49,4 +50,5 @@ def render_sweep(res: SweepResult, fmt: str, top: int = 5) -> str:
             tabulate([list(r.values()) for r in by_ttft], COLUMNS, tablefmt=tf),
             "", f"best decode tokens/s per device (all drafts accepted), top {top}:",
             tabulate([list(r.values()) for r in by_dec], COLUMNS, tablefmt=tf)]
+    out += [f"note: {n}" for n in res.notes]
     return "\n".join(out) + "\n"

@@ -1,0 +1,118 @@
+"""``--engine`` version resolution: a version resolves to the newest profile at or below it and
+says which. Expectations are written by hand from the profiles' versions (0.18.0, 0.23.0, the
+0.26.0rc series, main)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from auditor.cli import main
+from auditor.engines.profiles import parse_version, resolve_engine
+from auditor.errors import AuditInputError
+
+EXACT = [
+    ("main", "vllm-ascend@main"),
+    ("vllm-ascend@main", "vllm-ascend@main"),
+    ("HEAD", "vllm-ascend@main"),
+    ("vllm-ascend@0.18", "vllm-ascend@0.18"),
+    ("0.18", "vllm-ascend@0.18"),
+    ("vllm-ascend@0.18.0", "vllm-ascend@0.18"),
+    ("v0.23.0", "vllm-ascend@0.23"),
+    ("0.26", "vllm-ascend@0.26"),                 # the profile's own short name
+    ("vllm-ascend@0.26.0rc", "vllm-ascend@0.26"),
+    ("vllm-ascend@0.26.0rc1", "vllm-ascend@0.26"),  # a member of the rc series the profile models
+    ("0.26.0rc3", "vllm-ascend@0.26"),
+]
+
+RESOLVED = [
+    ("0.18.1", "vllm-ascend@0.18"),
+    ("vllm-ascend@v0.20.2rc1", "vllm-ascend@0.18"),
+    ("0.20.2", "vllm-ascend@0.18"),
+    ("0.22.1rc1", "vllm-ascend@0.18"),
+    ("0.23.0rc1", "vllm-ascend@0.18"),           # rc of 0.23.0 comes before the 0.23.0 release
+    ("0.23.1", "vllm-ascend@0.23"),
+    ("0.25.1rc1", "vllm-ascend@0.23"),
+    ("0.26.0", "vllm-ascend@0.26"),              # the release after the rc series
+]
+
+NEWER = ["0.26.1", "0.27.0rc1", "1.0", "vllm-ascend@v2.3.4"]
+
+
+@pytest.mark.parametrize("text,key", EXACT)
+def test_a_profile_named_exactly_resolves_without_note(text, key):
+    assert resolve_engine(text) == (key, None)
+
+
+@pytest.mark.parametrize("text,key", RESOLVED)
+def test_a_version_resolves_to_the_newest_profile_at_or_below_it(text, key):
+    got, note = resolve_engine(text)
+    assert got == key
+    assert note is not None and key in note and "at or below" in note
+
+
+@pytest.mark.parametrize("text", NEWER)
+def test_newer_than_every_numbered_profile_resolves_to_the_newest_numbered_one(text):
+    got, note = resolve_engine(text)
+    assert got == "vllm-ascend@0.26"           # never silently the development head
+    assert "newer than the newest" in note and "vllm-ascend@main" in note
+
+
+@pytest.mark.parametrize("text", ["0.17.9", "0.18.0rc1", "v0.13.0"])
+def test_older_than_the_oldest_is_an_error_naming_the_range(text):
+    with pytest.raises(AuditInputError) as exc:
+        resolve_engine(text)
+    msg = exc.value.one_line()
+    assert msg.startswith("--engine:") and "0.18.0" in msg and "main" in msg
+
+
+@pytest.mark.parametrize("text", ["foo", "vllm-ascend@", "0.x", "vllm-ascend@0.26.0-beta", "vllm@0.18"])
+def test_unreadable_or_other_engine_is_an_error(text):
+    with pytest.raises(AuditInputError):
+        resolve_engine(text)
+
+
+def test_version_order_key():
+    assert parse_version("0.26.0rc1") < parse_version("0.26.0")          # rc before release
+    assert parse_version("0.26.0rc") < parse_version("0.26.0rc1")        # the series before rc1
+    assert parse_version("0.26.0rc2") < parse_version("0.26.0rc10")      # numeric, not lexical
+    assert parse_version("0.9.1") < parse_version("0.18.0")
+    assert parse_version("0.23") == parse_version("0.23.0")
+    assert parse_version("main") is None
+
+
+def test_cli_says_which_profile_on_stderr_and_in_the_report(tmp_path, capsys):
+    out = tmp_path / "perf.json"
+    assert main(["perf", "--tp", "8", "--phase", "decode", "--engine", "vllm-ascend@0.25.1rc1",
+                 "--format", "json", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "audit: note: vllm-ascend@0.25.1rc1 modelled as vLLM-Ascend v0.23.0 (vllm-ascend@0.23)" in err
+    js = json.loads(out.read_text())
+    assert js["engine"] == "vllm-ascend@0.23"
+    assert any("vllm-ascend@0.25.1rc1" in n for n in js["notes"])
+
+
+def test_cli_memory_assumptions_carry_the_note(tmp_path, capsys):
+    out = tmp_path / "mem.json"
+    assert main(["memory", "--tp", "16", "--dp", "2", "--ep", "32", "--sp", "--engine", "0.20.2",
+                 "--format", "json", "-o", str(out)]) == 0
+    js = json.loads(out.read_text())
+    assert js["engine"]["name"] == "vllm-ascend@0.18"
+    assert any("vllm-ascend@0.20.2 modelled as vLLM-Ascend v0.18.0" in a for a in js["assumptions"])
+
+
+def test_cli_old_version_is_one_line_exit_2(capsys):
+    rc = main(["perf", "--engine", "vllm-ascend@0.17"])
+    out, err = capsys.readouterr()
+    assert rc == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("audit: error: --engine:") and "0.18.0" in lines[0]
+
+
+def test_cli_sweep_accepts_a_version(capsys):
+    assert main(["sweep", "--tp", "8", "--dp", "1", "--tokens", "1024", "--engine", "0.26.2",
+                 "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    js = json.loads(out)
+    assert "newer than the newest" in err
+    assert js["notes"] and "vllm-ascend@0.26" in js["notes"][0]
