@@ -1,6 +1,7 @@
 """Open what the user named: a checkpoint directory, a config-only directory, or a built-in preset.
 
-Whatever it is, the result is the same: a ModelSpec, the recipe, and on request (``tables=True``,
+A Hugging Face hub cache repository (``models--org--name``) or one of its snapshots is read from
+its snapshot and named by its repository (``hubcache.py``). Whatever it is, the result is the same: a ModelSpec, the recipe, and on request (``tables=True``,
 what memory and inventory need) a TensorTable and the quant description. Config-only inputs get an
 inventory synthesized from the structure, and every report says so. Every command opens its model
 here, so ``perf`` and ``inventory`` can never disagree about what a directory holds.
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import AuditInputError
+from .hubcache import resolve_hub_dir
 from .inventory.quantdesc import QuantDescription, load_quant_description
 from .inventory.scan import ScanResult, find_quant_description, scan_model_dir
 from .inventory.table import TensorTable
@@ -83,11 +85,14 @@ def open_model(model: str | Path | None, recipe: str | None = None, progress: bo
         recipe = check_recipe(recipe)
     path = Path(model)
     if path.is_dir():
+        hub = resolve_hub_dir(path)
+        if hub is not None:
+            path = hub.path
         config_path = path / "config.json"
         if not config_path.exists():
             raise AuditInputError(path, "no config.json in the model directory")
         cfg = load_config_file(config_path)
-        spec = spec_from_config(cfg, name=path.resolve().name, where=str(config_path))
+        spec = spec_from_config(cfg, name=hub.repo if hub else path.resolve().name, where=str(config_path))
         if not tables:
             return ModelSource(spec, None, "checkpoint", str(path), None, recipe,
                                recipe or _quick_recipe(path, cfg))
@@ -99,6 +104,9 @@ def open_model(model: str | Path | None, recipe: str | None = None, progress: bo
             scan = scan_model_dir(path, progress=progress)
             desc = pending.result() if pending else None
         findings = [Finding(s, t, m) for s, t, m in scan.index_findings]
+        if hub is not None:
+            how = "refs/main -> " if hub.via_ref else ""
+            findings.append(Finding("info", None, f"Hugging Face cache: {hub.repo}, {how}snapshot {hub.revision}"))
         if desc is not None:
             findings += [Finding(s, k, m) for s, k, m in desc.findings]
         guessed = guess_recipe(_description_values(desc), cfg)
