@@ -5,7 +5,7 @@ from tabulate import tabulate
 
 from ..model.classify import CATEGORIES
 from .findings import findings_section
-from .units import Unit
+from .units import Unit, count
 
 
 def _rank_groups(ranks: list[dict]) -> list[tuple[list[int], dict]]:
@@ -47,7 +47,7 @@ def render_memory(rep: dict, fmt: str = "table", max_tensor_rows: int | None = N
             + (f"PP{p['pp']} " if p['pp'] > 1 else "") + ("SP " if p['sp'] else "")
             + f"role={p['role']} DSA-CP={'on' if p['dsa_cp'] else 'off'} "
             + f"MTP-drafter={'on' if p['mtp_drafter'] else 'off'} nz_mode={p['nz_mode']}")
-    lines.append(f"plan: {plan} | engine: {e['label']} | {p['world']} ranks")
+    lines.append(f"plan: {plan} | engine: {e['label']} | {count(p['world'], 'rank')}")
     w = rep["worst_rank"]
     lines.append(f"worst rank {w['rank']}: {gib(w['bytes'])} {u.name} resident "
                  f"(naive {gib(rep['naive']['bytes'])} {u.name}, imbalance {gib(rep['imbalance_bytes'])} {u.name})")

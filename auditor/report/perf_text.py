@@ -1,6 +1,10 @@
 """Text reports of a PerfResult: per-op table (identical ops across layers folded into one row
 with a layer range), per-layer summary, collective table and phase totals, as table / markdown /
-csv / json."""
+csv / json.
+
+Tables print the numbers exactly as formatted here (tabulate's number parsing is off, so no
+column loses its trailing zeros): times in us with 1 decimal, ms with 3, FLOPs with an SI prefix
+and bytes in binary units (KiB, MiB, GiB, as the memory reports), both with 2 decimals."""
 from __future__ import annotations
 
 import csv
@@ -14,13 +18,15 @@ from tabulate import tabulate
 
 from ..perf.api import PerfResult, PhaseResult
 from .ranges import ranges
+from .units import binary
 
 
-def _si(x: float, unit: str = "") -> str:
+def _si(x: float) -> str:
+    """FLOPs with an SI prefix and 2 decimals ('132.07 G'); below 1000 a plain integer."""
     for k, p in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(x) >= p:
-            return f"{x / p:.2f} {k}{unit}"
-    return f"{x:.0f} {unit}".rstrip()
+            return f"{x / p:.2f} {k}"
+    return f"{x:.0f}"
 
 
 def _shape(s: list) -> str:
@@ -58,13 +64,25 @@ def ops_rows(ph: PhaseResult) -> list[list]:
         if g.get("pass"):
             where += f" (MTP pass {'1' if g['pass'] == 1 else '2..'})"
         rows.append([g["name"], where, g["count"], _shape(g["shape_in"]), _shape(g["shape_out"]), g["layout"],
-                     _si(g["flops"]), _si(g["bytes"], "B"), g["bound"], f"{g['time_us']:.1f}",
+                     _si(g["flops"]), binary(g["bytes"]), g["bound"], f"{g['time_us']:.1f}",
                      f"{g['time_us'] * g['count'] / 1e3:.3f}", g["source"]])
     return rows
 
 
 OPS_HEADERS = ["op", "layers", "n", "in", "out", "layout", "FLOPs", "bytes", "bound", "us each", "ms total",
                "source"]
+COLL_HEADERS = ["collective", "group", "tensor", "n", "bytes/rank", "us each", "ms total"]
+LAYER_HEADERS = ["layers", "n", "ops ms each", "comm ms each", "total ms each", "total ms"]
+TOTAL_HEADERS = ["phase", "time ms", "time is", "comm ms", "FLOPs", "bytes", "tokens/DP rank", "tokens/s/DP rank"]
+_NUMERIC = {"n", "FLOPs", "bytes", "us each", "ms total", "bytes/rank", "ops ms each", "comm ms each",
+            "total ms each", "total ms", "time ms", "comm ms", "tokens/DP rank", "tokens/s/DP rank"}
+
+
+def _table(rows: list[list], headers: list[str], tf: str) -> str:
+    """Cells printed as formatted (no re-parsing of numbers), numeric columns right-aligned."""
+    align = ["right" if h in _NUMERIC else "left" for h in headers]
+    return tabulate([[str(c) for c in r] for r in rows], headers, tablefmt=tf, disable_numparse=True,
+                    colalign=align)
 
 
 def layer_rows(ph: PhaseResult) -> list[list]:
@@ -109,15 +127,15 @@ def collective_rows(ph: PhaseResult) -> list[list]:
         a = agg.setdefault(key, [0, 0.0])
         a[0] += 1
         a[1] += c["time_us"]
-    return [[k, g, t, n, _si(b, "B"), f"{tt / n:.1f}", f"{tt / 1e3:.3f}"]
+    return [[k, g, t, n, binary(b), f"{tt / n:.1f}", f"{tt / 1e3:.3f}"]
             for (k, g, t, b), (n, tt) in agg.items()]
 
 
 def totals_rows(res: PerfResult) -> list[list]:
     rows = []
     for name, ph in res.phases.items():
-        label = "TTFT" if name == "prefill" else "step"
-        rows.append([name, f"{ph.time_ms:.3f}", label, f"{ph.comm_ms:.3f}", _si(ph.flops), _si(ph.bytes, "B"),
+        label = "TTFT" if name == "prefill" else "decode step"
+        rows.append([name, f"{ph.time_ms:.3f}", label, f"{ph.comm_ms:.3f}", _si(ph.flops), binary(ph.bytes),
                      ph.tokens, f"{ph.tokens_per_s:.1f}"])
     return rows
 
@@ -135,17 +153,14 @@ def render(res: PerfResult, fmt: str, per_layer: bool = True) -> str:
         out.append("")
         out.append(f"== {name}: batch {w.batch}, tokens {w.tokens if name == 'prefill' else 1 + w.mtp} per request, "
                    f"context {w.context}, MTP {w.mtp}")
-        out.append(tabulate(ops_rows(ph), OPS_HEADERS, tablefmt=tf))
+        out.append(_table(ops_rows(ph), OPS_HEADERS, tf))
         out.append("")
-        out.append(tabulate(collective_rows(ph), ["collective", "group", "tensor", "n", "bytes/rank", "us each",
-                                                  "ms total"], tablefmt=tf))
+        out.append(_table(collective_rows(ph), COLL_HEADERS, tf))
         if per_layer:
             out.append("")
-            out.append(tabulate(layer_rows(ph), ["layers", "n", "ops ms each", "comm ms each",
-                                                          "total ms each", "total ms"], tablefmt=tf))
+            out.append(_table(layer_rows(ph), LAYER_HEADERS, tf))
     out.append("")
-    out.append(tabulate(totals_rows(res), ["phase", "time ms", "", "comm ms", "FLOPs", "bytes", "tokens/DP rank",
-                                           "tokens/s/DP rank"], tablefmt=tf))
+    out.append(_table(totals_rows(res), TOTAL_HEADERS, tf))
     for n in res.notes:
         out.append(f"note: {n}")
     return "\n".join(out) + "\n"

@@ -11,6 +11,8 @@ from tabulate import tabulate
 from ..perf.sweep import COLUMNS, SweepResult
 
 _INT = {"tp", "dp", "ep", "tokens", "context", "batch", "mtp", "decode_context", "fits"}
+_DECIMALS = {"ttft_ms": 3, "decode_step_ms": 3, "prefill_tok_s_per_device": 2, "decode_tok_s_per_device": 2,
+             "weights_gib": 3, "kv_free_gib": 3}
 
 
 def _row(r) -> dict:
@@ -42,13 +44,18 @@ def render_sweep(res: SweepResult, fmt: str, top: int = 5) -> str:
                 w.writerow([label] + list(r.values()))
         return buf.getvalue()
     tf = "github" if fmt == "markdown" else "simple"
+
+    def table(rows: list[dict]) -> str:
+        cells = [[str(v) if c in _INT else f"{v:.{_DECIMALS[c]}f}" for c, v in r.items()] for r in rows]
+        return tabulate(cells, COLUMNS, tablefmt=tf, disable_numparse=True, colalign=["right"] * len(COLUMNS))
+
     out = [f"{res.n_configs} configurations evaluated, {res.n_infeasible} do not fit the device's HBM "
            "(fits = 0 in the CSV; never ranked)"]
     for s in res.skipped:
         out.append(f"skipped {s}")
     out += ["", f"best TTFT (prefill time per DP rank batch), top {top}:",
-            tabulate([list(r.values()) for r in by_ttft], COLUMNS, tablefmt=tf),
+            table(by_ttft),
             "", f"best decode tokens/s per device (all drafts accepted), top {top}:",
-            tabulate([list(r.values()) for r in by_dec], COLUMNS, tablefmt=tf)]
+            table(by_dec)]
     out += [f"note: {n}" for n in res.notes]
     return "\n".join(out) + "\n"

@@ -45,6 +45,21 @@ def human(n: float) -> str:
     return f"{int(n)} B"
 
 
+def binary(n: float, digits: int = 2) -> str:
+    """Bytes in the largest binary unit that keeps the number >= 1, always ``digits`` decimals
+    ('512 B', '96.02 MiB', '7.31 GiB'): the perf reports' spelling, so their bytes read like memory's."""
+    a = abs(n)
+    for name, div in (("TiB", 1024 ** 4), ("GiB", GiB), ("MiB", MiB), ("KiB", 1024)):
+        if a >= div:
+            return f"{n / div:.{digits}f} {name}"
+    return f"{n:.0f} B"
+
+
+def count(n: int, noun: str) -> str:
+    """'1 rank', '32 ranks' (regular English plurals only)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def signed_gib(n: float) -> str:
     return f"{n / GiB:+.3f}"
 
