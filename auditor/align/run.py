@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engines.profiles import get_profile
+from ..engines.profiles import get_profile, resolve_engine
 from ..parallel import ParallelPlan
 from ..report.ranges import ranges
 from .evidence.bench import read_bench
@@ -39,16 +39,6 @@ class AlignRequest:
     mtp: int = 0
     tolerance: float | None = None         # relative, e.g. 0.05
     top: int = 10
-
-
-def resolve_engine(text: str) -> tuple[str, str | None]:
-    """(profile key, note). Uses engines.profiles.resolve_engine (any version string, newest profile
-    at or below it) when main has it; otherwise plain profile keys only."""
-    try:
-        from ..engines.profiles import resolve_engine as _resolve   # issue: version-string resolution
-    except ImportError:
-        return get_profile(text).name, None
-    return _resolve(text)
 
 
 def _sha256(path: Path) -> str:

@@ -6,9 +6,8 @@ from pathlib import Path
 import click
 
 from ..devices.profiles import DEFAULT_DEVICE
-from ..engines.profiles import DEFAULT_ENGINE, PROFILES
 from ..errors import AuditInputError
-from .options import emit, guard_output, output_options, recipe_option
+from .options import emit, engine_option, guard_output, output_options, recipe_option
 
 
 def _ints(text: str, name: str) -> list[int]:
@@ -40,7 +39,7 @@ def _ints(text: str, name: str) -> list[int]:
 @click.option("--sp", "sp_mode", type=click.Choice(["on", "off", "both"]), default="on", show_default=True,
               help="SP/FlashComm1 (DSA-CP on DSA models) in the searched plans")
 @click.option("--disagg/--no-disagg", default=True, show_default=True, help="also search P/D-disaggregated")
-@click.option("--engine", default=DEFAULT_ENGINE, show_default=True, type=click.Choice(sorted(PROFILES)))
+@engine_option()
 @click.option("--gpu-memory-utilization", "util", type=float, default=0.9, show_default=True)
 @click.option("--kv-cache-dtype", type=click.Choice(["bf16", "c8-indexer", "c8"]), default="bf16", show_default=True)
 @recipe_option("quantization recipe (default: the checkpoint's / preset's own)")

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import AuditInputError
-from .profiles import ALIASES, PROFILES
+from .profiles import PROFILES, resolve_engine
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,6 @@ assert set(RUNTIME_PROFILES) == set(PROFILES), "every engine profile needs its r
 
 
 def get_runtime_profile(name: str) -> RuntimeProfile:
-    key = ALIASES.get(name.lower(), name.lower())
-    if key not in RUNTIME_PROFILES:
-        raise AuditInputError("--engine", f"unknown engine {name!r} (known: {', '.join(RUNTIME_PROFILES)})")
-    return RUNTIME_PROFILES[key]
+    """The runtime row of the profile an ``--engine`` text resolves to (any version, see
+    ``profiles.resolve_engine``)."""
+    return RUNTIME_PROFILES[resolve_engine(name)[0]]
