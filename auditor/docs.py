@@ -12,7 +12,8 @@ the README sits under a marker naming the command that produced it::
 ``python -m auditor.docs`` reruns every marked command in-process and rewrites the fenced block
 under it; ``python -m auditor.docs --check`` exits 1 and names the examples that differ (the test
 suite runs the check). Filters after ``|``: ``head N``, ``tail N``, ``grep REGEX`` (Python regex,
-lines kept in order). A trailing ``2>&1`` appends what the command printed on stderr, and the
+lines kept in order), and ``file PATH`` (show a file the command wrote under ``$TMP`` instead of
+its stdout, e.g. a ticket). A trailing ``2>&1`` appends what the command printed on stderr, and the
 exit code is shown when it is not 0. ``$TMP`` in a command is a fresh temporary directory, shown
 as ``/tmp``. Commands run from the repository root (``../shared`` is the reference data beside it).
 """
@@ -51,7 +52,7 @@ def _filters(spec: str) -> tuple[str, list[tuple[str, str]], bool]:
         cmd = cmd[: -len("2>&1")].strip()
     for f in parts[1:]:
         name, _, arg = f.partition(" ")
-        if name not in ("head", "tail", "grep"):
+        if name not in ("head", "tail", "grep", "file"):
             raise ValueError(f"unknown example filter {f!r}")
         filters.append((name, arg.strip()))
     return cmd, filters, merge_stderr
@@ -79,6 +80,9 @@ def run_example(spec: str) -> str:
         with _cwd(README.parent), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(argv)
         text = out.getvalue() + (err.getvalue() if merge_stderr else "")
+        for name, arg in filters:
+            if name == "file":
+                text = (Path(tmp) / arg).read_text(encoding="utf-8")
         text = text.replace(tmp, "/tmp")
     lines = text.rstrip("\n").split("\n")
     for name, arg in filters:
@@ -86,7 +90,7 @@ def run_example(spec: str) -> str:
             lines = lines[: int(arg)]
         elif name == "tail":
             lines = lines[-int(arg):]
-        else:
+        elif name == "grep":
             rx = re.compile(arg)
             lines = [ln for ln in lines if rx.search(ln)]
     shown = "$ audit " + cmd.replace("$TMP", "/tmp")

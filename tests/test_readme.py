@@ -43,3 +43,10 @@ def test_filters_and_exit_codes(tmp_path):
     assert len(lines) == 4 and lines[-1] == "(exit code 3)"      # 2 lines kept + the command + exit code
     grep = docs.run_example("memory glm-5.1 --tp 16 | grep ^worst rank")
     assert grep.splitlines()[1].startswith("worst rank")
+
+
+def test_file_filter_shows_what_the_command_wrote():
+    body = docs.run_example("synth $TMP/m --model dense-32b --recipe bf16 | file m/config.json | head 3")
+    lines = body.splitlines()
+    assert lines[0] == "$ audit synth /tmp/m --model dense-32b --recipe bf16"
+    assert lines[1] == "{" and len(lines) == 4       # the written config.json, not synth's summary line
