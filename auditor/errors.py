@@ -21,12 +21,8 @@ class AuditInputError(Exception):
         return " ".join(text.split())
 
 
-def read_input_bytes(path: str | Path, what: str) -> bytes:
-    """Bytes of a user-supplied file, or an AuditInputError naming it ("cannot read <what>: ...")."""
-    path = Path(path)
-    try:
-        return path.read_bytes()
-    except IsADirectoryError:
-        raise AuditInputError(path, f"cannot read {what}: is a directory") from None
-    except OSError as exc:
-        raise AuditInputError(path, f"cannot read {what}: {exc.strerror or exc}") from None
+def read_input_bytes(path: str | Path, what: str, cap: int) -> bytes:
+    """Bytes of a user-supplied regular file of at most ``cap`` bytes, or an AuditInputError
+    naming it (a FIFO, device, socket or directory is refused without blocking: auditor.inputs)."""
+    from .inputs import read_capped
+    return read_capped(path, what, cap)

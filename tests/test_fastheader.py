@@ -16,8 +16,8 @@ import orjson
 import pytest
 from safetensors.numpy import save_file
 
-from auditor.inventory.fastheader import parse_entries, split_header
-from auditor.inventory.jsonspans import parse_index
+from auditor.inventory.fast.header import parse_entries, split_header
+from auditor.inventory.fast.jsonspans import parse_index
 from auditor.inventory.header import DTYPE_BITS, DTYPE_NAMES, read_header
 from auditor.inventory.scan import scan_model_dir
 from auditor.inventory.shards import read_headers
@@ -104,7 +104,7 @@ def test_fast_equals_slow_on_generated_headers(seed: int, tmp_path: Path) -> Non
 def test_parse_shared_by_two_threads_equals_the_exact_path(seed: int, tmp_path: Path, monkeypatch) -> None:
     """Large batches are parsed in two halves on two threads; force that on small files, with an
     odd (non-canonical) file among them, and compare with the exact reader file by file."""
-    import auditor.inventory.shards as shards
+    import auditor.inventory.fast.shards as shards
     monkeypatch.setattr(shards, "_SPLIT_FROM", 0)
     rng = random.Random(100 + seed)
     paths = []

@@ -13,7 +13,7 @@ import random
 import orjson
 import pytest
 
-from auditor.inventory.fastheader import parse_entries, split_header
+from auditor.inventory.fast.header import parse_entries, split_header
 from auditor.inventory.header import DTYPE_NAMES
 
 from test_fastheader import canonical, random_entries
@@ -105,7 +105,7 @@ def spans(buf: bytes, start, length) -> list[str]:
 
 @pytest.mark.parametrize("seed", range(8))
 def test_description_run_damage_is_refused_or_read_exactly(seed: int) -> None:
-    from auditor.inventory.jsonspans import leading_pairs
+    from auditor.inventory.fast.jsonspans import leading_pairs
     rng = random.Random(2000 + seed)
     doc, _ = flat_doc(rng)
     doc.update({"version": "1.0.0", "group_size": 0, "optional": {"a": {"b": "c"}}})
@@ -123,7 +123,7 @@ def test_description_run_damage_is_refused_or_read_exactly(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(8))
 def test_index_damage_is_refused_or_read_exactly(seed: int) -> None:
-    from auditor.inventory.jsonspans import index_columns
+    from auditor.inventory.fast.jsonspans import index_columns
     rng = random.Random(3000 + seed)
     _, pairs = flat_doc(rng)
     raw = dumps(rng, {"metadata": {"total_size": 12}, "weight_map": dict(pairs)})

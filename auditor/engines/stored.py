@@ -18,7 +18,6 @@ class StoredModule:
     module: str
     scheme: str
     weight_dtype: str
-    weight_shape: tuple[int, ...]
     bytes_by_suffix: dict[str, int] = field(default_factory=dict)
     count_by_suffix: dict[str, int] = field(default_factory=dict)
     n_experts: int = 0
@@ -65,21 +64,18 @@ class StoredIndex:
         # one bulk conversion per column instead of ~4,000 numpy scalar reads in the loop
         is_expert = (a.expert[rows] >= 0).tolist()
         dtypes = t.dtype[rows].tolist()
-        shapes = t.shape[rows].tolist()
-        ndims = t.ndim[rows].tolist()
         schemes = ct.scheme[rows].tolist()
         for u, (ly, m, sx, total, count) in enumerate(zip((lay - 1).tolist(), mods.tolist(), sufs.tolist(),
                                                          sums.tolist(), counts.tolist())):
             mkey = (ly, a.modules[m])
             sm = self.modules.get(mkey)
             if sm is None:
-                sm = self.modules[mkey] = StoredModule(ly, a.modules[m], "", "", ())
+                sm = self.modules[mkey] = StoredModule(ly, a.modules[m], "", "")
             suffix = a.suffixes[sx]
             sm.bytes_by_suffix[suffix] = int(total)
             sm.count_by_suffix[suffix] = int(count)
             if suffix == "weight":
                 sm.weight_dtype = str(dtypes[u])
-                sm.weight_shape = tuple(shapes[u][:ndims[u]])
                 sm.scheme = str(schemes[u] or "")
                 if is_expert[u]:
                     sm.n_experts = int(count)
@@ -89,6 +85,3 @@ class StoredIndex:
 
     def get(self, layer: int, module: str) -> StoredModule | None:
         return self.modules.get((layer, module))
-
-    def layers_present(self) -> set[int]:
-        return {k[0] for k in self.modules if k[0] >= 0}

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import AuditInputError
 from ..model.spec import DTYPE_BYTES
-from .table import MAXDIM, TensorTable
+from .table import MAXDIM
 
 try:  # orjson is several times faster than json on multi-megabyte headers
     import orjson as _orjson
@@ -89,22 +89,6 @@ class HeaderEntries:
     def dtypes(self) -> np.ndarray:
         """Safetensors dtype strings ('<U8')."""
         return _DTYPE_NAME_ARR[self.dtype_code]
-
-    def to_table(self, rel_file: str, loaded: bool = True) -> TensorTable:
-        """One-file TensorTable with absolute offsets; ``rel_file`` is the name kept in ``files``."""
-        n = len(self.names)
-        names = np.empty(n, dtype=object)
-        names[:] = self.names
-        return TensorTable(
-            name=names,
-            file=np.zeros(n, dtype=np.int32),
-            dtype=self.dtypes,
-            ndim=self.ndim, shape=self.shape,
-            nbytes=self.end - self.begin,
-            begin=self.begin + self.data_start, end=self.end + self.data_start,
-            loaded=np.full(n, loaded, dtype=bool),
-            files=[rel_file],
-        )
 
 
 def read_header(path: Path) -> HeaderEntries:

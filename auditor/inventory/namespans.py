@@ -1,57 +1,21 @@
-"""Tensor names as byte spans of one buffer, decoded to Python strings only when asked; plus the
-8-byte-word tools (unaligned loads, masks, a span hash) every span reader here shares.
+"""Tensor names as byte spans of one buffer, decoded to Python strings only when asked.
 
 Why: a 180,000-tensor checkpoint has 180,000 names, and creating them as ``str`` objects costs
 more than parsing the headers around them. Every bulk consumer (name templates, the index
 check, the description match) works on the bytes: the scanner hands over the spans of the names
 inside the concatenated header bytes, and strings exist only for the rows a report prints.
+The exact readers build the same spans from strings (``from_strings``); the word hashes cached
+here serve the accelerators (``fast/``) only.
 """
 from __future__ import annotations
 
-import codecs
 from typing import Sequence
 
 import numpy as np
 
+from .fast.words import mask_digits, span_columns, span_hash, u64_view
+
 PAD = b" " * 32     # slack after the last span: 8-byte loads at any span start stay in bounds
-LOW_MASK = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
-
-
-def u64_view(buf: bytes) -> np.ndarray:
-    """Every byte offset of ``buf`` as an unaligned little-endian u64 (a view, no copy)."""
-    return np.ndarray(shape=(len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))
-
-
-MAX_WORDS = 32     # names up to 256 bytes are compared as words; longer ones go the slow way
-
-
-_P = np.uint64(0x100000001B3)      # odd multiplier of the word-polynomial hash
-_M1, _M2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9)
-
-
-def span_columns(words: np.ndarray, start: np.ndarray, length: np.ndarray, k: int) -> np.ndarray:
-    """Row j: the j-th 8-byte word of every span, zero past its end. Column-major on purpose:
-    each pass touches two 1.4 MB arrays instead of one [n, k] block, which is ~2x faster here."""
-    cols = np.empty((k, len(start)), dtype=np.uint64)
-    last = len(words) - 1
-    for j in range(k):
-        at = start + 8 * j
-        np.minimum(at, last, out=at)
-        np.bitwise_and(words[at], LOW_MASK[np.clip(length - 8 * j, 0, 8)], out=cols[j])
-    return cols
-
-
-def span_hash(cols: np.ndarray, length: np.ndarray) -> np.ndarray:
-    """A u64 per span (polynomial over its words and length, then a splitmix finaliser). Equal
-    spans hash equal; a tie between different spans only sends the check to the exact path."""
-    h = length.astype(np.uint64) * _M2
-    for j in range(cols.shape[0]):
-        h *= _P
-        h ^= cols[j]
-    h ^= h >> np.uint64(31)
-    h *= _M1
-    h ^= h >> np.uint64(29)
-    return h
 
 
 class NameSpans:
@@ -172,61 +136,9 @@ def decode_spans(buf: bytes, start: np.ndarray, end: np.ndarray) -> list[str]:
     return [buf[a:b].decode("utf-8") for a, b in zip(start.tolist(), end.tolist())]
 
 
-def word_of(text: bytes) -> int:
-    """The first 8 bytes of ``text`` as the little-endian u64 an unaligned load would give."""
-    return int.from_bytes(text[:8].ljust(8, b"\0"), "little")
-
-
-def word8(text: bytes) -> int:
-    assert len(text) == 8, text
-    return word_of(text)
-
-
-def valid_utf8(buf: bytes | bytearray, lo: int = 0, hi: int | None = None) -> bool:
-    """``buf[lo:hi]`` decodes as UTF-8; then so does every span in it cut at an ASCII byte such as
-    '"' (never part of a multi-byte sequence)."""
-    if buf.isascii():
-        return True
-    try:
-        codecs.decode(memoryview(buf)[lo:hi], "utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 def spans_distinct(names: NameSpans) -> bool:
-    """True when no two spans hold the same bytes: a hash per span, and an exact set only when
-    two hashes tie (or a name is too long to hash as words)."""
-    n = len(names)
-    if n < 2:
+    """True when no two spans hold the same bytes (the accelerator's hashes, else a set)."""
+    from .fast.names import proven_distinct
+    if len(names) < 2 or proven_distinct(names):
         return True
-    k = (int(names.length.max()) + 7) // 8
-    if k <= MAX_WORDS:
-        _, h = names.words_and_hash(k)          # kept: the index check hashes the same names
-        h = h[names.hash_order(k)]
-        if not (h[1:] == h[:-1]).any():
-            return True
-    return len(set(names.strings().tolist())) == n
-
-
-_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
-_OVER_NINE = np.uint64(0x7676767676767676)     # 0x7F - 9 in every byte
-_ZEROS = np.uint64(0x3030303030303030)
-_HASHES = np.uint64(0x2323232323232323)
-
-
-def mask_digits(cols: np.ndarray) -> np.ndarray:
-    """The word columns with every ASCII digit byte replaced by '#' (SWAR, exact per byte; two
-    temporaries, everything else in place: these are 11 MB arrays)."""
-    d = cols ^ _ZEROS                                  # digits -> 0..9 in their byte
-    t = d & _LOW7
-    t += _OVER_NINE
-    t |= d                                             # high bit set: not a digit
-    np.invert(t, out=t)
-    t &= ~_LOW7
-    t >>= np.uint64(7)
-    t *= np.uint64(0xFF)                               # 0xFF in each digit byte
-    np.bitwise_xor(cols, _HASHES, out=d)
-    d &= t
-    d ^= cols                                          # digit bytes from '#', the rest from cols
-    return d
+    return len(set(names.strings().tolist())) == len(names)

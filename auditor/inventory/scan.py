@@ -15,28 +15,23 @@ load them as model parameters (a later rule decides what QuaRot costs).
 from __future__ import annotations
 
 import gc
-import re
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from operator import countOf
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 
 import numpy as np
 
 from ..errors import AuditInputError, read_input_bytes
-from .jsonspans import index_columns, parse_index
+from ..inputs import INDEX_CAP
+from .fast import index as fast_index
+from .fast.index import FastIndex
+from .index import load_index
 from .namespans import spans_distinct
-from .indexcheck import FastIndex
-from .shards import HeaderBatch, read_headers, unique_names
 from .progress import ProgressLine, want_progress
+from .shards import HeaderBatch, read_headers, unique_names
 from .table import TensorTable
-
-try:
-    import orjson as _orjson
-except ImportError:  # pragma: no cover
-    _orjson = None
-import json
 
 INDEX_GLOB = "*.safetensors.index.json"
 OPTIONAL_DIR = "optional"
@@ -88,69 +83,83 @@ def _gc_paused():
 
 
 def _scan(model_dir: Path, progress: bool | None) -> ScanResult:
+    """The one scan path: index and headers (each through its accelerator, else the exact
+    reader), then the table, then index vs shards (the accelerator's proof of agreement, else
+    the exact cross-check, which words every finding)."""
     index_paths = sorted(p for p in model_dir.glob(INDEX_GLOB) if not p.name.startswith("."))
-    if len(index_paths) != 1:
-        return _scan_in_order(model_dir, progress, index_paths, None)
-    # The index (19 MB for GLM-5.1) is read and hashed on the second core while the headers are
-    # read here: numpy releases the GIL for the bulk of both. The shards it names are almost
-    # always the top-level files; when not, the scan starts over in order.
+    # The index (19 MB for GLM-5.1) is read on the second core while the headers are read here
+    # (numpy releases the GIL for the bulk of both). The shards it names are almost always the
+    # top-level files; when not, the others are read once it is known.
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(_fast_index, index_paths[0], model_dir)
+        pending = pool.submit(_read_index, index_paths, model_dir)
         shards = _shard_files(model_dir, set())
         try:
-            batch = _read(model_dir, shards, progress, check_unique=False)
+            batch = _read(model_dir, shards, progress)
         except AuditInputError:
-            if pending.result() is None:
-                _load_indexes(index_paths, model_dir)     # a broken index is reported first, as in order
+            index = pending.result()          # a broken index is reported first
+            wanted = _shard_files(model_dir, index.files())
+            if wanted != shards:
+                _read(model_dir, wanted, progress)   # the first damaged file in sorted order
             raise
-        fast = pending.result()
-    if fast is None:                      # an index the fast reader declines: the exact one
-        weight_map, findings = _load_indexes(index_paths, model_dir)
-        if _shard_files(model_dir, set(weight_map.values())) == shards:
-            return _cross_checked(model_dir, index_paths, shards, unique_names(batch), weight_map, findings)
-    if fast is None or not set(fast.files) <= set(shards):
-        return _scan_in_order(model_dir, progress, index_paths, fast)
-    return _checked(model_dir, index_paths, fast, shards, batch)
-
-
-def _read(model_dir: Path, shards: list[str], progress: bool | None, check_unique: bool) -> HeaderBatch:
-    with ProgressLine(len(shards), enabled=want_progress(progress, len(shards))) as bar:
-        return read_headers([model_dir / rel for rel in shards], on_file=bar.update, check_unique=check_unique)
-
-
-def _scan_in_order(model_dir: Path, progress: bool | None, index_paths: list[Path],
-                   fast: FastIndex | None) -> ScanResult:
-    """Index first (it names the shards), then the headers."""
-    if fast is None:
-        weight_map, findings = _load_indexes(index_paths, model_dir)
-        shards = _shard_files(model_dir, set(weight_map.values()))
-    else:
-        shards = _shard_files(model_dir, set(fast.files))
-    # with a fast index, agreement proves the names distinct: the uniqueness rule waits
-    batch = _read(model_dir, shards, progress, check_unique=fast is None)
-    if fast is not None:
-        return _checked(model_dir, index_paths, fast, shards, batch)
-    return _cross_checked(model_dir, index_paths, shards, batch, weight_map, findings)
-
-
-def _checked(model_dir: Path, index_paths: list[Path], fast: FastIndex, shards: list[str],
-             batch: HeaderBatch) -> ScanResult:
-    """The table, when the fast index agrees with it; else the exact cross-check's findings."""
+        index = pending.result()
+    wanted = _shard_files(model_dir, index.files())
+    if wanted != shards:
+        shards, batch = wanted, _read(model_dir, wanted, progress)
     loaded = [_is_loaded(rel) for rel in shards]
     table = batch.to_table(shards, loaded)
-    if fast.agrees_with(table, _optional_rows(table)):
+    if index.fast is not None and index.fast.agrees_with(table, _optional_rows(table)):
+        # agreement proves the names distinct (each listed once, in its own file)
         return _result(model_dir, table, index_paths, _optional_notes(table, index_paths[0].name))
-    batch = unique_names(batch)
-    weight_map, findings = _load_indexes(index_paths, model_dir)   # exact findings/errors
-    return _cross_checked(model_dir, index_paths, shards, batch, weight_map, findings)
+    checked = unique_names(batch)             # a key twice in one header is an error
+    if checked is not batch:
+        table = checked.to_table(shards, loaded)
+    weight_map, findings = index.exact()
+    return _cross_checked(model_dir, index_paths, shards, checked, table, weight_map, findings)
+
+
+def _read(model_dir: Path, shards: list[str], progress: bool | None) -> HeaderBatch:
+    with ProgressLine(len(shards), enabled=want_progress(progress, len(shards))) as bar:
+        return read_headers([model_dir / rel for rel in shards], on_file=bar.update, check_unique=False)
+
+
+@dataclass
+class _Index:
+    """The index files of a directory: read once, as the accelerator's columns or the exact
+    weight_map (built from the same bytes on demand)."""
+
+    paths: list[Path]
+    model_dir: Path
+    raws: list[bytes]
+    fast: FastIndex | None = None
+    _exact: tuple[dict[str, str], list[Finding]] | None = None
+
+    def exact(self) -> tuple[dict[str, str], list[Finding]]:
+        if self._exact is None:
+            self._exact = _load_indexes(self.paths, self.model_dir, self.raws)
+        return self._exact
+
+    def files(self) -> set[str]:
+        """Normalized shard paths the index names."""
+        if self.fast is not None:
+            return set(self.fast.files)
+        return set(self.exact()[0].values())
+
+
+def _read_index(index_paths: list[Path], model_dir: Path) -> _Index:
+    raws = [read_input_bytes(p, "index", INDEX_CAP) for p in index_paths]
+    index = _Index(index_paths, model_dir, raws)
+    if len(index_paths) == 1:
+        index.fast = fast_index.read_index(raws[0], index_paths[0], model_dir)
+    if index.fast is None:
+        index.exact()                         # raises for a broken index, on this thread
+    return index
 
 
 def _cross_checked(model_dir: Path, index_paths: list[Path], shards: list[str], batch: HeaderBatch,
-                   weight_map: dict[str, str], findings: list[Finding]) -> ScanResult:
-    loaded = [_is_loaded(rel) for rel in shards]
-    table = batch.to_table(shards, loaded)
-    # Fast index check: every stored tensor maps to its own shard, and the index has exactly as
-    # many entries as were counted => index == shards (names are unique within each shard).
+                   table: TensorTable, weight_map: dict[str, str], findings: list[Finding]) -> ScanResult:
+    # Quick agreement check: every stored tensor maps to its own shard, and the index has exactly
+    # as many entries as were counted => index == shards (names are unique within each shard).
+    findings = list(findings)
     agrees = bool(index_paths)
     counted = 0
     for i, rel in enumerate(shards):
@@ -188,14 +197,14 @@ def _result(model_dir: Path, table: TensorTable, index_paths: list[Path], findin
     )
 
 
-def _load_indexes(index_paths: list[Path], model_dir: Path) -> tuple[dict[str, str], list[Finding]]:
+def _load_indexes(index_paths: list[Path], model_dir: Path, raws: list[bytes]) -> tuple[dict[str, str], list[Finding]]:
     """One weight_map from all index files (normally exactly one)."""
     if len(index_paths) == 1:
-        return load_index(index_paths[0], model_dir), []
+        return load_index(index_paths[0], model_dir, raws[0]), []
     findings: list[Finding] = []
     weight_map: dict[str, str] = {}
-    for ip in index_paths:
-        for name, rel in load_index(ip, model_dir).items():
+    for ip, raw in zip(index_paths, raws):
+        for name, rel in load_index(ip, model_dir, raw).items():
             prev = weight_map.setdefault(name, rel)
             if prev != rel:
                 findings.append(("warning", name, f"index files disagree: '{prev}' vs '{rel}' ({ip.name})"))
@@ -204,92 +213,6 @@ def _load_indexes(index_paths: list[Path], model_dir: Path) -> tuple[dict[str, s
                             f"{len(index_paths)} index files found ({', '.join(p.name for p in index_paths)}); "
                             f"their weight maps were merged"))
     return weight_map, findings
-
-
-def load_index(index_path: Path, model_dir: Path) -> dict[str, str]:
-    """weight_map of an index file, with shard paths normalized and confined to ``model_dir``.
-
-    A shard itself may be a symlink resolving anywhere (hub caches point into a blobs dir);
-    only the path written in the index must stay inside the directory.
-    """
-    raw = read_input_bytes(index_path, "index")
-    # a 180,000-entry weight_map costs orjson ~0.17 s in string objects; the vectorised parser
-    # reads the usual all-strings layout ~4x faster and defers everything else to orjson
-    doc = parse_index(raw)
-    try:
-        if doc is None:
-            doc = _orjson.loads(raw) if _orjson is not None else json.loads(raw.decode("utf-8"))
-    except (ValueError, RecursionError):
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise AuditInputError(index_path, "index is not valid UTF-8") from None
-        raise AuditInputError(index_path, "index is not valid JSON") from None
-    if not isinstance(doc, dict):
-        raise AuditInputError(index_path, "index is not a JSON object")
-    wm = doc.get("weight_map")
-    if not isinstance(wm, dict):
-        what = "has no 'weight_map'" if wm is None else "'weight_map' is not a JSON object"
-        raise AuditInputError(index_path, f"index {what}")
-
-    def first_tensor(value) -> str:
-        return next(k for k, v in wm.items() if v == value)
-
-    try:
-        distinct = set(wm.values())     # a few hundred shard names for 180,000 tensors
-    except TypeError:                   # an unhashable value (list/object): name the first one
-        name = next(k for k, v in wm.items() if not isinstance(v, str))
-        raise AuditInputError(index_path, f"weight_map entry for {name!r} is not a file name: "
-                                          f"{wm[name]!r}") from None
-    norm: dict[str, str] = {}
-    for rel in sorted(distinct, key=str):
-        norm[rel] = _normalize_shard_path(index_path, rel, first_tensor)
-    missing = [(n, r) for r, n in norm.items() if not (model_dir / n).is_file()]
-    if missing:
-        n0, r0 = missing[0]
-        link = model_dir / n0
-        why = "is a broken symlink" if link.is_symlink() and not link.exists() else \
-            "is not a file" if link.exists() else "does not exist"
-        more = f" (and {len(missing) - 1} more missing shards)" if len(missing) > 1 else ""
-        raise AuditInputError(index_path, f"weight_map shard '{n0}' (tensor {first_tensor(r0)!r}) {why}{more}")
-    if all(k == v for k, v in norm.items()):
-        return wm
-    return {name: norm[rel] for name, rel in wm.items()}
-
-
-_SEP = re.compile(r"[\\/]")
-
-
-def _normalize_shard_path(index_path: Path, rel, name_of) -> str:
-    """Relative POSIX form of an index entry; ``name_of(rel)`` names a tensor for the error only."""
-    if not isinstance(rel, str) or not rel:
-        raise AuditInputError(index_path, f"weight_map entry for {name_of(rel)!r} is not a file name: {rel!r}")
-    win = PureWindowsPath(rel)
-    if rel.startswith(("/", "\\")) or win.drive or ".." in _SEP.split(rel):
-        raise AuditInputError(index_path, f"weight_map entry for {name_of(rel)!r} points outside the model "
-                                          f"directory: '{rel}'")
-    return PurePosixPath(rel.replace("\\", "/")).as_posix()
-
-
-def _fast_index(index_path: Path, model_dir: Path) -> FastIndex | None:
-    """The index as columns when it is plain and every shard it names is a file here; None
-    sends it through load_index, which also words every error."""
-    try:
-        raw = index_path.read_bytes()
-    except OSError:
-        return None
-    cols = index_columns(raw)
-    coded = cols.file_codes() if cols is not None else None
-    if coded is None:
-        return None
-    codes, files = coded
-    try:
-        norm = [_normalize_shard_path(index_path, rel, lambda _: "") for rel in files]
-    except AuditInputError:
-        return None
-    if len(set(norm)) != len(norm) or not all((model_dir / n).is_file() for n in norm):
-        return None
-    return FastIndex(cols, codes, norm).hashed()
 
 
 def _optional_rows(table: TensorTable) -> np.ndarray:
@@ -400,8 +323,9 @@ def _capped(group: list[Finding]) -> list[Finding]:
 
 def find_quant_description(model_dir: Path) -> Path | None:
     """msModelSlim's description: ``quant_model_description.json`` (older tools add a suffix)."""
+    # anything by that name, file or not: the reader refuses a FIFO, device or directory by name
     exact = model_dir / QUANT_DESC_NAME
-    if exact.is_file():
+    if exact.is_symlink() or exact.exists():
         return exact
-    cands = sorted(p for p in model_dir.glob("quant_model_description*.json") if p.is_file())
+    cands = sorted(model_dir.glob("quant_model_description*.json"))
     return cands[0] if cands else None

@@ -31,8 +31,6 @@ REQUIRED_SIBLINGS = {
     "W4A8_DYNAMIC": ("weight_scale", "weight_offset"),
     "FP8_BLOCK": ("weight_scale_inv",),
 }
-GLOBAL_DESC_KEYS = {"version", "model_quant_type", "group_size", "is_rot_used", "optional", "metadata",
-                    "fa_quant_type", "indexer_quant_type", "kv_cache_type", "ascend_quant_method", "hc_head_fn"}
 
 
 @dataclass

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AuditInputError, read_input_bytes
+from ..inputs import CONFIG_CAP, CONFIG_MAX_DEPTH, json_depth
 from .spec import ModelSpec, TORCH_DTYPE_TO_ST
 
 REQUIRED_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
@@ -14,7 +15,10 @@ REQUIRED_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "voc
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """Read config.json as a JSON object, with one-line errors for every failure."""
     path = Path(path)
-    raw = read_input_bytes(path, "config")
+    raw = read_input_bytes(path, "config", CONFIG_CAP)
+    depth = json_depth(raw)
+    if depth > CONFIG_MAX_DEPTH:       # json would recurse (RecursionError) long before the end
+        raise AuditInputError(path, f"config nests {depth} levels deep, more than the {CONFIG_MAX_DEPTH} allowed")
     try:
         cfg = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

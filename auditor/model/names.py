@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..inventory.fastheader import fold_digits
-from ..inventory.namespans import MAX_WORDS, NameSpans, u64_view
+from ..inventory.fast import names as fast_names
+from ..inventory.fast.words import fold_digits, u64_view
+from ..inventory.namespans import NameSpans
 
 BLOCKS = ("attention", "indexer", "dense_mlp", "routed_experts", "shared_experts", "router",
           "embedding", "lm_head", "norm", "mtp", "other")
@@ -120,9 +121,10 @@ def _templates(names: NameSpans) -> tuple[list[bytes], np.ndarray, np.ndarray, n
     buf = np.frombuffer(blob, dtype=np.uint8)
     starts, length = names.start, names.length
     literal_hash = blob.find(b"#") >= 0   # names are the only free text in the buffer
-    grouped = _mask_groups(names)
+    grouped = fast_names.mask_groups(names)
     if grouped is None:
-        lines = [blob[a:b].translate(_MASK_DIGITS) for a, b in zip(starts.tolist(), (starts + length).tolist())]
+        # bytes(): the scanner's buffer is a bytearray, whose slices cannot be dict keys
+        lines = [bytes(blob[a:b]).translate(_MASK_DIGITS) for a, b in zip(starts.tolist(), (starts + length).tolist())]
         # code = index of the first line with the same mask, via C-level map (no Python frame per name)
         first_seen: dict[bytes, int] = {}
         raw = np.fromiter(map(first_seen.setdefault, lines, range(n)), dtype=np.int64, count=n)
@@ -141,7 +143,7 @@ def _templates(names: NameSpans) -> tuple[list[bytes], np.ndarray, np.ndarray, n
     reps: list[int] = []
     for g, r in enumerate(group_first.tolist()):
         a_r, b_r = int(starts[r]), int(starts[r] + length[r])
-        line = blob[a_r:b_r]
+        line = bytes(blob[a_r:b_r])
         runs = [(m.start(), m.end()) for m in _WHOLE_RUN.finditer(line)]
         # digits outside whole components must agree across the group (w1 vs w3), else split it
         # ('#' too: a literal '#' and a digit mask alike)
@@ -198,26 +200,6 @@ def _template_id(tmpl: bytes, row: int, tids: dict[bytes, int], templates: list[
         templates.append(tmpl)
         reps.append(row)
     return tid
-
-
-def _mask_groups(names: NameSpans) -> tuple[np.ndarray, np.ndarray] | None:
-    """(group number per name, first row of each group), groups numbered by first appearance, of
-    names equal once every digit is masked, from 8-byte word columns and a hash instead of 180,000 bytes objects in a dict; None
-    when a name is too long for it or two different masked names share a hash (the caller then
-    groups through a dict)."""
-    n, length = len(names), names.length
-    k = (int(length.max()) + 7) // 8 if n else 0
-    if k > MAX_WORDS:
-        return None
-    cols, masked_hash = names.masked_words_and_hash(k)
-    _, first, inv = np.unique(masked_hash, return_index=True, return_inverse=True)
-    rep = first[inv]
-    if not np.array_equal(length[rep], length) or any(not np.array_equal(c[rep], c) for c in cols):
-        return None
-    by_appearance = np.argsort(first)                   # groups in order of first appearance
-    rank = np.empty(len(first), dtype=np.int64)
-    rank[by_appearance] = np.arange(len(first))
-    return rank[inv], first[by_appearance]
 
 
 def _template_of(line: bytes, runs: list[tuple[int, int]]) -> bytes:

@@ -12,9 +12,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .jsonspans import IndexColumns
-from .namespans import MAX_WORDS, span_columns, span_hash, u64_view
-from .table import TensorTable
+from pathlib import Path
+
+from ...errors import AuditInputError
+from ..index import normalize_shard_path
+from ..table import TensorTable
+from . import accelerator
+from .jsonspans import IndexColumns, index_columns
+from .words import MAX_WORDS, span_columns, span_hash, u64_view
 
 
 @dataclass
@@ -71,3 +76,21 @@ class FastIndex:
             return False
         at = np.minimum(np.searchsorted(th, opt), max(len(th) - 1, 0))
         return not len(th) or not (th[at] == opt).any()
+
+
+@accelerator
+def read_index(raw: bytes, index_path: Path, model_dir: Path) -> "FastIndex | None":
+    """The index bytes ``raw`` as columns when it is plain and every shard it names is a file
+    here; None sends it through load_index, which also words every error."""
+    cols = index_columns(raw)
+    coded = cols.file_codes() if cols is not None else None
+    if coded is None:
+        return None
+    codes, files = coded
+    try:
+        norm = [normalize_shard_path(index_path, rel, lambda _: "") for rel in files]
+    except AuditInputError:
+        return None
+    if len(set(norm)) != len(norm) or not all((model_dir / n).is_file() for n in norm):
+        return None
+    return FastIndex(cols, codes, norm).hashed()

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .namespans import LOW_MASK, PAD, NameSpans, u64_view, valid_utf8, word8, word_of
-from .table import MAXDIM
+from ..namespans import PAD, NameSpans
+from ..table import MAXDIM
+from .words import _ASCII_ZEROS, LOW_MASK, fold_digits, u64_view, valid_utf8, word8, word_of
 
 try:
     import orjson as _orjson
@@ -44,11 +45,6 @@ _META_RE = re.compile(rb'\{"__metadata__":(\{(?:"[^"\\]*":"[^"\\]*"(?:,"[^"\\]*"
 _A0, _A4 = word8(b'":{"dtyp'), word8(b'dtype":"')                    # after the name
 _B0, _B3 = word8(b'","shape'), word8(b'shape":[')                    # after the dtype value
 _C0, _C8, _C10 = word8(b'],"data_'), word8(b'offsets"'), word8(b'fsets":[')   # after the shape
-
-_ASCII_ZEROS = 0x3030303030303030
-# low (8 - L) bytes set to '0': pads an L-digit number on the left once shifted into the top bytes
-_ZERO_FILL = np.array([_ASCII_ZEROS & ((1 << (8 * (8 - k))) - 1) for k in range(9)], dtype=np.uint64)
-
 
 # ----------------------------------------------------------------------------- headers
 
@@ -294,17 +290,6 @@ def _numbers_at(e: np.ndarray, words: np.ndarray, at: np.ndarray) -> tuple[np.nd
         value[long] = high * 100_000_000 + fold_digits(words[at[long] + length[long] - 8],
                                                         np.full(len(long), 8))
     return length, value.astype(np.int64)
-
-
-def fold_digits(word: np.ndarray, length: np.ndarray) -> np.ndarray:
-    """Values of the ``length``-digit (1..8) decimal numbers in the low bytes of ``word`` (SWAR:
-    shift the digits to the top bytes, pad with '0', fold pairs, quads and octets)."""
-    v = (word << ((8 - length) * 8).astype(np.uint64)) | _ZERO_FILL[length]
-    v = v & np.uint64(0x0F0F0F0F0F0F0F0F)
-    v = (v * np.uint64(2561)) >> np.uint64(8)
-    v = ((v & np.uint64(0x00FF00FF00FF00FF)) * np.uint64(6553601)) >> np.uint64(16)
-    v = ((v & np.uint64(0x0000FFFF0000FFFF)) * np.uint64(42949672960001)) >> np.uint64(32)
-    return v
 
 
 def _has_metadata_name(names: NameSpans) -> bool:

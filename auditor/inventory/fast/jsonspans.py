@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .namespans import LOW_MASK, MAX_WORDS, PAD, decode_spans, u64_view, valid_utf8, word8, word_of
+from ..namespans import PAD, decode_spans
+from . import accelerator
+from .words import LOW_MASK, MAX_WORDS, u64_view, valid_utf8, word8, word_of
 
 try:
     import orjson as _orjson
@@ -71,6 +73,7 @@ class IndexColumns:
         return dict(zip(keys, values))
 
 
+@accelerator
 def parse_index(raw: bytes) -> dict | None:
     """The document of a ``*.safetensors.index.json``, or None (see index_columns)."""
     cols = index_columns(raw)
