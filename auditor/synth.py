@@ -18,12 +18,11 @@ from .errors import AuditInputError
 from .model.config import load_config_file, spec_from_config
 from .model.expected import extra_files, expected_description, layout_rows, resolve_writer
 from .model.presets import preset_config
-from .model.spec import DTYPE_BYTES, ModelSpec
+from .model.spec import DTYPE_BITS, DTYPE_BYTES, ModelSpec
 
 # safetensors sorts a file's tensors by dtype, largest enum value first, then by name; this is
 # the enum order of safetensors 0.4+ (checked against the real shards and the installed lib).
-_ST_DTYPE_ORDER = ("BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0",
-                   "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "C64", "F64", "I64", "U64")
+_ST_DTYPE_ORDER = tuple(DTYPE_BITS)      # the one dtype table is written in that order
 _DTYPE_RANK = {d: i for i, d in enumerate(_ST_DTYPE_ORDER)}
 
 FP8_QUANTIZATION_CONFIG = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128],

@@ -43,7 +43,7 @@ def random_entries(rng: random.Random, n: int) -> dict:
             shape = [123456789]                   # a 9-digit dim and multi-digit offsets
         numel = int(np.prod(shape)) if shape else 1
         if numel * DTYPE_BITS[dt] % 8:
-            shape = shape + [2] if ndim < 8 else [2] * 8
+            shape = shape + [4] if ndim < 8 else [4] * 8   # whole bytes for 4- and 6-bit dtypes
             numel = int(np.prod(shape))
         nbytes = numel * DTYPE_BITS[dt] // 8
         entries[name] = {"dtype": dt, "shape": shape, "data_offsets": [offset, offset + nbytes]}

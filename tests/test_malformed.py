@@ -249,7 +249,7 @@ def case_shard_broken_symlink(d: Path) -> Case:
     good_dir(d)
     p = d / "model-00003.safetensors"
     os.symlink(d.parent / "blobs" / "does-not-exist", p)
-    return d, p, "cannot read: No such file or directory", "scan"
+    return d, p, "cannot read shard: is a broken symlink", "scan"
 
 
 def case_quantdesc_not_object(d: Path) -> Case:

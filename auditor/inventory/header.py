@@ -4,12 +4,23 @@ The layout is: 8-byte little-endian u64 ``N``, ``N`` bytes of UTF-8 JSON, then t
 The checks follow what the ``safetensors`` library enforces when it opens a file (so a file we
 accept is one the engine can load, and a file it rejects we reject with a clearer message):
 
+* the file is a regular file (after symlinks; opened without blocking: ``auditor.inputs``);
 * ``0 < N <= 100_000_000`` and ``8 + N <= file size``;
-* the header is a JSON object; ``__metadata__`` (optional) maps str -> str;
-* each tensor has a known ``dtype``, a ``shape`` of non-negative ints and ``data_offsets
-  [begin, end]`` with ``begin <= end`` and ``end - begin == numel * bits / 8`` (whole bytes);
+* the header is a JSON object nested at most 127 levels (the library's serde_json limit: the
+  top-level object is level 1); ``__metadata__`` (optional) maps str -> str;
+* each tensor has a ``dtype`` of ``model.spec.DTYPE_BITS`` (exactly the library's set), a
+  ``shape`` of non-negative ints of any rank and ``data_offsets [begin, end]`` with ``begin <=
+  end`` and ``end - begin == numel * bits / 8`` (whole bytes); members besides those three are
+  ignored, as the library ignores them;
+* every product of leading dimensions, and numel x bits, stays below 2**64 (the library's
+  overflow rule, evaluated left to right);
 * offsets sorted by (begin, end) tile the data buffer from 0 with no gap or overlap, and the
   buffer ends exactly at the end of the file (trailing bytes are rejected, as the library does).
+
+Rules of ours, stricter than the library (documented, each with its own error):
+* a key twice anywhere in the header is refused: the library silently keeps the last tensor of
+  a repeated name, so the header is ambiguous and some stored bytes belong to no tensor;
+* a dimension or offset of 2**63 or more is refused (int64 columns; no real file is that big).
 
 This runs once per shard on checkpoints with ~180,000 tensors, so the common case is a fast path
 that builds numpy columns with C-level iteration (``map``/``itemgetter``/``np.fromiter``) and
@@ -22,7 +33,7 @@ import json
 import os
 import struct
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
@@ -31,7 +42,8 @@ from typing import BinaryIO, Iterator
 import numpy as np
 
 from ..errors import AuditInputError
-from ..model.spec import DTYPE_BYTES
+from ..inputs import open_binary
+from ..model.spec import DTYPE_BITS
 from .table import MAXDIM
 
 try:  # orjson is several times faster than json on multi-megabyte headers
@@ -42,9 +54,9 @@ except ImportError:  # pragma: no cover - orjson is a declared dependency
 MAX_HEADER_SIZE = 100_000_000   # the safetensors library refuses larger headers
 METADATA_KEY = "__metadata__"
 
-# Bits per element, derived from the one dtype table the rest of the package uses, so every
-# dtype we accept is one downstream code can size.
-DTYPE_BITS: dict[str, int] = {k: int(v * 8) for k, v in DTYPE_BYTES.items()}
+MAX_DEPTH = 127                 # nesting the library's JSON parser accepts (top object = 1)
+
+# Bits per element: the one dtype table the rest of the package uses (= the library's set).
 KNOWN_DTYPES = frozenset(DTYPE_BITS)
 
 _get_dtype = itemgetter("dtype")
@@ -56,7 +68,8 @@ DTYPE_NAMES = tuple(sorted(DTYPE_BITS))
 _DTYPE_CODE = {name: i for i, name in enumerate(DTYPE_NAMES)}
 _DTYPE_NAME_ARR = np.array(DTYPE_NAMES, dtype="<U8")
 _DTYPE_BITS_ARR = np.array([DTYPE_BITS[d] for d in DTYPE_NAMES], dtype=np.int64)
-_MAX_NUMEL = 2 ** 62            # guards int64 arithmetic against absurd shapes
+_EXACT_BELOW = float(2 ** 46)   # element counts whose bits (x <= 64) int64 holds exactly
+_U64 = 2 ** 64
 
 
 @dataclass
@@ -73,10 +86,11 @@ class HeaderEntries:
     names: list[str]
     dtype_code: np.ndarray       # int8 [n], index into DTYPE_NAMES
     ndim: np.ndarray             # int8 [n]
-    shape: np.ndarray            # int64 [n, MAXDIM], trailing dims 1
+    shape: np.ndarray            # int64 [n, MAXDIM], trailing dims 1 (rank > MAXDIM: folded, see fold_shape)
     begin: np.ndarray            # int64 [n], relative to the data buffer
     end: np.ndarray              # int64 [n]
     metadata: dict[str, str] | None = None
+    wide: dict[int, tuple[int, ...]] = field(default_factory=dict)   # row -> shape, rank > MAXDIM
 
     @property
     def data_start(self) -> int:
@@ -106,6 +120,7 @@ def entries_from_raw(path: Path, raw: bytes, file_size: int) -> HeaderEntries:
     header = _parse_json(path, raw)
     if not isinstance(header, dict):
         raise AuditInputError(path, f"header is a JSON {_json_kind(header)}, not an object")
+    _check_depth(path, header)         # before anything recursive looks at it
     metadata = _pop_metadata(path, header)
     n_len = len(raw)
     _maybe_duplicates(path, raw, header, metadata)
@@ -116,8 +131,8 @@ def entries_from_raw(path: Path, raw: bytes, file_size: int) -> HeaderEntries:
     if entries is None:
         _slow_validate(path, header)   # raises with the precise problem
         raise AuditInputError(path, "header entries are malformed")  # pragma: no cover
-    names, codes, ndim, shape, begin, end = entries
-    _check_sizes(path, names, codes, ndim, shape, begin, end)
+    names, codes, ndim, shape, begin, end, wide = entries
+    _check_sizes(path, names, codes, ndim, shape, begin, end, wide)
     data_len = _check_layout(path, names, begin, end)
     expected = 8 + n_len + data_len
     if expected != file_size:
@@ -128,14 +143,15 @@ def entries_from_raw(path: Path, raw: bytes, file_size: int) -> HeaderEntries:
                                     f"tensor data (data ends at byte {expected}, file has {file_size})")
     return HeaderEntries(path=path, header_len=n_len, file_size=file_size, names=names,
                          dtype_code=codes, ndim=ndim, shape=shape, begin=begin, end=end,
-                         metadata=metadata)
+                         metadata=metadata, wide=wide)
 
 
 # ----------------------------------------------------------------------------- reading
 
 def _read_raw_header(path: Path) -> tuple[bytes, int]:
     with reading(path):
-        with open(path, "rb") as fh:
+        fh, _ = open_binary(path, "shard")
+        with fh:
             n, file_size = header_length(path, fh)
             raw = fh.read(n)
     if len(raw) != n:   # file shrank while we read it
@@ -208,6 +224,24 @@ def _pop_metadata(path: Path, header: dict) -> dict[str, str] | None:
     return meta
 
 
+def _check_depth(path: Path, header: dict) -> None:
+    """Refuse nesting past the library's limit (MAX_DEPTH), without recursion. Only members
+    besides dtype/shape/data_offsets can nest deeper than 3 levels, so only entries carrying
+    them are walked."""
+    extra = [v for v in header.values() if type(v) is dict and len(v) != 3]
+    extra += [v for v in header.values() if type(v) is list]
+    if not extra:
+        return
+    stack = [(v, 2) for v in extra]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise AuditInputError(path, f"header nests deeper than {MAX_DEPTH} levels (the safetensors "
+                                        f"library's limit)")
+        kids = value.values() if type(value) is dict else value
+        stack.extend((k, depth + 1) for k in kids if type(k) in (dict, list))
+
+
 def _maybe_duplicates(path: Path, raw: bytes, header: dict, metadata: dict | None) -> None:
     """orjson silently keeps the last of duplicate keys, so count what it could have dropped.
 
@@ -215,8 +249,12 @@ def _maybe_duplicates(path: Path, raw: bytes, header: dict, metadata: dict | Non
     entry has 4 (its name + dtype/shape/data_offsets), __metadata__ has 1 + one per item. Any
     dropped duplicate adds at least one more, so a matching count proves there were none; a
     mismatch (duplicates, extra keys, ':' inside names) triggers the exact check. One memchr-speed
-    pass instead of re-parsing.
+    pass instead of re-parsing. The count is only sound when decoded strings equal their raw
+    bytes, so a header with any backslash escape always takes the exact check.
     """
+    if b"\\" in raw:
+        _check_duplicates(path, raw)      # an escape can spell a ':' that the count cannot see
+        return
     expected = 4 * len(header)
     if metadata is not None:
         expected += 1 + len(metadata) + sum(k.count(":") + v.count(":") for k, v in metadata.items())
@@ -263,7 +301,7 @@ def _fast_columns(header: dict):
     n = len(names)
     if n == 0:
         return names, np.zeros(0, np.int8), np.zeros(0, np.int8), np.ones((0, MAXDIM), np.int64), \
-            np.zeros(0, np.int64), np.zeros(0, np.int64)
+            np.zeros(0, np.int64), np.zeros(0, np.int64), {}
     vals = list(header.values())
     shapes = list(map(_get_shape, vals))
     offsets = list(map(_get_offsets, vals))
@@ -277,18 +315,36 @@ def _fast_columns(header: dict):
         return None   # bools, floats, strings, nested lists
     dims = np.fromiter(flat_shape, dtype=np.int64, count=len(flat_shape))
     off = np.fromiter(flat_off, dtype=np.int64, count=2 * n)
-    if int(nd.max()) > MAXDIM or (len(dims) and int(dims.min()) < 0) or int(off.min()) < 0:
+    if (len(dims) and int(dims.min()) < 0) or int(off.min()) < 0:
         return None
     begin = off[0::2]
     end = off[1::2]
     if (begin > end).any():
         return None
     shape = np.ones((n, MAXDIM), dtype=np.int64)
+    wide: dict[int, tuple[int, ...]] = {}
     if len(dims):
         rows = np.repeat(np.arange(n), nd)
         cols = np.arange(len(dims)) - np.repeat(np.cumsum(nd) - nd, nd)
-        shape[rows, cols] = dims
-    return names, codes, nd.astype(np.int8), shape, begin, end
+        keep = cols < MAXDIM
+        shape[rows[keep], cols[keep]] = dims[keep]
+        for i in np.flatnonzero(nd > MAXDIM).tolist():     # rare: ranks the table folds
+            wide[i] = tuple(shapes[i])
+            shape[i] = fold_shape(wide[i])
+    return names, codes, nd.astype(np.int8 if int(nd.max()) < 128 else np.int32), shape, begin, end, wide
+
+
+def fold_shape(dims: tuple[int, ...] | list[int]) -> list[int]:
+    """A shape of any rank as MAXDIM columns with the same element count: the first MAXDIM - 1
+    dimensions, then the product of the rest (0 when any dimension is 0: the count is 0 anyway).
+    The table keeps the full shape of such rows aside for reports."""
+    head = list(dims[:MAXDIM - 1])
+    tail = 1
+    for d in dims[MAXDIM - 1:]:
+        tail *= d
+    if 0 in dims:
+        tail = 0
+    return head + [tail] + [1] * (MAXDIM - 1 - len(head))
 
 
 def _slow_validate(path: Path, header: dict) -> None:
@@ -307,9 +363,9 @@ def _slow_validate(path: Path, header: dict) -> None:
         if not isinstance(shp, list) or not all(type(d) is int and d >= 0 for d in shp):
             raise AuditInputError(path, f"{where}: shape {_short(shp)} is not a list of "
                                         f"non-negative integers")
-        if len(shp) > MAXDIM:
-            raise AuditInputError(path, f"{where}: shape has {len(shp)} dimensions, at most "
-                                        f"{MAXDIM} are supported")
+        if any(d >= 2 ** 63 for d in shp):
+            raise AuditInputError(path, f"{where}: shape {_short(shp)} has a dimension of 2**63 or more "
+                                        f"(refused: no real tensor is that large)")
         off = entry["data_offsets"]
         if not (isinstance(off, list) and len(off) == 2 and all(type(o) is int and o >= 0 for o in off)):
             raise AuditInputError(path, f"{where}: data_offsets {_short(off)} must be two "
@@ -326,29 +382,53 @@ def _short(value) -> str:
 
 
 def _check_sizes(path: Path, names: list[str], codes: np.ndarray, ndim: np.ndarray,
-                 shape: np.ndarray, begin: np.ndarray, end: np.ndarray) -> None:
-    """Stored bytes must equal numel * bits / 8, in whole bytes (sub-byte dtypes included)."""
+                 shape: np.ndarray, begin: np.ndarray, end: np.ndarray,
+                 wide: dict[int, tuple[int, ...]] | None = None) -> None:
+    """Stored bytes must equal numel * bits / 8, in whole bytes (sub-byte dtypes included), and
+    no product may reach 2**64 (the library multiplies the dimensions left to right with checked
+    u64 arithmetic, then by the bits, and refuses an overflow even when a later 0 would zero it)."""
     n = len(names)
     if n == 0:
         return
-    # float product first: flags shapes whose element count would overflow int64
-    if (np.prod(shape.astype(np.float64), axis=1) >= _MAX_NUMEL).any():
-        i = int(np.argmax(np.prod(shape.astype(np.float64), axis=1) >= _MAX_NUMEL))
-        raise AuditInputError(path, f"tensor {names[i]!r}: shape {_dims(ndim, shape, i)} has too many elements")
-    numel = np.prod(shape, axis=1)
+    wide = wide or {}
     bits = _DTYPE_BITS_ARR[codes]
-    total_bits = numel * bits
+    # rows whose products int64 might not hold exactly are checked with Python ints
+    risky = np.cumprod(shape.astype(np.float64), axis=1).max(axis=1) >= _EXACT_BELOW
+    if wide:
+        risky[list(wide)] = True
+    exact_bits = np.zeros(n, dtype=np.int64)
+    for i in np.flatnonzero(risky).tolist():
+        dims = wide.get(i) or _dims(ndim, shape, i)
+        count = 1
+        for d in dims:
+            count *= d
+            if count >= _U64:
+                break
+        total = count * int(bits[i])
+        if count >= _U64 or total >= _U64:
+            raise AuditInputError(path, f"tensor {names[i]!r}: {DTYPE_NAMES[int(codes[i])]} x shape "
+                                        f"{_short(list(dims))} overflows 64 bits (the safetensors library "
+                                        f"refuses it)")
+        nb = int(end[i] - begin[i])
+        if total % 8 == 0 and total // 8 != nb:
+            raise AuditInputError(path, f"tensor {names[i]!r}: data_offsets [{int(begin[i])}, {int(end[i])}] "
+                                        f"({nb} bytes) do not match dtype {DTYPE_NAMES[int(codes[i])]} x shape "
+                                        f"{_short(list(dims))} = {total // 8} bytes")
+        exact_bits[i] = (end[i] - begin[i]) * 8 if total % 8 == 0 else 4     # verdict below
+    numel = np.prod(np.where(risky[:, None], 1, shape), axis=1)
+    total_bits = np.where(risky, exact_bits, numel * bits)
     bad = (total_bits % 8 != 0) | (total_bits // 8 != end - begin)
     if bad.any():
         i = int(np.argmax(bad))
         nb = int(end[i] - begin[i])
         dt = DTYPE_NAMES[int(codes[i])]
+        dims = _short(list(wide.get(i) or _dims(ndim, shape, i)))
         if total_bits[i] % 8:
-            raise AuditInputError(path, f"tensor {names[i]!r}: {dt} x shape {_dims(ndim, shape, i)} "
+            raise AuditInputError(path, f"tensor {names[i]!r}: {dt} x shape {dims} "
                                         f"is not a whole number of bytes")
         raise AuditInputError(path, f"tensor {names[i]!r}: data_offsets [{int(begin[i])}, {int(end[i])}] "
                                     f"({nb} bytes) do not match dtype {dt} x shape "
-                                    f"{_dims(ndim, shape, i)} = {int(total_bits[i] // 8)} bytes")
+                                    f"{dims} = {int(total_bits[i] // 8)} bytes")
 
 
 def _dims(ndim: np.ndarray, shape: np.ndarray, i: int) -> list[int]:

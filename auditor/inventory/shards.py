@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import AuditInputError
+from ..inputs import open_binary
 from .fast import shards as fast_shards
 from .header import (_DTYPE_NAME_ARR, HeaderEntries,
                      _read_raw_header, entries_from_raw, header_length, reading)
@@ -37,6 +38,7 @@ class HeaderBatch:
     begin: np.ndarray            # int64 absolute file offsets
     end: np.ndarray
     counts: np.ndarray           # int64 tensors per file
+    wide: dict[int, tuple[int, ...]] = field(default_factory=dict)   # row -> shape of rank > MAXDIM
     _raw: "HeaderBytes | None" = field(default=None, repr=False, compare=False)
 
     def file_names(self, i: int) -> list[str]:
@@ -50,7 +52,7 @@ class HeaderBatch:
         return TensorTable(
             name=self.names, file=file, dtype=_DTYPE_NAME_ARR[self.dtype_code], ndim=self.ndim,
             shape=self.shape, nbytes=self.end - self.begin, begin=self.begin, end=self.end,
-            loaded=np.repeat(np.array(loaded, dtype=bool), self.counts), files=list(rels),
+            loaded=np.repeat(np.array(loaded, dtype=bool), self.counts), files=list(rels), wide=self.wide,
         )
 
 
@@ -101,7 +103,7 @@ class HeaderBytes:
             for k, path in enumerate(paths):
                 try:
                     with reading(path):
-                        fh = open(path, "rb", buffering=0)
+                        fh, _ = open_binary(path, "shard")     # no blocking, regular files only
                         try:
                             n, size = header_length(path, fh)
                         finally:
@@ -126,7 +128,8 @@ class HeaderBytes:
                             if keep:
                                 got = handles[k].readinto(view[a:a + n])     # just past the prefix
                             else:
-                                with open(path, "rb", buffering=0) as fh:
+                                fh, _ = open_binary(path, "shard")
+                                with fh:
                                     fh.seek(8)
                                     got = fh.readinto(view[a:a + n])
                         if got != n:      # the file shrank since its length was read
@@ -189,17 +192,21 @@ def _assemble(hb: HeaderBytes, fast: "list[fast_shards.FastFile | None]") -> Hea
                            p.shape, p.begin + data_start, p.end + data_start, p.counts)
     pieces: list[HeaderEntries | tuple] = []
     metadata: list[dict[str, str] | None] = []
+    wide: dict[int, tuple[int, ...]] = {}
+    row0 = 0
     for i, f in enumerate(fast):
         if f is None:
             h = entries_from_raw(paths[i], hb.raw(i), hb.size[i])
             pieces.append((h.names, h.dtype_code, h.ndim, h.shape, h.begin, h.end))
             metadata.append(h.metadata)
+            wide.update((row0 + r, dims) for r, dims in h.wide.items())
         else:
             sl = slice(f.row0, f.row0 + f.rows)
             p = f.parsed
             pieces.append((p.names.take(sl).strings().tolist(), p.dtype_code[sl], p.ndim[sl], p.shape[sl],
                            p.begin[sl], p.end[sl]))
             metadata.append(f.metadata)
+        row0 += len(pieces[-1][0])
     counts = np.array([len(pc[0]) for pc in pieces], dtype=np.int64)
     data_start = np.repeat(starts, counts)
     names = NameSpans.from_strings([name for pc in pieces for name in pc[0]])
@@ -207,5 +214,6 @@ def _assemble(hb: HeaderBytes, fast: "list[fast_shards.FastFile | None]") -> Hea
     if not pieces:
         cat = [np.zeros(0, np.int8), np.zeros(0, np.int8), np.ones((0, MAXDIM), np.int64),
                np.zeros(0, np.int64), np.zeros(0, np.int64)]
-    return HeaderBatch(paths, list(lens), metadata, names, cat[0].astype(np.int8), cat[1].astype(np.int8),
-                       cat[2], cat[3] + data_start, cat[4] + data_start, counts)
+    ndim = cat[1].astype(np.int8 if not len(cat[1]) or int(cat[1].max()) < 128 else np.int32)
+    return HeaderBatch(paths, list(lens), metadata, names, cat[0].astype(np.int8), ndim,
+                       cat[2], cat[3] + data_start, cat[4] + data_start, counts, wide=wide)

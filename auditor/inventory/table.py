@@ -19,12 +19,15 @@ class TensorTable:
 
     def __init__(self, *, name: "np.ndarray | list[str] | NameSpans", file: np.ndarray, dtype: np.ndarray,
                  ndim: np.ndarray, shape: np.ndarray, nbytes: np.ndarray, begin: np.ndarray,
-                 end: np.ndarray, loaded: np.ndarray, files: list[str] | None = None) -> None:
+                 end: np.ndarray, loaded: np.ndarray, files: list[str] | None = None,
+                 wide: dict[int, tuple[int, ...]] | None = None) -> None:
         self.name_spans = name if isinstance(name, NameSpans) else NameSpans.from_strings(list(name))
         self.file = file            # int32 index into ``files``
         self.dtype = dtype          # '<U8' safetensors dtype string (BF16, I8, F32, ...)
         self.ndim = ndim            # int8
-        self.shape = shape          # int64 [n, MAXDIM], unused trailing dims are 1
+        self.shape = shape          # int64 [n, MAXDIM], unused trailing dims are 1; a rank over
+                                    # MAXDIM is folded into the last column (same element count)
+        self.wide = dict(wide or {})    # row -> full shape, for the (rare) ranks over MAXDIM
         self.nbytes = nbytes        # int64, stored bytes (end - begin)
         self.begin = begin          # int64 absolute byte offset of the data in the file
         self.end = end              # int64 absolute end offset (exclusive)
@@ -44,6 +47,8 @@ class TensorTable:
         return np.prod(self.shape, axis=1)
 
     def shape_of(self, i: int) -> tuple[int, ...]:
+        if i in self.wide:
+            return self.wide[i]
         return tuple(int(x) for x in self.shape[i, : int(self.ndim[i])])
 
     def row(self, i: int) -> dict:
@@ -93,4 +98,6 @@ class TensorTable:
             end=np.concatenate([t.end for t in tables]) if tables else np.array([], dtype=np.int64),
             loaded=np.concatenate([t.loaded for t in tables]) if tables else np.array([], dtype=bool),
             files=files,
+            wide={row0 + r: dims for t, row0 in zip(tables, np.cumsum([0] + [len(t) for t in tables]).tolist())
+                  for r, dims in t.wide.items()},
         )

@@ -19,7 +19,7 @@ CAT_CODE = {c: i for i, c in enumerate(CATEGORIES)}
 
 SCALE_SUFFIXES = {"weight_scale", "deq_scale", "input_scale", "weight_scale_inv", "weight_scale_second"}
 OFFSET_SUFFIXES = {"weight_offset", "input_offset", "quant_bias", "scale_bias"}
-LOWBIT_DTYPES = {"I8": "int8", "U8": "uint8", "I4": "int4", "F8_E4M3": "fp8_e4m3", "F8_E5M2": "fp8_e5m2",
+LOWBIT_DTYPES = {"I8": "int8", "U8": "uint8", "F8_E4M3": "fp8_e4m3", "F8_E5M2": "fp8_e5m2",
                  "F4": "fp4"}
 FLOAT_DTYPES = {"F64", "F32", "F16", "BF16"}
 
@@ -92,7 +92,7 @@ def infer_scheme(dtype: str, siblings: set[str]) -> str:
         return "FLOAT"
     if dtype.startswith("F8"):
         return "FP8_BLOCK" if "weight_scale_inv" in siblings else "FP8"
-    if dtype in ("I8", "U8", "I4"):
+    if dtype in ("I8", "U8"):
         if "deq_scale" in siblings:
             return "W8A8"
         if "scale_bias" in siblings:

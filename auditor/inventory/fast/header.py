@@ -63,8 +63,10 @@ def split_header_at(buf: bytes | bytearray, a: int, b: int) -> tuple[int, int, d
     if b <= a or buf[a] != 0x7B or buf.find(b"\\", a, b) >= 0:
         return None
     end = b
-    while end > a and buf[end - 1] == 0x20:
+    while end > a and buf[end - 1] == 0x20 and b - end < 8:    # the library pads to 8 bytes
         end -= 1
+    if end > a and buf[end - 1] == 0x20:      # more: one C-level strip, not a Python loop
+        end = a + len(bytes(memoryview(buf)[a:end]).rstrip(b" "))
     if end - a < 2 or buf[end - 1] != 0x7D:   # '}'
         return None
     metadata = None

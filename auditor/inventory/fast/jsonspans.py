@@ -122,8 +122,8 @@ def index_columns(raw: bytes) -> IndexColumns | None:
         return None
     t = int(hit[0])
     opened = _OPEN_MAP.match(raw, int(c[t]) + 1)
-    if opened is None or opened.end() != o[t + 1] or t + 2 >= len(o):
-        return None
+    if opened is None or t + 2 >= len(o) or opened.end() != o[t + 1]:
+        return None                        # (an empty or last weight_map: no key after it)
     brace = raw.index(b"{", int(c[t]) + 1)
     key_gap = raw[c[t + 1] + 1:o[t + 2]]
     if not _KEY_GAP.fullmatch(key_gap) or len(key_gap) > 16:
