@@ -66,7 +66,7 @@ _LIST, _TWO, _INT = {list}, {2}, {int}
 # dtypes as small integer codes: one dict lookup per tensor instead of string arrays
 DTYPE_NAMES = tuple(sorted(DTYPE_BITS))
 _DTYPE_CODE = {name: i for i, name in enumerate(DTYPE_NAMES)}
-_DTYPE_NAME_ARR = np.array(DTYPE_NAMES, dtype="<U8")
+_DTYPE_NAME_ARR = np.array(DTYPE_NAMES, dtype=str)
 _DTYPE_BITS_ARR = np.array([DTYPE_BITS[d] for d in DTYPE_NAMES], dtype=np.int64)
 _EXACT_BELOW = float(2 ** 46)   # element counts whose bits (x <= 64) int64 holds exactly
 _U64 = 2 ** 64
@@ -101,7 +101,7 @@ class HeaderEntries:
 
     @property
     def dtypes(self) -> np.ndarray:
-        """Safetensors dtype strings ('<U8')."""
+        """Safetensors dtype strings (str)."""
         return _DTYPE_NAME_ARR[self.dtype_code]
 
 

@@ -4,11 +4,12 @@ accelerator)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from ..errors import AuditInputError, read_input_bytes
-from ..inputs import INDEX_CAP
+from ..inputs import INDEX_CAP, open_regular
 from .fast.jsonspans import parse_index
 
 try:
@@ -57,6 +58,9 @@ def load_index(index_path: Path, model_dir: Path, raw: bytes | None = None) -> d
     for rel in sorted(distinct, key=str):
         norm[rel] = normalize_shard_path(index_path, rel, first_tensor)
     missing = [(n, r) for r, n in norm.items() if not (model_dir / n).is_file()]
+    for n, _ in missing:
+        if (model_dir / n).exists():      # a FIFO, device, socket or directory: named by itself
+            os.close(open_regular(model_dir / n, "shard")[0])
     if missing:
         n0, r0 = missing[0]
         link = model_dir / n0

@@ -23,7 +23,7 @@ class TensorTable:
                  wide: dict[int, tuple[int, ...]] | None = None) -> None:
         self.name_spans = name if isinstance(name, NameSpans) else NameSpans.from_strings(list(name))
         self.file = file            # int32 index into ``files``
-        self.dtype = dtype          # '<U8' safetensors dtype string (BF16, I8, F32, ...)
+        self.dtype = dtype          # str safetensors dtype string (BF16, I8, F32, ...)
         self.ndim = ndim            # int8
         self.shape = shape          # int64 [n, MAXDIM], unused trailing dims are 1; a rank over
                                     # MAXDIM is folded into the last column (same element count)
@@ -75,7 +75,7 @@ class TensorTable:
         return TensorTable(
             name=np.array([r[0] for r in rows], dtype=object),
             file=np.zeros(n, dtype=np.int32),
-            dtype=np.array([r[1] for r in rows], dtype="<U8"),
+            dtype=np.array([r[1] for r in rows], dtype=str),
             ndim=ndim, shape=shape, nbytes=nbytes, begin=end - nbytes, end=end,
             loaded=np.full(n, loaded, dtype=bool), files=[file],
         )
@@ -90,7 +90,7 @@ class TensorTable:
         return TensorTable(
             name=NameSpans.concat([t.name_spans for t in tables]),
             file=np.concatenate(parts_file).astype(np.int32) if tables else np.array([], dtype=np.int32),
-            dtype=np.concatenate([t.dtype for t in tables]) if tables else np.array([], dtype="<U8"),
+            dtype=np.concatenate([t.dtype for t in tables]) if tables else np.array([], dtype=str),
             ndim=np.concatenate([t.ndim for t in tables]) if tables else np.array([], dtype=np.int8),
             shape=np.concatenate([t.shape for t in tables]) if tables else np.ones((0, MAXDIM), np.int64),
             nbytes=np.concatenate([t.nbytes for t in tables]) if tables else np.array([], dtype=np.int64),

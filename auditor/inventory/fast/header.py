@@ -103,9 +103,12 @@ class ParsedEntries:
 
 
 def _dtype_keys(dtypes: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-    keys = np.array([word_of(d.encode()) for d in dtypes], dtype=np.uint64)
+    """(sorted 8-byte keys, code of each) of the dtype names that fit one word; longer names
+    (F8_E4M3FNUZ) are left to the exact reader, so a truncated key can never match them."""
+    short = [i for i, d in enumerate(dtypes) if len(d.encode()) <= 8]
+    keys = np.array([word_of(dtypes[i].encode()) for i in short], dtype=np.uint64)
     order = np.argsort(keys)
-    return keys[order], order.astype(np.int8)
+    return keys[order], np.array(short, dtype=np.int64)[order].astype(np.int8)
 
 
 def parse_entries(parts: list[bytes], dtypes: tuple[str, ...]) -> ParsedEntries | None:
