@@ -53,7 +53,9 @@ def snapshot(root: Path) -> dict:
 
 def write_st(path: Path, header: bytes | dict, data_len: int = 0) -> Path:
     raw = header if isinstance(header, bytes) else json.dumps(header, separators=(",", ":")).encode()
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * data_len)
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", len(raw)) + raw)
+        fh.truncate(8 + len(raw) + data_len)        # sparse zeros: big data costs no disk
     return path
 
 
