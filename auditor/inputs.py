@@ -20,9 +20,9 @@ from .errors import AuditInputError
 
 # Caps on the JSON side files (bytes). Real files are far smaller: GLM-5.1's index is 19 MB and
 # its description 10 MB for 177,102 tensors, a config.json a few KB.
-CONFIG_CAP = 16 << 20
-INDEX_CAP = 256 << 20
-DESCRIPTION_CAP = 256 << 20
+CONFIG_CAP = 4 << 20
+INDEX_CAP = 128 << 20
+DESCRIPTION_CAP = 64 << 20
 CONFIG_MAX_DEPTH = 64          # config.json nesting (objects and arrays); real configs use < 6
 
 

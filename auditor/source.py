@@ -50,7 +50,7 @@ class ModelSource:
 
 
 def _description_values(desc: QuantDescription | None) -> set[str]:
-    return set(desc.per_tensor.values()) if desc is not None else set()
+    return desc.scheme_values() if desc is not None else set()
 
 
 def _synthesized(spec: ModelSpec, recipe: str) -> tuple[TensorTable, QuantDescription | None]:

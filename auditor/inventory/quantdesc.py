@@ -57,6 +57,10 @@ class QuantDescription:
         """Whether some per-tensor key contains ``text`` (e.g. msModelSlim's ``norm.bias``)."""
         return any(text in k for k in self.per_tensor)
 
+    def scheme_values(self) -> set[str]:
+        """The distinct scheme strings (a few, over up to 10^6 entries)."""
+        return set(self.per_tensor.values())
+
     def prepared(self) -> "QuantDescription":
         """Ready for scheme_codes (the span form hashes its keys here, on a loader thread)."""
         return self

@@ -6,6 +6,7 @@ Category ``derived`` is never given to a stored tensor: only the engine creates 
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +23,8 @@ OFFSET_SUFFIXES = {"weight_offset", "input_offset", "quant_bias", "scale_bias"}
 LOWBIT_DTYPES = {"I8": "int8", "U8": "uint8", "F8_E4M3": "fp8_e4m3", "F8_E5M2": "fp8_e5m2",
                  "F4": "fp4"}
 FLOAT_DTYPES = {"F64", "F32", "F16", "BF16"}
+
+MAX_LISTED = 50     # findings of one kind listed by name before the rest are counted
 
 # Sibling tensors each quantized scheme must store next to its weight (msModelSlim ascendv1 format,
 # engine spec §1.1; FP8 block checkpoints carry weight_scale_inv).
@@ -214,12 +217,23 @@ def check_consistency(ct: ClassifiedTable, desc: QuantDescription | None) -> lis
     scode = ct.scheme_code
     snames = ct.scheme_names
     if desc is not None and ct.in_desc is not None:
+        # listed one by one up to MAX_LISTED each, then counted: a hostile description with 10^6
+        # strangers must not become 10^6 findings (time and memory bound, README)
         if int(ct.in_desc.sum()) != len(desc):        # names are unique, so this is exact
-            for key in sorted(set(desc.per_tensor) - set(names.strings().tolist())):
+            stored = set(names.strings().tolist())
+            n_strangers = len(desc) - int(ct.in_desc.sum())
+            for key in heapq.nsmallest(MAX_LISTED, (k for k in desc.per_tensor if k not in stored)):
                 out.append(Finding("warning", key, "listed in quant_model_description.json but not stored in any "
                                                    "shard"))
-        for i in np.flatnonzero(loaded & ~ct.in_desc).tolist():
+            if n_strangers > MAX_LISTED:
+                out.append(Finding("warning", None, f"{n_strangers - MAX_LISTED} more entries of "
+                                                    f"quant_model_description.json are not stored in any shard"))
+        missing = np.flatnonzero(loaded & ~ct.in_desc)
+        for i in missing[:MAX_LISTED].tolist():
             out.append(Finding("warning", names.get(i), "stored but missing from quant_model_description.json"))
+        if len(missing) > MAX_LISTED:
+            out.append(Finding("warning", None, f"{len(missing) - MAX_LISTED} more stored tensors are missing from "
+                                                f"quant_model_description.json"))
     a = ct.addr
     w_code = a.suffixes.index("weight") if "weight" in a.suffixes else -1
     weight = a.sufcode == w_code

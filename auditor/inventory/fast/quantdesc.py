@@ -76,6 +76,13 @@ class SpanDescription(QuantDescription):
             at = run.buf.find(sub, at + 1)
         return False
 
+    def scheme_values(self) -> set[str]:
+        if self._per_tensor is None:
+            codes, values = self._value_codes()
+            if codes is not None:
+                return set(values)        # the run's distinct values, coded once (prepared)
+        return super().scheme_values()
+
     def scheme_codes(self, names: NameSpans) -> tuple[np.ndarray, list[str], np.ndarray]:
         fast = self._matched_codes(names) if self._per_tensor is None else None
         return fast if fast is not None else super().scheme_codes(names)
