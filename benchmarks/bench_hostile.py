@@ -116,13 +116,13 @@ BOUNDS = {
     "header-100MB-1.3M-tensors-canonical": (15, 1600),
     "header-100MB-1.2M-tensors-escaped": (25, 2000),
     "names-1M-numbers-outside-layers": (30, 1600),
-    "description-1M-entries-over-cap": (1.5, 250),
-    "description-850k-entries": (6, 700),
-    "index-1M-entries": (8, 1200),
-    "config-4MiB-whitespace": (2, 300),
-    "config-4MiB-deep": (1.5, 300),
-    "shard-fifo": (1.5, 250),
-    "config-dev-zero": (1.5, 250),
+    "description-1M-entries-over-cap": (2, 250),
+    "description-850k-entries": (8, 800),
+    "index-1M-entries": (10, 1200),
+    "config-4MiB-whitespace": (2.5, 300),
+    "config-4MiB-deep": (2.5, 300),
+    "shard-fifo": (2, 250),
+    "config-dev-zero": (2, 250),
 }
 
 
@@ -143,10 +143,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default=None)
     ap.add_argument("--fuzz", type=int, default=0, help="also run the header property test with N examples")
+    ap.add_argument("--build", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.build:                  # in a child, so this process stays small: a fork carries the
+        build(args.build)           # parent's peak RSS into the child's ru_maxrss
+        return 0
     worst = 0.0
     with tempfile.TemporaryDirectory() as tmp:
-        cases = build(Path(tmp))
+        subprocess.run([sys.executable, __file__, "--build", tmp], check=True)
+        cases = {d.name: d for d in sorted(Path(tmp).iterdir(), key=lambda d: list(BOUNDS).index(d.name))}
         print(f"{'input':<40} {'mode':<6} {'exit':>4} {'s':>7} {'bound':>6} {'MiB':>7} {'bound':>6}  ratio  outcome")
         for name, d in cases.items():
             if args.only and args.only not in name:

@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover
     _orjson = None
 
 
-def load_index(index_path: Path, model_dir: Path, raw: bytes | None = None) -> dict[str, str]:
+def load_index(index_path: Path, model_dir: Path, raw: bytes | None = None, accelerate: bool = True) -> dict[str, str]:
     """weight_map of an index file, with shard paths normalized and confined to ``model_dir``.
 
     A shard itself may be a symlink resolving anywhere (hub caches point into a blobs dir);
@@ -28,7 +28,7 @@ def load_index(index_path: Path, model_dir: Path, raw: bytes | None = None) -> d
         raw = read_input_bytes(index_path, "index", INDEX_CAP)
     # a 180,000-entry weight_map costs orjson ~0.17 s in string objects; the vectorised parser
     # reads the usual all-strings layout ~4x faster and defers everything else to orjson
-    doc = parse_index(raw)
+    doc = parse_index(raw) if accelerate else None      # (False: its columns were already read)
     try:
         if doc is None:
             doc = _orjson.loads(raw) if _orjson is not None else json.loads(raw.decode("utf-8"))

@@ -135,7 +135,8 @@ class _Index:
 
     def exact(self) -> tuple[dict[str, str], list[Finding]]:
         if self._exact is None:
-            self._exact = _load_indexes(self.paths, self.model_dir, self.raws)
+            # after the accelerator's columns disagreed, orjson: parsing to spans again is slower
+            self._exact = _load_indexes(self.paths, self.model_dir, self.raws, accelerate=self.fast is None)
         return self._exact
 
     def files(self) -> set[str]:
@@ -197,10 +198,11 @@ def _result(model_dir: Path, table: TensorTable, index_paths: list[Path], findin
     )
 
 
-def _load_indexes(index_paths: list[Path], model_dir: Path, raws: list[bytes]) -> tuple[dict[str, str], list[Finding]]:
+def _load_indexes(index_paths: list[Path], model_dir: Path, raws: list[bytes],
+                  accelerate: bool = True) -> tuple[dict[str, str], list[Finding]]:
     """One weight_map from all index files (normally exactly one)."""
     if len(index_paths) == 1:
-        return load_index(index_paths[0], model_dir, raws[0]), []
+        return load_index(index_paths[0], model_dir, raws[0], accelerate), []
     findings: list[Finding] = []
     weight_map: dict[str, str] = {}
     for ip, raw in zip(index_paths, raws):
