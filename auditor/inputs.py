@@ -23,6 +23,7 @@ from .errors import AuditInputError
 CONFIG_CAP = 4 << 20
 INDEX_CAP = 128 << 20
 DESCRIPTION_CAP = 64 << 20
+OTHER_CAP = 256 << 20        # any other file read whole (logs, benchmark results)
 CONFIG_MAX_DEPTH = 64          # config.json nesting (objects and arrays); real configs use < 6
 
 

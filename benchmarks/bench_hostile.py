@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 CONFIG = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 128,
-          "intermediate_size": 128, "torch_dtype": "bfloat16"}
+          "intermediate_size": 128, "torch_dtype": "bfloat16", "max_position_embeddings": 4096}
 HEADER_CAP = 100_000_000
 
 

@@ -29,7 +29,7 @@ from auditor.inventory.header import MAX_DEPTH, read_header
 from auditor.model.spec import DTYPE_BITS
 
 CONFIG = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 128,
-          "intermediate_size": 128, "torch_dtype": "bfloat16"}
+          "intermediate_size": 128, "torch_dtype": "bfloat16", "max_position_embeddings": 4096}
 
 
 @contextmanager
@@ -296,6 +296,8 @@ def test_ranks_over_eight_are_accepted_with_their_shape(shape: list[int], tmp_pa
         rows = json.loads(cli_ok(["inventory", str(d), "--by", "tensor", "--format", "json"], capsys))["tensor_rows"]
         row = next(r for r in rows if r["name"] == "t")
         assert row["shape"] == shape and row["nbytes"] == 4 * numel
+        text = cli_ok(["inventory", str(d), "--by", "tensor", "--format", "csv"], capsys)
+        assert "x".join(map(str, shape)) in text
 
 
 # (dtype, shape, offsets): what int64 arithmetic would wrap or the library's checked u64 refuses

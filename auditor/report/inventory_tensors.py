@@ -58,7 +58,10 @@ class TensorRows:
         if name == "dtype":
             return t.dtype
         if name == "shape":
-            return shape_strings(t.shape, t.ndim)
+            text = shape_strings(t.shape, t.ndim)
+            for i, dims in t.wide.items():        # ranks over MAXDIM: the table keeps them aside
+                text[i] = "x".join(map(str, dims))
+            return text
         if name == "nbytes":
             return t.nbytes.astype(str)
         if name == "category":
@@ -89,6 +92,8 @@ class TensorRows:
         ct, t, a = self.ct, self.ct.table, self.ct.addr
         n = len(t)
         shapes = [row[:k] for row, k in zip(t.shape.tolist(), t.ndim.tolist())]
+        for i, dims in t.wide.items():            # ranks over MAXDIM: the table keeps them aside
+            shapes[i] = list(dims)
         layer = [x if x >= 0 else None for x in a.layer.tolist()]
         expert = [x if x >= 0 else None for x in a.expert.tolist()]
         files = [t.files[i] for i in t.file.tolist()]
