@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import AuditInputError
+from ..outputs import check_output_path
 from ..perf.measured import DEFAULT_MAPPING, import_kernel_details, load_kernel_table
 
 
@@ -36,6 +37,7 @@ def _parse_map(items: tuple[str, ...]) -> dict[str, str]:
                    + ", ".join(f"{k}={v}" for k, v in DEFAULT_MAPPING.items()) + ")")
 def import_command(kernel_details: Path, output: Path, maps: tuple[str, ...]) -> None:
     """Import an Ascend profiler kernel_details.csv into a kernel table (duplicates averaged)."""
+    check_output_path(output, "--output")
     mapping = _parse_map(maps) if maps else dict(DEFAULT_MAPPING)
     stats: dict = {}
     table = import_kernel_details(kernel_details, mapping, stats)

@@ -47,8 +47,8 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
     from ..source import open_model
 
     guard_output(output, model)
-    guard_output(png, model)
-    guard_output(hbm_png, model)
+    guard_output(png, model, "--png")
+    guard_output(hbm_png, model, "--hbm-png")
     from ..devices.profiles import load_device
     from ..report.hbm_budget import render_budget
     from ..runtime.budget import rank_budget
@@ -61,8 +61,11 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
         if mtp_drafter is False:
             raise AuditInputError("--mtp", "speculative tokens need the MTP drafter (drop --no-mtp-drafter)")
         plan = plan.with_(mtp=True)
-    obs = parse_size(observed, "--observed") if observed else None
-    bud = parse_size(budget, "--budget") if budget else None
+    obs = parse_size(observed, "--observed") if observed is not None else None
+    bud = parse_size(budget, "--budget") if budget is not None else None
+    for option, value in (("--observed", obs), ("--budget", bud)):
+        if value is not None and value <= 0:
+            raise AuditInputError(option, "must be a positive size")
     dev = load_device(device_name)
     src = open_model(model, recipe, progress=progress)
     if mtp > 0 and not src.spec.mtp_layers:
