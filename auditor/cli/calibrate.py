@@ -16,7 +16,7 @@ from ..outputs import check_output_path
 from .options import capped, plan_options
 
 
-@click.command("calibrate")
+@click.command("calibrate", short_help="Fit device efficiency constants to measured end-to-end latencies.")
 @click.argument("measurements", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--model", default="glm-5.1", show_default=True, help="model preset name")
 @click.option("--recipe", "--quant", "recipe", type=click.Choice(RECIPES), default="w4a8", show_default=True,

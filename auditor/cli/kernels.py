@@ -13,7 +13,7 @@ from ..outputs import check_output_path
 from ..perf.measured import DEFAULT_MAPPING, import_kernel_details, load_kernel_table
 
 
-@click.group("kernels")
+@click.group("kernels", short_help="Measured kernel tables: import profiler traces, look up times.")
 def kernels_group() -> None:
     """Measured kernel tables (import Ascend profiler traces, look up times)."""
 
@@ -28,7 +28,7 @@ def _parse_map(items: tuple[str, ...]) -> dict[str, str]:
     return mapping
 
 
-@kernels_group.command("import")
+@kernels_group.command("import", short_help="Convert a profiler kernel_details.csv into a measured-kernel table.")
 @click.argument("kernel_details", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="kernel table CSV to write")
@@ -46,7 +46,7 @@ def import_command(kernel_details: Path, output: Path, maps: tuple[str, ...]) ->
                f"{len(table)} table rows written to {output}", err=True)
 
 
-@kernels_group.command("lookup")
+@kernels_group.command("lookup", short_help="Look up KERNEL at KEY in a measured-kernel table.")
 @click.argument("table", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("kernel")
 @click.argument("key")

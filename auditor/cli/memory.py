@@ -17,7 +17,7 @@ def _to_json(rep: dict) -> str:
     return json.dumps(rep, indent=2, default=str) + "\n"
 
 
-@click.command("memory")
+@click.command("memory", short_help="Per-rank resident-weight ledger, bridged from the naive estimate.")
 @click.argument("model", required=False)
 @recipe_option("quant recipe for presets / config-only dirs (default: the preset's usual one)")
 @plan_options
@@ -101,7 +101,7 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
         raise SystemExit(3)
 
 
-@click.command("inventory")
+@click.command("inventory", short_help="Classify every stored tensor, checked against the description.")
 @click.argument("model", required=False)
 @recipe_option("quant recipe for presets / config-only dirs")
 @click.option("--by", type=click.Choice(["summary", "tensor"]), default="summary", show_default=True,

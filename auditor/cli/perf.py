@@ -22,7 +22,7 @@ def _phases(phase: str) -> list[str]:
     return ["prefill", "decode"] if phase == "both" else [phase]
 
 
-@click.command("perf")
+@click.command("perf", short_help="Layer program, collectives and op times for prefill and decode.")
 @click.argument("model", required=False)
 @plan_options
 @click.option("--phase", type=click.Choice(["prefill", "decode", "both"]), default="both", show_default=True,
@@ -110,7 +110,7 @@ def _workload_fit(spec, plan, engine, recipe, dev, phases, mtp, util, kv_cache_d
                         mtp=mtp, util=util, kv_cache_dtype=kv_cache_dtype)
 
 
-@click.command("sweep")
+@click.command("sweep", short_help="Grid of TP x DP x workloads: CSV and the best configurations.")
 @click.argument("model", required=False)
 @click.option("--tp", "tps", default="4,8,16", show_default=True, help="comma list of TP sizes")
 @click.option("--dp", "dps", default="1,2", show_default=True, help="comma list of DP sizes")

@@ -11,7 +11,7 @@ from ..model.expected import WRITERS
 from ..model.recipes import DEFAULT_RECIPE
 from .options import recipe_option
 
-@click.command("synth")
+@click.command("synth", short_help="Write a header-exact checkpoint with sparse-hole tensor data.")
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--model", "-m", default="glm-5.1", show_default=True,
               help="preset name or a directory holding config.json")
