@@ -152,6 +152,7 @@ OUTPUT_OPTIONS: dict[str, Callable[[Path, str], list[str]]] = {
                                  "--no-loo", "-o", o],
     "kernels-import-o": lambda t, o: ["kernels", "import", _details(t), "-o", o],
     "synth-OUT_DIR": lambda t, o: ["synth", o, "--model", model_dir(t)],
+    "align--output-dir": lambda t, o: ["align", model_dir(t), "--log", t / "engine.log", "--output-dir", o],
 }
 WITH_MODEL = {"memory--output", "memory--png", "inventory--output", "perf--output", "perf--trace", "perf--png",
               "sweep--output", "sweep--csv"}
@@ -197,7 +198,7 @@ BAD_TARGETS: dict[str, tuple[Callable[[Path], str], tuple[str, ...], Callable | 
 
 for _opt, _argv in OUTPUT_OPTIONS.items():
     for _tname, (_target, _needles, _setup) in BAD_TARGETS.items():
-        if _opt == "synth-OUT_DIR" and _tname in ("proc-existing", "sys-existing", "dev-full"):
+        if _opt in ("synth-OUT_DIR", "align--output-dir") and _tname in ("proc-existing", "sys-existing", "dev-full"):
             _needles = ()                      # click's own "is a file" (OUT_DIR must be a directory) comes first
         case(f"output-{_opt}-{_tname}", lambda t, a=_argv, g=_target: a(t, g(t)), needles=_needles, setup=_setup)
     if _opt in WITH_MODEL:
@@ -276,6 +277,8 @@ def _commands() -> None:
         "sweep": (cli.commands["sweep"], lambda t: ["sweep", model_dir(t)]),
         "calibrate": (cli.commands["calibrate"], lambda t: ["calibrate", _scenarios(t), "-o", t / "dev.json"]),
         "kernels-import": (kernels.commands["import"], lambda t: ["kernels", "import", _details(t), "-o", t / "k.csv"]),
+        "align": (cli.commands["align"], lambda t: ["align", model_dir(t), "--log", t / "engine.log",
+                                                    "--output-dir", t / "ticket"]),
         "kernels-lookup": (kernels.commands["lookup"], lambda t: ["kernels", "lookup", t / "nope.csv", "mm", "1,2"]),
     })
 
@@ -318,6 +321,9 @@ for _cname, (_cmd, _base) in COMMANDS.items():
                 case(f"flags-{_cname}{_o}-grid-{_lab}", lambda t, b=_base, o=_o, v=_val: [*b(t), o, v], needles=(_o,))
 
 # missing arguments and required options
+case("flags-align-no-evidence", lambda t: ["align", model_dir(t), "--output-dir", t / "ticket"], needles=("--log",))
+case("flags-align-tolerance-words", lambda t: ["align", model_dir(t), "--log", t / "x.log", "--output-dir", t / "tk",
+                                              "--tolerance", "lots"], needles=("--tolerance",))
 case("flags-synth-missing-out-dir", lambda t: ["synth"], needles=("OUT_DIR",))
 case("flags-calibrate-missing-csv", lambda t: ["calibrate", "-o", t / "x.json"], needles=("MEASUREMENTS",))
 case("flags-calibrate-missing-output", lambda t: ["calibrate", _scenarios(t)], needles=("--output",))

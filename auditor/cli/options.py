@@ -121,6 +121,11 @@ def guard_output(output: Path | None, model: str | None, what: str = "--output")
     if output is None:
         return
     check_output_path(output, what)
+    refuse_model_dir(output, model)
+
+
+def refuse_model_dir(output: Path, model: str | None) -> None:
+    """audit is read-only on checkpoints: nothing it writes may land inside the model directory."""
     if model is None or not _is_dir(model):
         return
     out = output.resolve()
