@@ -48,6 +48,15 @@ def raw_st(path: Path, header: dict | bytes, data: bytes = b"") -> Path:
     return path
 
 
+# refusals that are documented rules of ours, not the library's: duplicate keys in any spelling,
+# and (reader branch `scan`) dimensions of 2**63 or more even when another dimension is 0
+DOCUMENTED_REFUSALS = ("duplicate", "also stored", "2**63 or more")
+
+
+def refused_by_documented_rule(err: str) -> bool:
+    return any(rule in err.lower() for rule in DOCUMENTED_REFUSALS)
+
+
 def library_verdict(path: Path) -> tuple[bool, dict]:
     """(accepted, {name: (dtype, shape)}) according to the installed safetensors library."""
     try:
@@ -397,7 +406,8 @@ def judge(c: Case, d: Path, run) -> None:
             ours = {r["name"]: (r["dtype"], list(r["shape"])) for r in rows}
             assert ours == entries, "entries differ from safetensors'"
         else:
-            assert not accepted, f"VALID-REFUSED: safetensors accepts it; audit said {run.err.strip()}"
+            assert not accepted or refused_by_documented_rule(run.err), \
+                f"VALID-REFUSED: safetensors accepts it; audit said {run.err.strip()}"
     elif c.expect == "no-silent-dup":
         check_contract(run, "any")
         assert run.rc == 2, f"ACCEPTED-INVALID: a duplicate key was not refused\n{run.argv}\n{run.out[:300]}"
