@@ -67,6 +67,21 @@ OPTION_CAPS: dict[str, Cap] = {
     "--batch": Cap(1, 65_536),
     "--mtp": Cap(0, 16),
     "--top": Cap(1, 100_000),
+    "--dies": Cap(1, 8_192),
+    "--isl": Cap(1, 16_777_216),
+    "--osl": Cap(1, 16_777_216),
+    "--max-model-len": Cap(1, 16_777_216),
+    "--max-num-seqs": Cap(1, 65_536),
+    "--dcp": Cap(1, 65_536),
+    "--hccl-buffsize": Cap(1, 1_048_576),
+}
+
+# real-valued options: finite, lo < value <= hi
+FLOAT_OPTION_CAPS: dict[str, tuple[float, float]] = {
+    "--gpu-memory-utilization": (0.0, 1.0),
+    "--mtp-acceptance": (0.0, 1.0),
+    "--ttft-ms": (0.0, 1e9),
+    "--tpot-ms": (0.0, 1e9),
 }
 MAX_WORLD = 65_536                  # tp x dp x pp ranks
 MAX_SWEEP_CONFIGS = 10_000_000      # grid points of one `audit sweep`

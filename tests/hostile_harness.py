@@ -31,7 +31,7 @@ OUT_OF_PROCESS_TIMEOUT_S = 60
 ERROR_PREFIX = "audit: error: "
 
 DENSE_CONFIG = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 128,
-                "intermediate_size": 128, "torch_dtype": "bfloat16"}
+                "intermediate_size": 128, "max_position_embeddings": 2048, "torch_dtype": "bfloat16"}
 
 # a small MLA + DSA indexer + MoE + MTP config (GLM-5.1's structure at toy sizes)
 DSA_CONFIG = {

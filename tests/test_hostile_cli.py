@@ -107,6 +107,12 @@ case("config-topk-more-than-experts", lambda t: ["memory", model_dir(t, {**DSA_C
 case("config-not-an-object", lambda t: ["memory", model_dir(t, "[1, 2]")], needles=("JSON object",))
 case("config-text_config-bad", lambda t: ["memory", model_dir(t, {"text_config": {**DENSE_CONFIG, "vocab_size": "x"}})],
      needles=("'vocab_size'",))
+case("config-no-max-position-memory", lambda t: ["memory", model_dir(t, {k: v for k, v in DENSE_CONFIG.items()
+                                                                        if k != "max_position_embeddings"})],
+     needles=("max_position_embeddings", "--max-model-len"))
+case("config-no-max-position-with-flag", lambda t: ["memory", model_dir(t, {k: v for k, v in DENSE_CONFIG.items()
+                                                                            if k != "max_position_embeddings"}),
+                                                    "--max-model-len", "1024"], expect="ok")
 case("config-missing-required", lambda t: ["memory", model_dir(t, {"hidden_size": 64})], needles=("missing",))
 
 # accepted: the largest plausible values, integral floats, explicit nulls
@@ -139,9 +145,17 @@ def _scenarios(t: Path) -> Path:
     return p
 
 
+def _plan(t: Path) -> list:
+    return ["plan", model_dir(t), "--ttft-ms", "1000", "--tpot-ms", "50", "--isl", "100", "--osl", "100", "--dies", "8"]
+
+
 OUTPUT_OPTIONS: dict[str, Callable[[Path, str], list[str]]] = {
     "memory--output": lambda t, o: ["memory", model_dir(t), "--output", o],
     "memory--png": lambda t, o: ["memory", model_dir(t), "--png", o],
+    "memory--hbm-png": lambda t, o: ["memory", model_dir(t), "--hbm-png", o],
+    "plan--output": lambda t, o: [*_plan(t), "--output", o],
+    "plan--png": lambda t, o: [*_plan(t), "--png", o],
+    "plan--csv": lambda t, o: [*_plan(t), "--csv", o],
     "inventory--output": lambda t, o: ["inventory", checkpoint(t), "--output", o],
     "perf--output": lambda t, o: ["perf", model_dir(t), "--phase", "decode", "--output", o],
     "perf--trace": lambda t, o: ["perf", model_dir(t), "--phase", "decode", "--trace", o],
@@ -154,7 +168,7 @@ OUTPUT_OPTIONS: dict[str, Callable[[Path, str], list[str]]] = {
     "synth-OUT_DIR": lambda t, o: ["synth", o, "--model", model_dir(t)],
     "align--output-dir": lambda t, o: ["align", model_dir(t), "--log", t / "engine.log", "--output-dir", o],
 }
-WITH_MODEL = {"memory--output", "memory--png", "inventory--output", "perf--output", "perf--trace", "perf--png",
+WITH_MODEL = {"memory--output", "memory--png", "memory--hbm-png", "plan--output", "plan--png", "plan--csv", "inventory--output", "perf--output", "perf--trace", "perf--png",
               "sweep--output", "sweep--csv"}
 
 
@@ -277,6 +291,7 @@ def _commands() -> None:
         "sweep": (cli.commands["sweep"], lambda t: ["sweep", model_dir(t)]),
         "calibrate": (cli.commands["calibrate"], lambda t: ["calibrate", _scenarios(t), "-o", t / "dev.json"]),
         "kernels-import": (kernels.commands["import"], lambda t: ["kernels", "import", _details(t), "-o", t / "k.csv"]),
+        "plan": (cli.commands["plan"], _plan),
         "align": (cli.commands["align"], lambda t: ["align", model_dir(t), "--log", t / "engine.log",
                                                     "--output-dir", t / "ticket"]),
         "kernels-lookup": (kernels.commands["lookup"], lambda t: ["kernels", "lookup", t / "nope.csv", "mm", "1,2"]),
@@ -285,7 +300,7 @@ def _commands() -> None:
 
 _commands()
 SIZE_OPTIONS = {"--observed", "--budget", "--shard-size"}
-GRID_OPTIONS = {"--tp", "--dp", "--tokens", "--context", "--batch", "--mtp"}
+GRID_OPTIONS = {"--tp", "--dp", "--tokens", "--context", "--batch", "--mtp", "--dies"}
 BAD_SIZES = {"empty": "", "blank": "   ", "400-nines": "9" * 400 + "GiB", "1e309": "1e309GiB", "negative": "-1GiB",
              "no-unit": "12", "bad-unit": "12XB", "nan": "nan GiB", "past-1EiB": "9" * 30 + "TiB", "words": "lots"}
 BAD_INTS = {"word": "abc", "float": "1.5", "empty": "", "400-nines": "9" * 400, "hex": "0x10"}
@@ -316,7 +331,11 @@ for _cname, (_cmd, _base) in COMMANDS.items():
         elif _o in SIZE_OPTIONS:
             for _lab, _val in BAD_SIZES.items():
                 case(f"flags-{_cname}{_o}-size-{_lab}", lambda t, b=_base, o=_o, v=_val: [*b(t), o, v], needles=(_o,))
-        elif _cname == "sweep" and _o in GRID_OPTIONS:
+        elif isinstance(_p.type, click.FloatRange):
+            for _lab, _val in {"word": "abc", "empty": "", "nan": "nan", "inf": "inf", "zero": "0", "negative": "-1",
+                               "huge": "1e309"}.items():
+                case(f"flags-{_cname}{_o}-{_lab}", lambda t, b=_base, o=_o, v=_val: [*b(t), o, v], needles=(_o,))
+        elif _cname in ("sweep", "plan") and _o in GRID_OPTIONS:
             for _lab, _val in BAD_GRIDS.items():
                 case(f"flags-{_cname}{_o}-grid-{_lab}", lambda t, b=_base, o=_o, v=_val: [*b(t), o, v], needles=(_o,))
 

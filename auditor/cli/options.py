@@ -10,12 +10,29 @@ import click
 
 from ..engines.profiles import DEFAULT_ENGINE, ENGINE_HELP, resolve_engine
 from ..errors import AuditInputError
-from ..limits import OPTION_CAPS
+from ..limits import FLOAT_OPTION_CAPS, OPTION_CAPS
 from ..model.recipes import RECIPES
 from ..outputs import check_output_path, write_output
 from ..parallel import ParallelPlan
 
 FORMATS = ("table", "markdown", "json", "csv")
+
+
+class FiniteFloatRange(click.FloatRange):
+    """A real-valued option in (lo, hi], refusing nan and inf (which every comparison lets through)."""
+
+    def convert(self, value, param, ctx):
+        import math
+        v = super().convert(value, param, ctx)
+        if not math.isfinite(v):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return v
+
+
+def capped_float(option: str) -> click.FloatRange:
+    """A real-valued option within (lo, hi] (auditor.limits.FLOAT_OPTION_CAPS)."""
+    lo, hi = FLOAT_OPTION_CAPS[option]
+    return FiniteFloatRange(lo, hi, min_open=True)
 
 
 def capped(option: str) -> click.IntRange:

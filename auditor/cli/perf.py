@@ -13,7 +13,6 @@ from ..devices.profiles import DEFAULT_DEVICE
 from ..errors import AuditInputError
 from ..limits import MAX_SWEEP_CONFIGS
 from ..parallel import ParallelPlan
-from .options import capped, emit, engine_option, guard_output, output_options, plan_options, recipe_option
 
 DEVICE_HELP = "device profile: a name in auditor/devices (a3-752t, a2-376t, ...) or a JSON file"
 
@@ -35,7 +34,7 @@ def _phases(phase: str) -> list[str]:
               help="requests per DP rank (decode: each brings 1 + MTP tokens)")
 @click.option("--mtp", type=capped("--mtp"), default=0, show_default=True,
               help="speculative tokens K: decode verifies K+1 per request; the MTP layer runs K times")
-@click.option("--gpu-memory-utilization", "util", type=float, default=0.9, show_default=True,
+@click.option("--gpu-memory-utilization", "util", type=capped_float("--gpu-memory-utilization"), default=0.9, show_default=True,
               help="share of the device the engine may use (the HBM budget shown with the times)")
 @click.option("--kv-cache-dtype", type=click.Choice(["bf16", "c8-indexer", "c8"]), default="bf16",
               show_default=True, help="KV cache variant of the HBM budget")
@@ -144,7 +143,7 @@ def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, b
     src = open_model(model, recipe, tables=False)
     follow = context is None
     grids = {k: parse_grid(v, k) for k, v in (("tp", tps), ("dp", dps), ("tokens", tokens),
-                                                ("context", context or "0"), ("batch", batch), ("mtp", mtp))}
+                                                ("context", "0" if context is None else context), ("batch", batch), ("mtp", mtp))}
     n_configs = 1
     for values in grids.values():
         n_configs *= len(values)
