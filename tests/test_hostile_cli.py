@@ -113,6 +113,12 @@ case("config-no-max-position-memory", lambda t: ["memory", model_dir(t, {k: v fo
 case("config-no-max-position-with-flag", lambda t: ["memory", model_dir(t, {k: v for k, v in DENSE_CONFIG.items()
                                                                             if k != "max_position_embeddings"}),
                                                     "--max-model-len", "1024"], expect="ok")
+case("config-hidden-smaller-than-heads", lambda t: ["memory", model_dir(t, {**DENSE_CONFIG, "hidden_size": 1})],
+     needles=("'head_dim'",))
+case("config-kv-heads-not-dividing", lambda t: ["memory", model_dir(t, {**DENSE_CONFIG, "num_key_value_heads": 3})],
+     needles=("'num_key_value_heads'",))
+case("config-kv-heads-more-than-heads", lambda t: ["memory", model_dir(t, {**DENSE_CONFIG, "num_key_value_heads": 8})],
+     needles=("'num_key_value_heads'",))
 case("config-missing-required", lambda t: ["memory", model_dir(t, {"hidden_size": 64})], needles=("missing",))
 
 # accepted: the largest plausible values, integral floats, explicit nulls

@@ -116,7 +116,12 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "con
     # --- attention: MLA when a kv LoRA rank exists
     mla = cfg.get("kv_lora_rank") not in (None, 0)
     NKV = _int(cfg, "num_key_value_heads", where, default=NH)
+    if NKV > NH or NH % NKV:
+        raise AuditInputError(where, f"key 'num_key_value_heads' = {NKV} must divide num_attention_heads = {NH}")
     head_dim = _int(cfg, "head_dim", where, default=H // NH) if not mla else 0
+    if not mla and head_dim == 0:
+        raise AuditInputError(where, f"hidden_size {H} / num_attention_heads {NH} leaves no head_dim; "
+                                     "give key 'head_dim'")
     Qr = _int(cfg, "q_lora_rank", where, default=0) if mla else 0
     Lkv = _int(cfg, "kv_lora_rank", where, default=0) if mla else 0
     Dn = _int(cfg, "qk_nope_head_dim", where, positive=True) if mla else 0
