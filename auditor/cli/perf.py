@@ -13,6 +13,7 @@ from ..devices.profiles import DEFAULT_DEVICE
 from ..errors import AuditInputError
 from ..limits import MAX_SWEEP_CONFIGS
 from ..parallel import ParallelPlan
+from .options import capped, capped_float, emit, engine_option, guard_output, output_options, plan_options, recipe_option
 
 DEVICE_HELP = "device profile: a name in auditor/devices (a3-752t, a2-376t, ...) or a JSON file"
 
