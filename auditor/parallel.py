@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .errors import AuditInputError
+from .limits import MAX_WORLD
 
 ROLES = ("mixed", "prefill", "decode")   # kv_both/none, kv_producer, kv_consumer
 NZ_MODES = (0, 1, 2)
@@ -49,6 +50,9 @@ class ParallelPlan:
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
                 raise AuditInputError(f"--{name}", f"must be a positive integer, got {v!r}")
+        if self.tp * self.dp * self.pp > MAX_WORLD:
+            raise AuditInputError("--tp", f"TP x DP x PP = {self.tp * self.dp * self.pp:,} ranks is past the "
+                                          f"plausible {MAX_WORLD:,}")
         if self.ep > 1 and self.ep != self.tp * self.dp:
             raise AuditInputError("--ep", f"expert parallel size is DP x TP in vLLM ({self.dp} x {self.tp} = "
                                           f"{self.dp * self.tp}); got {self.ep}")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .errors import AuditInputError
 from .hubcache import resolve_hub_dir
+from .inventory.access import check_model_dir_access
 from .inventory.quantdesc import QuantDescription, load_quant_description
 from .inventory.scan import ScanResult, find_quant_description, scan_model_dir
 from .inventory.table import TensorTable
@@ -73,6 +74,13 @@ def _quick_recipe(path: Path, cfg: dict) -> str:
     return guess_recipe(_description_values(desc), cfg)
 
 
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError as exc:         # a parent we may not search
+        raise AuditInputError(path, f"cannot access: {exc.strerror}") from None
+
+
 def open_model(model: str | Path | None, recipe: str | None = None, progress: bool | None = None,
                default_preset: str = "glm-5.1", tables: bool = True) -> ModelSource:
     """Resolve MODEL (directory or preset name) into a ModelSource. Never writes anything.
@@ -84,10 +92,11 @@ def open_model(model: str | Path | None, recipe: str | None = None, progress: bo
     if recipe is not None:
         recipe = check_recipe(recipe)
     path = Path(model)
-    if path.is_dir():
+    if _is_dir(path):
         hub = resolve_hub_dir(path)
         if hub is not None:
             path = hub.path
+        check_model_dir_access(path)
         config_path = path / "config.json"
         if not config_path.exists():
             raise AuditInputError(path, "no config.json in the model directory")

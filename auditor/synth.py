@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from .errors import AuditInputError
+from .limits import SYNTH_MAX_FILES
 from .model.config import load_config_file, spec_from_config
 from .model.expected import extra_files, expected_description, layout_rows, resolve_writer
 from .model.presets import preset_config
 from .model.spec import DTYPE_BITS, DTYPE_BYTES, ModelSpec
+from .outputs import check_output_dir, open_output, prepare_output_dir
 
 # safetensors sorts a file's tensors by dtype, largest enum value first, then by name; this is
 # the enum order of safetensors 0.4+ (checked against the real shards and the installed lib).
@@ -88,7 +90,7 @@ def write_sparse_safetensors(path: Path, tensors: list[Tensor], metadata: dict[s
     """Write the header, then extend the file to full length without writing tensor bytes."""
     head, data = safetensors_header(tensors, metadata)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
+    with open_output(path, "OUT_DIR", durable=False) as f:
         f.write(head)
         f.truncate(len(head) + data)
     return data
@@ -155,13 +157,14 @@ def _resolve_model(model: str | ModelSpec, config: dict | None) -> tuple[ModelSp
 
 
 def _check_out_dir(out_dir: Path, overwrite: bool) -> None:
-    if out_dir.exists() and not out_dir.is_dir():
-        raise AuditInputError(out_dir, "output exists and is not a directory")
-    if out_dir.is_dir() and any(out_dir.iterdir()):
-        if not overwrite:
-            raise AuditInputError(out_dir, "output directory is not empty (pass --overwrite to write into it)")
-        # drop what a previous synth may have left, so no stale shard outlives a new layout
-        for pattern in ("*.safetensors", "*.safetensors.index.json", "quant_model_description.json",
+    check_output_dir(out_dir)
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not overwrite:
+        raise AuditInputError(out_dir, "output directory is not empty (pass --overwrite to write into it)")
+
+
+def _clear_previous(out_dir: Path) -> None:
+    """Drop what a previous synth may have left, so no stale shard outlives a new layout."""
+    for pattern in ("*.safetensors", "*.safetensors.index.json", "quant_model_description.json",
                         "optional/quarot.safetensors"):
             for old in out_dir.glob(pattern):
                 old.unlink()
@@ -169,15 +172,18 @@ def _check_out_dir(out_dir: Path, overwrite: bool) -> None:
 
 def _dump(path: Path, obj: Any, *, sort_keys: bool = False, newline: bool = True) -> None:
     text = json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=False)
-    path.write_text(text + ("\n" if newline else ""), encoding="utf-8")
+    with open_output(path, "OUT_DIR", text=True, durable=False) as f:
+        f.write(text + ("\n" if newline else ""))
 
 
 def synthesize(out_dir: Path, model: str | ModelSpec = "glm-5.1", recipe: str = "w8a8", *,
                config: dict | None = None, shard_bytes: int = 5 * 2 ** 30, include_mtp: bool = True,
-               writer: str | None = None, overwrite: bool = False) -> SynthResult:
+               writer: str | None = None, overwrite: bool = False,
+               max_files: int | None = SYNTH_MAX_FILES) -> SynthResult:
     """Write a sparse, header-exact checkpoint of ``model`` quantized by ``recipe`` into ``out_dir``.
 
     ``model``: preset name, directory with config.json, or a ModelSpec. ``config`` overrides both.
+    More than ``max_files`` files (None: no limit) is refused before anything is written.
     """
     out_dir = Path(out_dir)
     if shard_bytes <= 0:
@@ -185,7 +191,6 @@ def synthesize(out_dir: Path, model: str | ModelSpec = "glm-5.1", recipe: str = 
     writer = resolve_writer(recipe, writer)
     spec, cfg = _resolve_model(model, config)
     _check_out_dir(out_dir, overwrite)
-    out_dir.mkdir(parents=True, exist_ok=True)
 
     cfg = dict(cfg)
     if recipe == "fp8-block":
@@ -199,6 +204,13 @@ def synthesize(out_dir: Path, model: str | ModelSpec = "glm-5.1", recipe: str = 
     msm = writer == "msmodelslim"
     stem = "quant_model_weights" if msm else "model"
     n = len(shards)
+    n_files = n + len(extra_files(spec, recipe, writer=writer)) + 4     # + config, index, description
+    if max_files is not None and n_files > max_files:
+        raise AuditInputError("--shard-size", f"{shard_bytes:,}-byte shards make ~{n_files:,} files, more than "
+                                              f"{max_files:,}: pass --allow-many-files or a larger --shard-size")
+    prepare_output_dir(out_dir)
+    if overwrite:
+        _clear_previous(out_dir)
     if n == 1 and not msm:
         names = ["model.safetensors"]           # save_pretrained writes no index for one shard
     else:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..outputs import open_output
+
 GiB = 1 << 30
 
 
@@ -32,7 +34,8 @@ def write_memory_waterfall(group: dict, path: Path, title: str) -> None:
     ax.set_title(f"{title}: ranks {group['ranks']}", fontsize=9)
     fig.legend(handles=waterfall_legend_handles("observed (engine log)"), loc="outside lower center", ncol=4, fontsize=8,
                frameon=False)
-    fig.savefig(path, dpi=110)
+    with open_output(path, "--output-dir") as f:
+        fig.savefig(f, dpi=110, format="png")
 
 
 def write_time_by_class(rows: list[dict], path: Path, title: str) -> None:
@@ -47,8 +50,11 @@ def write_time_by_class(rows: list[dict], path: Path, title: str) -> None:
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        with open_output(path, "--output-dir") as f:
+            fig.savefig(f, dpi=110, format="png")
+    finally:
+        plt.close(fig)
 
 
 def write_figures(ticket: dict, out_dir: Path) -> list[str]:

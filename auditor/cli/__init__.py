@@ -33,7 +33,23 @@ for _command in (memory_command, inventory_command, synth_command, perf_command,
     cli.add_command(_command)
 
 
+def usage_line(exc: click.ClickException) -> str:
+    """click's own errors (bad choice, bad integer, unknown option, missing argument) as the one
+    line every other input error gets: ``<option>: <problem> (see 'audit CMD --help')``."""
+    ctx = getattr(exc, "ctx", None)
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    param = getattr(exc, "param", None)
+    if isinstance(exc, click.BadParameter) and not isinstance(exc, click.MissingParameter) and param is not None:
+        where = param.opts[0] if isinstance(param, click.Option) and param.opts else param.human_readable_name
+        text = f"{where}: {exc.message}"
+    else:
+        text = exc.format_message()
+    return " ".join(f"{text.rstrip('.')}{hint}".split())
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; return the exit code: 0 ok, 2 bad input (one ``audit: error:`` line on
+    stderr), 3 ``--budget`` exceeded."""
     # A short-lived process that builds ~10^6 small objects for a full checkpoint: the cyclic GC
     # would rescan them over and over for nothing (nothing here makes reference cycles that matter).
     gc.disable()
@@ -42,16 +58,23 @@ def main(argv: list[str] | None = None) -> int:
     except AuditInputError as exc:
         click.echo(f"audit: error: {exc.one_line()}", err=True)
         return 2
+    except click.exceptions.NoArgsIsHelpError as exc:   # bare `audit` / `audit kernels`: help, not an error
+        click.echo(exc.ctx.get_help())
+        return 0
     except click.exceptions.Abort:
-        click.echo("audit: aborted", err=True)
-        return 1
+        click.echo("audit: error: aborted", err=True)
+        return 2
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"audit: error: {usage_line(exc)}", err=True)
         return 2
     except BrokenPipeError:
         return 0
+    except OSError as exc:     # last line of defence: an environment failure is bad input, not a bug
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"audit: error: {' '.join((where + (exc.strerror or str(exc))).split())}", err=True)
+        return 2
     except SystemExit as exc:   # commands signal exit codes (e.g. --budget exceeded -> 3)
         return int(exc.code or 0)
     finally:

@@ -9,7 +9,8 @@ import click
 from click.core import ParameterSource
 
 from ..errors import AuditInputError
-from .options import guard_output, plan_options, recipe_option
+from ..outputs import check_output_dir, prepare_output_dir, write_output
+from .options import capped, plan_options, recipe_option, refuse_model_dir
 
 # click parameter -> ParallelPlan / request field, for "did the user pin it?"
 _PINNABLE = {"tp": "tp", "dp": "dp", "ep": "ep", "pp": "pp", "sp": "sp", "dsa_cp": "dsa_cp", "engine": "engine",
@@ -32,7 +33,7 @@ def parse_tolerance(text: str | None) -> float | None:
     return v
 
 
-@click.command("align")
+@click.command("align", short_help="Alignment ticket from engine logs, profiles and benchmarks.")
 @click.argument("model", required=False)
 @recipe_option("quant recipe for presets / config-only dirs (default: the preset's usual one)")
 @plan_options
@@ -47,12 +48,12 @@ def parse_tolerance(text: str | None) -> float | None:
 @click.option("--tolerance", default=None, help="e.g. 5%%: exit 4 when any compared figure deviates by more")
 @click.option("--phase", type=click.Choice(["prefill", "decode"]), default="prefill", show_default=True,
               help="the phase the profile recorded")
-@click.option("--tokens", type=int, default=4096, show_default=True, help="prefill query length per request")
-@click.option("--context", type=int, default=0, show_default=True, help="tokens already in the cache")
-@click.option("--batch", type=int, default=1, show_default=True, help="requests per DP rank")
-@click.option("--mtp", type=int, default=0, show_default=True, help="speculative tokens K (decode)")
+@click.option("--tokens", type=capped("--tokens"), default=4096, show_default=True, help="prefill query length per request")
+@click.option("--context", type=capped("--context"), default=0, show_default=True, help="tokens already in the cache")
+@click.option("--batch", type=capped("--batch"), default=1, show_default=True, help="requests per DP rank")
+@click.option("--mtp", type=capped("--mtp"), default=0, show_default=True, help="speculative tokens K (decode)")
 @click.option("--device", "device_name", default=None, help="device profile for the time model")
-@click.option("--top", type=int, default=10, show_default=True, help="candidates and discrepancies to list")
+@click.option("--top", type=capped("--top"), default=10, show_default=True, help="candidates and discrepancies to list")
 @click.option("--png/--no-png", default=True, show_default=True, help="write the PNG figures")
 def align_command(model, recipe, plan, engine, mtp_drafter, logs, profiles, benches, output_dir, tolerance, phase,
                   tokens, context, batch, mtp, device_name, top, png):
@@ -64,7 +65,8 @@ def align_command(model, recipe, plan, engine, mtp_drafter, logs, profiles, benc
 
     if not (logs or profiles or benches):
         raise AuditInputError("audit align", "give at least one --log, --profile or --bench")
-    guard_output(output_dir / "ticket.md", model)
+    check_output_dir(output_dir, "--output-dir")
+    refuse_model_dir(output_dir / "ticket.md", model)
     ctx = click.get_current_context()
     pinned = {}
     for param, field in _PINNABLE.items():
@@ -77,14 +79,14 @@ def align_command(model, recipe, plan, engine, mtp_drafter, logs, profiles, benc
                        tokens=tokens, context=context, batch=batch, mtp=mtp, tolerance=parse_tolerance(tolerance),
                        top=top)
     ticket = run_align(req)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    prepare_output_dir(output_dir, "--output-dir")
     if png:
         from ..align.ticket_png import write_figures
         ticket["figures"] = write_figures(ticket, output_dir)
     else:
         ticket["figures"] = []
-    (output_dir / "ticket.json").write_text(json.dumps(ticket, indent=2, default=str) + "\n", encoding="utf-8")
-    (output_dir / "ticket.md").write_text(render_ticket(ticket), encoding="utf-8")
+    write_output(output_dir / "ticket.json", json.dumps(ticket, indent=2, default=str) + "\n", "--output-dir")
+    write_output(output_dir / "ticket.md", render_ticket(ticket), "--output-dir")
     click.echo(ticket["title"])
     if ticket["memory"] and ticket["memory"]["candidates"]:
         click.echo(f"best candidate: {ticket['memory']['candidates'][0]['label']}")

@@ -12,16 +12,17 @@ from ..devices.profiles import DEFAULT_DEVICE, load_device, write_device
 from ..perf.calibrate import (DEFAULT_FIT, PARAMS, fit, git_head, load_scenarios, perf_evaluator, render_table,
                               uncalibrated)
 from ..model.recipes import RECIPES
-from .options import plan_options
+from ..outputs import check_output_path
+from .options import capped, plan_options
 
 
-@click.command("calibrate")
+@click.command("calibrate", short_help="Fit device efficiency constants to measured end-to-end latencies.")
 @click.argument("measurements", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--model", default="glm-5.1", show_default=True, help="model preset name")
 @click.option("--recipe", "--quant", "recipe", type=click.Choice(RECIPES), default="w4a8", show_default=True,
               help="quantization recipe (--quant is an alias)")
-@click.option("--mtp", type=int, default=3, show_default=True, help="MTP draft tokens per decode step")
-@click.option("--batch", type=int, default=1, show_default=True, help="concurrent requests")
+@click.option("--mtp", type=capped("--mtp"), default=3, show_default=True, help="MTP draft tokens per decode step")
+@click.option("--batch", type=capped("--batch"), default=1, show_default=True, help="concurrent requests")
 @click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True,
               help="base device profile (name or JSON path)")
 @click.option("--fit", "fit_names", default=",".join(DEFAULT_FIT), show_default=True,
@@ -40,6 +41,7 @@ def calibrate_command(measurements: Path, model: str, recipe: str, mtp: int, bat
     context_len,measured_ms) and write a calibrated device profile."""
     from ..model.presets import preset_spec
 
+    check_output_path(output, "--output")
     scen = load_scenarios(measurements)
     device = load_device(device_name)
     if not from_current:

@@ -9,10 +9,11 @@ from pathlib import Path
 import click
 
 from ..errors import AuditInputError
+from ..outputs import check_output_path
 from ..perf.measured import DEFAULT_MAPPING, import_kernel_details, load_kernel_table
 
 
-@click.group("kernels")
+@click.group("kernels", short_help="Measured kernel tables: import profiler traces, look up times.")
 def kernels_group() -> None:
     """Measured kernel tables (import Ascend profiler traces, look up times)."""
 
@@ -27,7 +28,7 @@ def _parse_map(items: tuple[str, ...]) -> dict[str, str]:
     return mapping
 
 
-@kernels_group.command("import")
+@kernels_group.command("import", short_help="Convert a profiler kernel_details.csv into a measured-kernel table.")
 @click.argument("kernel_details", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="kernel table CSV to write")
@@ -36,6 +37,7 @@ def _parse_map(items: tuple[str, ...]) -> dict[str, str]:
                    + ", ".join(f"{k}={v}" for k, v in DEFAULT_MAPPING.items()) + ")")
 def import_command(kernel_details: Path, output: Path, maps: tuple[str, ...]) -> None:
     """Import an Ascend profiler kernel_details.csv into a kernel table (duplicates averaged)."""
+    check_output_path(output, "--output")
     mapping = _parse_map(maps) if maps else dict(DEFAULT_MAPPING)
     stats: dict = {}
     table = import_kernel_details(kernel_details, mapping, stats)
@@ -44,7 +46,7 @@ def import_command(kernel_details: Path, output: Path, maps: tuple[str, ...]) ->
                f"{len(table)} table rows written to {output}", err=True)
 
 
-@kernels_group.command("lookup")
+@kernels_group.command("lookup", short_help="Look up KERNEL at KEY in a measured-kernel table.")
 @click.argument("table", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("kernel")
 @click.argument("key")

@@ -17,7 +17,7 @@ def _to_json(rep: dict) -> str:
     return json.dumps(rep, indent=2, default=str) + "\n"
 
 
-@click.command("memory")
+@click.command("memory", short_help="Per-rank resident-weight ledger, bridged from the naive estimate.")
 @click.argument("model", required=False)
 @recipe_option("quant recipe for presets / config-only dirs (default: the preset's usual one)")
 @plan_options
@@ -47,8 +47,8 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
     from ..source import open_model
 
     guard_output(output, model)
-    guard_output(png, model)
-    guard_output(hbm_png, model)
+    guard_output(png, model, "--png")
+    guard_output(hbm_png, model, "--hbm-png")
     from ..devices.profiles import load_device
     from ..report.hbm_budget import render_budget
     from ..runtime.budget import rank_budget
@@ -61,8 +61,11 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
         if mtp_drafter is False:
             raise AuditInputError("--mtp", "speculative tokens need the MTP drafter (drop --no-mtp-drafter)")
         plan = plan.with_(mtp=True)
-    obs = parse_size(observed, "--observed") if observed else None
-    bud = parse_size(budget, "--budget") if budget else None
+    obs = parse_size(observed, "--observed") if observed is not None else None
+    bud = parse_size(budget, "--budget") if budget is not None else None
+    for option, value in (("--observed", obs), ("--budget", bud)):
+        if value is not None and value <= 0:
+            raise AuditInputError(option, "must be a positive size")
     dev = load_device(device_name)
     src = open_model(model, recipe, progress=progress)
     if mtp > 0 and not src.spec.mtp_layers:
@@ -98,7 +101,7 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
         raise SystemExit(3)
 
 
-@click.command("inventory")
+@click.command("inventory", short_help="Classify every stored tensor, checked against the description.")
 @click.argument("model", required=False)
 @recipe_option("quant recipe for presets / config-only dirs")
 @click.option("--by", type=click.Choice(["summary", "tensor"]), default="summary", show_default=True,

@@ -10,20 +10,45 @@ import click
 
 from ..engines.profiles import DEFAULT_ENGINE, ENGINE_HELP, resolve_engine
 from ..errors import AuditInputError
+from ..limits import FLOAT_OPTION_CAPS, OPTION_CAPS
 from ..model.recipes import RECIPES
+from ..outputs import check_output_path, write_output
 from ..parallel import ParallelPlan
 
 FORMATS = ("table", "markdown", "json", "csv")
 
 
+class FiniteFloatRange(click.FloatRange):
+    """A real-valued option in (lo, hi], refusing nan and inf (which every comparison lets through)."""
+
+    def convert(self, value, param, ctx):
+        import math
+        v = super().convert(value, param, ctx)
+        if not math.isfinite(v):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return v
+
+
+def capped_float(option: str) -> click.FloatRange:
+    """A real-valued option within (lo, hi] (auditor.limits.FLOAT_OPTION_CAPS)."""
+    lo, hi = FLOAT_OPTION_CAPS[option]
+    return FiniteFloatRange(lo, hi, min_open=True)
+
+
+def capped(option: str) -> click.IntRange:
+    """An integer option within its plausibility cap (auditor.limits.OPTION_CAPS)."""
+    cap = OPTION_CAPS[option]
+    return click.IntRange(cap.lo, cap.hi)
+
+
 def plan_options(f: Callable) -> Callable:
     """--tp --dp --ep --pp --sp --dsa-cp --engine --role --mtp ... -> kwargs['plan'], kwargs['engine']."""
     opts = [
-        click.option("--tp", type=int, default=1, show_default=True, help="tensor parallel size"),
-        click.option("--dp", type=int, default=1, show_default=True, help="data parallel size"),
-        click.option("--ep", type=int, default=1, show_default=True,
+        click.option("--tp", type=capped("--tp"), default=1, show_default=True, help="tensor parallel size"),
+        click.option("--dp", type=capped("--dp"), default=1, show_default=True, help="data parallel size"),
+        click.option("--ep", type=capped("--ep"), default=1, show_default=True,
                      help="expert parallel size (1 = off; otherwise DP x TP)"),
-        click.option("--pp", type=int, default=1, show_default=True, help="pipeline parallel size"),
+        click.option("--pp", type=capped("--pp"), default=1, show_default=True, help="pipeline parallel size"),
         click.option("--sp/--no-sp", default=False, show_default=True,
                      help="sequence parallel (FlashComm1); with a DSA model this turns DSA-CP on"),
         click.option("--dsa-cp/--no-dsa-cp", "dsa_cp", default=None,
@@ -38,9 +63,9 @@ def plan_options(f: Callable) -> Callable:
                      help="VLLM_ASCEND_ENABLE_NZ: 0 none, 1 quantized weights, 2 also bf16"),
         click.option("--shared-expert-dp/--no-shared-expert-dp", default=False, show_default=True,
                      help="additional_config.enable_shared_expert_dp"),
-        click.option("--redundant-experts", type=int, default=0, show_default=True,
+        click.option("--redundant-experts", type=capped("--redundant-experts"), default=0, show_default=True,
                      help="EPLB redundant experts (added to the routed experts before EP split)"),
-        click.option("--max-num-batched-tokens", type=int, default=8192, show_default=True,
+        click.option("--max-num-batched-tokens", type=capped("--max-num-batched-tokens"), default=8192, show_default=True,
                      help="sizes topk_indices_buffer and rope buffers"),
     ]
 
@@ -91,9 +116,15 @@ def emit(text: str, output: Path | None) -> None:
     if output is None:
         click.echo(text, nl=not text.endswith("\n"))
     else:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        write_output(output, text if text.endswith("\n") else text + "\n", "--output")
         click.echo(f"wrote {output}", err=True)
+
+
+def _is_dir(path: str) -> bool:
+    try:
+        return Path(path).is_dir()
+    except OSError:
+        return False
 
 
 def recipe_option(help_text: str) -> Callable[[Callable], Callable]:
@@ -101,9 +132,18 @@ def recipe_option(help_text: str) -> Callable[[Callable], Callable]:
     return click.option("--recipe", "--quant", "recipe", type=click.Choice(RECIPES), default=None, help=help_text)
 
 
-def guard_output(output: Path | None, model: str | None) -> None:
-    """audit is read-only on checkpoints: refuse to write a report into the model directory."""
-    if output is None or model is None or not Path(model).is_dir():
+def guard_output(output: Path | None, model: str | None, what: str = "--output") -> None:
+    """Check an output target before any work: writable (auditor.outputs rules), and never inside
+    the model directory (audit is read-only on checkpoints)."""
+    if output is None:
+        return
+    check_output_path(output, what)
+    refuse_model_dir(output, model)
+
+
+def refuse_model_dir(output: Path, model: str | None) -> None:
+    """audit is read-only on checkpoints: nothing it writes may land inside the model directory."""
+    if model is None or not _is_dir(model):
         return
     out = output.resolve()
     mdir = Path(model).resolve()

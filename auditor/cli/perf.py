@@ -11,8 +11,9 @@ import click
 
 from ..devices.profiles import DEFAULT_DEVICE
 from ..errors import AuditInputError
+from ..limits import MAX_SWEEP_CONFIGS
 from ..parallel import ParallelPlan
-from .options import emit, engine_option, output_options, plan_options, recipe_option
+from .options import capped, capped_float, emit, engine_option, guard_output, output_options, plan_options, recipe_option
 
 DEVICE_HELP = "device profile: a name in auditor/devices (a3-752t, a2-376t, ...) or a JSON file"
 
@@ -21,19 +22,20 @@ def _phases(phase: str) -> list[str]:
     return ["prefill", "decode"] if phase == "both" else [phase]
 
 
-@click.command("perf")
+@click.command("perf", short_help="Layer program, collectives and op times for prefill and decode.")
 @click.argument("model", required=False)
 @plan_options
 @click.option("--phase", type=click.Choice(["prefill", "decode", "both"]), default="both", show_default=True,
               help="which phase to model: prefill (TTFT), decode (one step), or both")
-@click.option("--tokens", type=int, default=4096, show_default=True, help="prefill query length per request")
-@click.option("--context", type=int, default=None,
+@click.option("--tokens", type=capped("--tokens"), default=4096, show_default=True,
+              help="prefill query length per request")
+@click.option("--context", type=capped("--context"), default=None,
               help="tokens already in the cache (default: prefill 0; decode the prefill length --tokens)")
-@click.option("--batch", type=int, default=1, show_default=True,
+@click.option("--batch", type=capped("--batch"), default=1, show_default=True,
               help="requests per DP rank (decode: each brings 1 + MTP tokens)")
-@click.option("--mtp", type=int, default=0, show_default=True,
+@click.option("--mtp", type=capped("--mtp"), default=0, show_default=True,
               help="speculative tokens K: decode verifies K+1 per request; the MTP layer runs K times")
-@click.option("--gpu-memory-utilization", "util", type=float, default=0.9, show_default=True,
+@click.option("--gpu-memory-utilization", "util", type=capped_float("--gpu-memory-utilization"), default=0.9, show_default=True,
               help="share of the device the engine may use (the HBM budget shown with the times)")
 @click.option("--kv-cache-dtype", type=click.Choice(["bf16", "c8-indexer", "c8"]), default="bf16",
               show_default=True, help="KV cache variant of the HBM budget")
@@ -57,6 +59,8 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
     from ..report.perf_text import render
     from ..source import open_model
 
+    for path, what in ((output, "--output"), (trace, "--trace"), (png, "--png")):
+        guard_output(path, model, what)
     src = open_model(model, recipe, tables=False)
     spec = src.spec
     if mtp_drafter is False and mtp > 0:
@@ -106,7 +110,7 @@ def _workload_fit(spec, plan, engine, recipe, dev, phases, mtp, util, kv_cache_d
                         mtp=mtp, util=util, kv_cache_dtype=kv_cache_dtype)
 
 
-@click.command("sweep")
+@click.command("sweep", short_help="Grid of TP x DP x workloads: CSV and the best configurations.")
 @click.argument("model", required=False)
 @click.option("--tp", "tps", default="4,8,16", show_default=True, help="comma list of TP sizes")
 @click.option("--dp", "dps", default="1,2", show_default=True, help="comma list of DP sizes")
@@ -125,7 +129,7 @@ def _workload_fit(spec, plan, engine, recipe, dev, phases, mtp, util, kv_cache_d
 @click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True, help=DEVICE_HELP)
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="write every configuration to this CSV")
-@click.option("--top", type=int, default=5, show_default=True, help="best configurations to print")
+@click.option("--top", type=capped("--top"), default=5, show_default=True, help="best configurations to print")
 @output_options
 def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, batch, mtp, recipe, device_name,
                   csv_path, top, fmt, output) -> None:
@@ -135,10 +139,18 @@ def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, b
     from ..report.sweep import render_sweep, write_sweep_csv
     from ..source import open_model
 
+    for path, what in ((output, "--output"), (csv_path, "--csv")):
+        guard_output(path, model, what)
     src = open_model(model, recipe, tables=False)
     follow = context is None
     grids = {k: parse_grid(v, k) for k, v in (("tp", tps), ("dp", dps), ("tokens", tokens),
-                                                ("context", context or "0"), ("batch", batch), ("mtp", mtp))}
+                                                ("context", "0" if context is None else context), ("batch", batch), ("mtp", mtp))}
+    n_configs = 1
+    for values in grids.values():
+        n_configs *= len(values)
+    if n_configs > MAX_SWEEP_CONFIGS:
+        raise AuditInputError("--tp", f"the grid has {n_configs:,} configurations, more than the "
+                                      f"{MAX_SWEEP_CONFIGS:,} one sweep evaluates")
     base = ParallelPlan(sp=sp, role=role)
     dev = load_device(device_name)
     n_plans = len(grids["tp"]) * len(grids["dp"])

@@ -7,7 +7,9 @@ import click
 
 from ..devices.profiles import DEFAULT_DEVICE
 from ..errors import AuditInputError
-from .options import emit, engine_option, guard_output, output_options, recipe_option
+from ..limits import OPTION_CAPS
+from ..outputs import write_output
+from .options import capped, capped_float, emit, engine_option, guard_output, output_options, recipe_option
 
 
 def _ints(text: str, name: str) -> list[int]:
@@ -15,22 +17,23 @@ def _ints(text: str, name: str) -> list[int]:
         vals = [int(v) for v in str(text).split(",") if v.strip()]
     except ValueError:
         raise AuditInputError(name, f"expected a comma list of integers, got {text!r}") from None
-    if not vals or any(v < 1 for v in vals):
-        raise AuditInputError(name, f"expected positive integers, got {text!r}")
+    cap = OPTION_CAPS[name]
+    if not vals or any(not cap.lo <= v <= cap.hi for v in vals):
+        raise AuditInputError(name, f"expected integers in {cap.lo:,}..{cap.hi:,}, got {text!r}")
     return vals
 
 
-@click.command("plan")
+@click.command("plan", short_help="Search deployments that fit HBM and the SLA, by tokens/s per die.")
 @click.argument("model", required=False)
 @click.option("--dies", default="32", show_default=True, help="die budget, or a comma list of budgets")
 @click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True, help="device profile")
-@click.option("--isl", type=int, default=None, help="mean input length (prefill tokens)")
-@click.option("--osl", type=int, default=None, help="mean output length")
+@click.option("--isl", type=capped("--isl"), default=None, help="mean input length (prefill tokens)")
+@click.option("--osl", type=capped("--osl"), default=None, help="mean output length")
 @click.option("--workload", "workload_csv", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="CSV of requests (columns isl,osl) instead of --isl/--osl")
-@click.option("--ttft-ms", type=float, required=True, help="SLA: time to first token, ms")
-@click.option("--tpot-ms", type=float, required=True, help="SLA: time per output token, ms")
-@click.option("--mtp-acceptance", type=float, default=0.7, show_default=True,
+@click.option("--ttft-ms", type=capped_float("--ttft-ms"), required=True, help="SLA: time to first token, ms")
+@click.option("--tpot-ms", type=capped_float("--tpot-ms"), required=True, help="SLA: time per output token, ms")
+@click.option("--mtp-acceptance", type=capped_float("--mtp-acceptance"), default=0.7, show_default=True,
               help="per-draft acceptance rate of the MTP drafter")
 @click.option("--tp", "tps", default="4,8,16", show_default=True, help="TP sizes to search")
 @click.option("--batch", "batches", default="1,2,4,8,16,24,32,48,64,96,128", show_default=True,
@@ -40,10 +43,12 @@ def _ints(text: str, name: str) -> list[int]:
               help="SP/FlashComm1 (DSA-CP on DSA models) in the searched plans")
 @click.option("--disagg/--no-disagg", default=True, show_default=True, help="also search P/D-disaggregated")
 @engine_option()
-@click.option("--gpu-memory-utilization", "util", type=float, default=0.9, show_default=True)
-@click.option("--kv-cache-dtype", type=click.Choice(["bf16", "c8-indexer", "c8"]), default="bf16", show_default=True)
+@click.option("--gpu-memory-utilization", "util", type=capped_float("--gpu-memory-utilization"), default=0.9,
+              show_default=True, help="share of the device the engine may use")
+@click.option("--kv-cache-dtype", type=click.Choice(["bf16", "c8-indexer", "c8"]), default="bf16", show_default=True,
+              help="KV cache variant: bf16; c8-indexer = LI-C8; c8 = SFA-C8 + LI-C8")
 @recipe_option("quantization recipe (default: the checkpoint's / preset's own)")
-@click.option("--top", type=int, default=10, show_default=True, help="configurations to list")
+@click.option("--top", type=capped("--top"), default=10, show_default=True, help="configurations to list")
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Pareto PNG: tokens/s per die against tokens/s per user, aggregated vs disaggregated")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -60,8 +65,8 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
     from ..planner.workload import from_csv, from_lengths
     from ..source import open_model
 
-    for p in (output, png, csv_path):
-        guard_output(p, model)
+    for path, what in ((output, "--output"), (png, "--png"), (csv_path, "--csv")):
+        guard_output(path, model, what)
     if workload_csv is not None:
         wl = from_csv(workload_csv)
     elif isl is None or osl is None:
@@ -76,7 +81,7 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
     dev = load_device(device_name)
     sps = {"on": (True,), "off": (False,), "both": (True, False)}[sp_mode]
     space = PlanSpace(dies=_ints(dies, "--dies"), tps=tuple(_ints(tps, "--tp")), batches=tuple(_ints(batches, "--batch")),
-                      mtps=tuple(int(v) for v in mtps.split(",") if v.strip()), sps=sps, util=util,
+                      mtps=tuple(_ints(mtps, "--mtp")), sps=sps, util=util,
                       kv_cache_dtype=kv_cache_dtype, acceptance=mtp_acceptance, disaggregated=disagg)
     res = run_plan(src.spec, engine, src.scheme_recipe, dev, wl, space, ttft_ms, tpot_ms)
     best = res.best(top)
@@ -87,8 +92,7 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
             "mtp_acceptance": mtp_acceptance}
     emit(render_plan(res, fmt, top, launch, head), output)
     if csv_path:
-        csv_path.parent.mkdir(parents=True, exist_ok=True)
-        csv_path.write_text(render_plan(res, "csv", top, launch, head), encoding="utf-8")
+        write_output(csv_path, render_plan(res, "csv", top, launch, head), "--csv")
         click.echo(f"wrote {csv_path}", err=True)
     if png:
         write_pareto_png(res, png, f"{src.spec.name} on {space.dies} x {dev.name}: isl {wl.isl} osl {wl.osl}")

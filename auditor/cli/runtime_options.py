@@ -10,6 +10,7 @@ import click
 
 from ..devices.profiles import DEFAULT_DEVICE
 from ..runtime.kvspec import KV_DTYPES
+from .options import capped, capped_float
 
 
 def runtime_options(*, device: bool = True, mtp: bool = True, seqs: bool = True) -> Callable:
@@ -19,25 +20,25 @@ def runtime_options(*, device: bool = True, mtp: bool = True, seqs: bool = True)
             opts.append(click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True,
                                      help="device profile name or JSON file (its usable HBM total is M_total)"))
         opts += [
-            click.option("--gpu-memory-utilization", "util", type=float, default=0.9, show_default=True,
+            click.option("--gpu-memory-utilization", "util", type=capped_float("--gpu-memory-utilization"), default=0.9, show_default=True,
                          help="share of the device the engine may use (KV budget = util x total - the rest)"),
-            click.option("--max-model-len", type=int, default=None,
+            click.option("--max-model-len", type=capped("--max-model-len"), default=None,
                          help="model length one request must fit (default: max_position_embeddings); "
                               "exit 3 with the engine's error when it does not fit"),
         ]
         if seqs:
-            opts.append(click.option("--max-num-seqs", type=int, default=256, show_default=True,
+            opts.append(click.option("--max-num-seqs", type=capped("--max-num-seqs"), default=256, show_default=True,
                                      help="max_num_seqs (logits, sampler and workspace sizes)"))
         opts += [
             click.option("--kv-cache-dtype", type=click.Choice(KV_DTYPES), default="bf16", show_default=True,
                          help="bf16; c8-indexer = LI-C8 (indexer keys int8); c8 = SFA-C8 + LI-C8"),
-            click.option("--dcp", type=int, default=1, show_default=True,
+            click.option("--dcp", type=capped("--dcp"), default=1, show_default=True,
                          help="decode context parallel size (SFA: indexer cache replicated, DCP == TP on main)"),
-            click.option("--hccl-buffsize", "hccl_buffsize", type=int, default=200, show_default=True,
+            click.option("--hccl-buffsize", "hccl_buffsize", type=capped("--hccl-buffsize"), default=200, show_default=True,
                          help="HCCL_BUFFSIZE in MB (the mc2 communicator's buffer)"),
         ]
         if mtp:
-            opts.append(click.option("--mtp", type=int, default=0, show_default=True,
+            opts.append(click.option("--mtp", type=capped("--mtp"), default=0, show_default=True,
                                      help="speculative tokens K: loads the MTP drafter and its cache layer"))
 
         @functools.wraps(f)

@@ -6,11 +6,12 @@ from pathlib import Path
 import click
 
 from ..errors import AuditInputError
+from ..limits import SYNTH_MAX_FILES
 from ..model.expected import WRITERS
 from ..model.recipes import DEFAULT_RECIPE
 from .options import recipe_option
 
-@click.command("synth")
+@click.command("synth", short_help="Write a header-exact checkpoint with sparse-hole tensor data.")
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--model", "-m", default="glm-5.1", show_default=True,
               help="preset name or a directory holding config.json")
@@ -23,8 +24,11 @@ from .options import recipe_option
 @click.option("--mtp/--no-mtp", "include_mtp", default=True, show_default=True,
               help="write the MTP layer (writers that ship it)")
 @click.option("--overwrite", is_flag=True, help="write into a non-empty directory")
+@click.option("--allow-many-files", is_flag=True,
+              help=f"write more than {SYNTH_MAX_FILES:,} files (a tiny --shard-size); refused otherwise")
 def synth_command(out_dir: Path, model: str, recipe: str | None, config_path: Path | None,
-                  writer: str | None, shard_size: str, include_mtp: bool, overwrite: bool) -> None:
+                  writer: str | None, shard_size: str, include_mtp: bool, overwrite: bool,
+                  allow_many_files: bool) -> None:
     """Write a checkpoint whose headers are exact and whose tensor data are sparse holes.
 
     A full-size GLM-5.1 W8A8 (~720 GiB logical) takes a few seconds and ~50 MiB of disk;
@@ -40,5 +44,6 @@ def synth_command(out_dir: Path, model: str, recipe: str | None, config_path: Pa
     if shard_bytes <= 0:
         raise AuditInputError("--shard-size", f"must be positive, got {shard_size!r}")
     result = synthesize(out_dir, model, recipe, config=config, shard_bytes=shard_bytes,
-                        include_mtp=include_mtp, writer=writer, overwrite=overwrite)
+                        include_mtp=include_mtp, writer=writer, overwrite=overwrite,
+                        max_files=None if allow_many_files else SYNTH_MAX_FILES)
     click.echo(result.summary())

@@ -222,8 +222,8 @@ def device_from_json(doc: Any, where: Path | str = "<device>") -> Device:
 
 def write_device(dev: Device, path: Path) -> None:
     """Write a profile JSON (the calibration output); re-loadable with ``load_device(path)``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(dev.to_json(), indent=2) + "\n", encoding="utf-8")
+    from ..outputs import write_output
+    write_output(path, json.dumps(dev.to_json(), indent=2) + "\n", "--output")
 
 
 __all__ = ["Device", "DEFAULT_DEVICE", "SCHEMA", "device_names", "load_device", "device_from_json",

@@ -36,6 +36,9 @@ KV_ROLE = {"prefill": "kv_producer", "decode": "kv_consumer", "mixed": "none"}
 
 def resolve_placement(spec: ModelSpec, plan: ParallelPlan, prof: EngineProfile) -> Placement:
     plan.validate()
+    if plan.pp > spec.Lyr:
+        raise AuditInputError("--pp", f"{plan.pp} pipeline stages for {spec.Lyr} decoder layers (each stage needs "
+                                      "at least one layer)")
     notes: list[str] = []
     findings: list[tuple[str, str]] = []
     kv_role = KV_ROLE[plan.role]

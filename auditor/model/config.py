@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from ..errors import AuditInputError, read_input_bytes
 from ..inputs import CONFIG_CAP, CONFIG_MAX_DEPTH, json_depth
+from ..limits import CONFIG_INT_CAPS, MAX_EXPERT_LAYERS, MAX_ROPE_FACTOR
 from .spec import ModelSpec, TORCH_DTYPE_TO_ST
 
 REQUIRED_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
@@ -33,19 +35,63 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     return cfg
 
 
+def _shown(val: Any) -> str:
+    """A config value as an error message shows it: short, whatever its size."""
+    text = repr(val)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _int(cfg: dict, key: str, where: str, default: int | None = None, positive: bool = False) -> int:
-    val = cfg.get(key, default)
+    """An integer config value within its plausibility cap (limits.CONFIG_INT_CAPS), or one line
+    naming the key. Integral floats (``4096.0``) are read as integers; nothing else is coerced."""
+    val = cfg.get(key.rpartition(".")[2])
     if val is None:
         if default is None:
             raise AuditInputError(where, f"missing required key '{key}'")
         return default
+    if isinstance(val, float) and math.isfinite(val) and val.is_integer():
+        val = int(val)
     if isinstance(val, bool) or not isinstance(val, int):
-        raise AuditInputError(where, f"key '{key}' must be an integer, got {val!r}")
+        raise AuditInputError(where, f"key '{key}' must be an integer, got {_shown(val)}")
     if positive and val <= 0:
         raise AuditInputError(where, f"key '{key}' must be positive, got {val}")
     if val < 0:
-        raise AuditInputError(where, f"key '{key}' must not be negative, got {val}")
+        raise AuditInputError(where, f"key '{key}' must not be negative, got {_shown(val)}")
+    cap = CONFIG_INT_CAPS.get(key)
+    if cap is not None and not cap.lo <= val <= cap.hi:
+        raise AuditInputError(where, f"key '{key}' = {_shown(val)} is outside the plausible range "
+                                     f"{cap.lo:,}..{cap.hi:,}")
     return val
+
+
+def _typed(cfg: dict, key: str, where: str, types: tuple[type, ...], what: str) -> Any:
+    """A config value that must have one of ``types`` when present (None = absent)."""
+    val = cfg.get(key)
+    if val is not None and (not isinstance(val, types) or (bool not in types and isinstance(val, bool))):
+        raise AuditInputError(where, f"key '{key}' must be {what}, got {_shown(val)}")
+    return val
+
+
+def _rope(cfg: dict, where: str) -> tuple[float, int]:
+    """rope_scaling.factor (a finite number in (0, MAX_ROPE_FACTOR]) and its original context."""
+    rope_cfg = _typed(cfg, "rope_scaling", where, (dict,), "an object") or {}
+    factor = rope_cfg.get("factor")
+    if factor is None:
+        factor = 1.0
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+        raise AuditInputError(where, f"key 'rope_scaling.factor' must be a number, got {_shown(factor)}")
+    if not (math.isfinite(factor) and 0 < factor <= MAX_ROPE_FACTOR):
+        raise AuditInputError(where, f"key 'rope_scaling.factor' = {_shown(factor)} is outside the plausible "
+                                     f"range (0, {MAX_ROPE_FACTOR:g}]")
+    orig = _int(rope_cfg, "rope_scaling.original_max_position_embeddings", where, default=0)
+    return float(factor), orig
+
+
+def _layer_list(cfg: dict, key: str, where: str) -> list | None:
+    vals = _typed(cfg, key, where, (list,), "a list of strings")
+    if vals is not None and not all(isinstance(v, str) for v in vals):
+        raise AuditInputError(where, f"key '{key}' must be a list of strings")
+    return vals
 
 
 def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "config.json") -> ModelSpec:
@@ -54,10 +100,17 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "con
     if missing:
         raise AuditInputError(where, f"missing required key{'s' if len(missing) > 1 else ''} "
                                      f"{', '.join(repr(k) for k in missing)}")
+    for key in CONFIG_INT_CAPS:          # every known integer key is checked when present, used or not
+        if "." not in key:
+            _int(cfg, key, where, default=0)
     H = _int(cfg, "hidden_size", where, positive=True)
     Lyr = _int(cfg, "num_hidden_layers", where, positive=True)
     NH = _int(cfg, "num_attention_heads", where, positive=True)
     V = _int(cfg, "vocab_size", where, positive=True)
+    for key in ("model_type", "dtype", "torch_dtype", "topk_method"):
+        _typed(cfg, key, where, (str,), "a string")
+    for key in ("tie_word_embeddings", "indexer_rope_interleave"):
+        _typed(cfg, key, where, (bool,), "true or false")
     dt = str(cfg.get("dtype") or cfg.get("torch_dtype") or "bfloat16")
     pd = TORCH_DTYPE_TO_ST.get(dt, "BF16")
     notes: list[str] = []
@@ -67,7 +120,12 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "con
     # --- attention: MLA when a kv LoRA rank exists
     mla = cfg.get("kv_lora_rank") not in (None, 0)
     NKV = _int(cfg, "num_key_value_heads", where, default=NH)
+    if NKV > NH or NH % NKV:
+        raise AuditInputError(where, f"key 'num_key_value_heads' = {NKV} must divide num_attention_heads = {NH}")
     head_dim = _int(cfg, "head_dim", where, default=H // NH) if not mla else 0
+    if not mla and head_dim == 0:
+        raise AuditInputError(where, f"hidden_size {H} / num_attention_heads {NH} leaves no head_dim; "
+                                     "give key 'head_dim'")
     Qr = _int(cfg, "q_lora_rank", where, default=0) if mla else 0
     Lkv = _int(cfg, "kv_lora_rank", where, default=0) if mla else 0
     Dn = _int(cfg, "qk_nope_head_dim", where, positive=True) if mla else 0
@@ -80,10 +138,10 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "con
     dsa = bool(mla and has_topk)
     IH = _int(cfg, "index_n_heads", where, default=0) if dsa else 0
     ID = _int(cfg, "index_head_dim", where, default=0) if dsa else 0
-    topk_tokens = int(cfg.get("index_topk") or cfg.get("topk_limit") or 0) if dsa else 0
+    topk_tokens = (_int(cfg, "index_topk", where, default=0) or _int(cfg, "topk_limit", where, default=0)) if dsa else 0
     if dsa and (IH <= 0 or ID <= 0):
         raise AuditInputError(where, "DSA indexer keys present but 'index_n_heads'/'index_head_dim' missing")
-    indexer_types = cfg.get("indexer_types")
+    indexer_types = _layer_list(cfg, "indexer_types", where)
     if dsa and isinstance(indexer_types, list) and len(indexer_types) == Lyr:
         indexer_layers = tuple(str(t) != "shared" for t in indexer_types)
     else:
@@ -98,7 +156,13 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "con
     topk_experts = _int(cfg, "num_experts_per_tok", where, default=0) if moe else 0
     if moe and I <= 0:
         raise AuditInputError(where, "MoE model (n_routed_experts > 0) without 'moe_intermediate_size'")
-    mlp_types = cfg.get("mlp_layer_types")
+    if Lyr * E > MAX_EXPERT_LAYERS:
+        raise AuditInputError(where, f"num_hidden_layers x n_routed_experts = {Lyr:,} x {E:,} is past the plausible "
+                                     f"{MAX_EXPERT_LAYERS:,} expert-layers")
+    if topk_experts > E:
+        raise AuditInputError(where, f"key 'num_experts_per_tok' = {topk_experts} is more than the "
+                                     f"{E} routed experts")
+    mlp_types = _layer_list(cfg, "mlp_layer_types", where)
     if moe and isinstance(mlp_types, list) and len(mlp_types) == Lyr:
         moe_layers = tuple(str(t) in ("sparse", "moe") for t in mlp_types)
     elif moe:
@@ -110,11 +174,7 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "con
     if (not moe or not all(moe_layers)) and Id <= 0:
         raise AuditInputError(where, "dense MLP layers need 'intermediate_size'")
 
-    rope_cfg = cfg.get("rope_scaling") or {}
-    if not isinstance(rope_cfg, dict):
-        rope_cfg = {}
-    factor = float(rope_cfg.get("factor") or 1.0)
-    orig = int(rope_cfg.get("original_max_position_embeddings") or 0)
+    factor, orig = _rope(cfg, where)
 
     return ModelSpec(
         name=name,

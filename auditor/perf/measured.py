@@ -132,9 +132,8 @@ class KernelTable:
     def write(self, path: Path) -> None:
         """Write the table in the documented CSV format (averaged rows, sorted)."""
         width = max((len(k) for rows in self._rows.values() for k in rows), default=1)
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", newline="", encoding="utf-8") as f:
+        from ..outputs import open_output
+        with open_output(path, "--output", text=True) as f:
             w = csv.writer(f)
             w.writerow(["kernel", *[f"key{i}" for i in range(width)], "time_us", "source_note"])
             for kernel in self.kernels():

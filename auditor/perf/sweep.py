@@ -15,6 +15,7 @@ import numpy as np
 
 from ..engines.profiles import resolve_engine
 from ..errors import AuditInputError
+from ..limits import OPTION_CAPS
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
 from ..runtime.feasibility import grid_kv_free
@@ -56,6 +57,10 @@ def parse_grid(text: str, name: str) -> list[int]:
         raise AuditInputError(f"--{name}", f"expected a comma list of integers, got {text!r}") from None
     if not vals:
         raise AuditInputError(f"--{name}", "empty list")
+    cap = OPTION_CAPS[f"--{name}"]
+    for v in vals:
+        if not cap.lo <= v <= cap.hi:
+            raise AuditInputError(f"--{name}", f"{v} is outside the accepted range {cap.lo:,}..{cap.hi:,}")
     return vals
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from ..outputs import open_output
 from .search import Config, PlanResult
 
 COLUMNS = ["mode", "dies", "dies_used", "plan", "batch", "mtp", "ttft_ms", "tpot_ms", "tok_s_die", "tok_s_user",
@@ -88,5 +89,8 @@ def write_pareto_png(res: PlanResult, path: Path, title: str) -> None:
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        with open_output(path, "--png") as f:
+            fig.savefig(f, dpi=110, format="png")
+    finally:
+        plt.close(fig)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..outputs import open_output
+
 GiB = 1 << 30
 
 
@@ -35,5 +37,8 @@ def write_hbm_png(rep: dict, path: Path) -> None:
     ax.set_ylim(0, max(bottom, rt["total_bytes"] / GiB) * 1.05)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout()
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    try:
+        with open_output(path, "--hbm-png") as f:
+            fig.savefig(f, dpi=110, bbox_inches="tight", format="png")
+    finally:
+        plt.close(fig)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..outputs import open_output
 from .units import pick_unit
 
 NAIVE_STEP = "naive estimate"
@@ -103,6 +104,6 @@ def memory_figure(rep: dict) -> Any:
 
 
 def write_memory_png(rep: dict, path: Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    memory_figure(rep).savefig(path, dpi=110)
+    fig = memory_figure(rep)
+    with open_output(path, "--png") as f:
+        fig.savefig(f, dpi=110, format="png")

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..outputs import open_output
 from ..perf.api import PerfResult
 
 # Distinct hues (no two blues, no light variants of another entry); grey is reserved for "other".
@@ -116,6 +117,6 @@ def perf_figure(res: PerfResult) -> Any:
 
 
 def write_png(res: PerfResult, path: Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    perf_figure(res).savefig(path, dpi=110)
+    fig = perf_figure(res)
+    with open_output(path, "--png") as f:
+        fig.savefig(f, dpi=110, format="png")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from ..outputs import open_output
 from ..perf.sweep import COLUMNS, SweepResult
 
 _INT = {"tp", "dp", "ep", "tokens", "context", "batch", "mtp", "decode_context", "fits"}
@@ -20,8 +21,7 @@ def _row(r) -> dict:
 
 
 def write_sweep_csv(res: SweepResult, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as f:
+    with open_output(path, "--csv", text=True) as f:
         w = csv.writer(f)
         w.writerow(COLUMNS)
         for r in res.rows:

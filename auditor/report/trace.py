@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..outputs import write_output
 from ..perf.api import PerfResult, PhaseResult
 
 
@@ -50,5 +51,4 @@ def chrome_trace(res: PerfResult) -> dict[str, Any]:
 
 
 def write_trace(res: PerfResult, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(chrome_trace(res)), encoding="utf-8")
+    write_output(path, json.dumps(chrome_trace(res)), "--trace")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 from ..errors import AuditInputError
+from ..limits import MAX_SIZE_BYTES
 
 GiB = 1024 ** 3
 MiB = 1024 ** 2
@@ -17,17 +18,23 @@ def parse_size(text: str, option: str = "size") -> int:
     """'38GiB' -> bytes, for every size option of every command. A unit is required (a bare '38'
     would silently mean 38 bytes); a bare 'G' means GiB, as engines and TensorCast print it, and
     'GB' is 10^9; 'B' states plain bytes."""
+    if not str(text).strip():
+        raise AuditInputError(option, "empty size (examples: 38GiB, 31.5GB, 512MiB)")
     m = _SIZE_RE.match(str(text))
+    shown = repr(text) if len(str(text)) <= 40 else repr(str(text)[:37] + '...')
     if not m:
-        raise AuditInputError(option, f"cannot read size {text!r} (examples: 38GiB, 31.5GB, 512MiB)")
+        raise AuditInputError(option, f"cannot read size {shown} (examples: 38GiB, 31.5GB, 512MiB)")
     unit = m.group(2).lower()
     if not unit:
-        raise AuditInputError(option, f"size {text!r} has no unit (write e.g. {text.strip()}GiB, "
+        raise AuditInputError(option, f"size {shown} has no unit (write e.g. {text.strip()}GiB, "
                                       f"{text.strip()}GB or {text.strip()}B)")
     if unit not in _UNITS:
-        raise AuditInputError(option, f"unknown unit {m.group(2)!r} in {text!r} (B, KiB, MiB, GiB, TiB, KB, MB, "
+        raise AuditInputError(option, f"unknown unit {m.group(2)!r} in {shown} (B, KiB, MiB, GiB, TiB, KB, MB, "
                                       "GB, TB; a bare G means GiB)")
-    return int(float(m.group(1)) * _UNITS[unit])
+    value = int(float(m.group(1)) * _UNITS[unit])
+    if value > MAX_SIZE_BYTES:
+        raise AuditInputError(option, f"size {text.strip()!r} is past the plausible 1 EiB")
+    return value
 
 
 def gib(n: float, digits: int = 3) -> str:

@@ -227,6 +227,9 @@ def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: str, *, weights_byt
     if not 0 < util <= 1:
         raise AuditInputError("--gpu-memory-utilization", f"must be in (0, 1], got {util!r}")
     L = int(max_model_len if max_model_len is not None else spec.max_position)
+    if max_model_len is None and L < 1:
+        raise AuditInputError("--max-model-len", "config.json has no 'max_position_embeddings' to default to; "
+                                                 "give --max-model-len")
     if L < 1:
         raise AuditInputError("--max-model-len", f"must be at least 1, got {L}")
     if max_num_seqs < 1:
