@@ -267,7 +267,6 @@ def headers(draw) -> tuple[bytes, bytes]:
     return text.encode(), data
 
 
-@pytest.mark.xfail(strict=False, reason="reader fix on branch scan (dtype set, ranks, nesting, size wrap)")
 @SETTINGS
 @given(hd=headers())
 def test_generated_headers_match_safetensors(hd: tuple[bytes, bytes], capfd) -> None:

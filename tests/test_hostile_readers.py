@@ -30,7 +30,6 @@ from hostile_harness import (DENSE_CONFIG, check_contract, fingerprint, run_in_p
                              tiny_checkpoint, write_config)
 
 SMALL_AS = 512 * 1024 ** 2      # address-space limit of the out-of-process cases that might read without bound
-SCAN_XFAIL = pytest.mark.xfail(strict=False, reason="reader fix on branch scan")
 
 # bits per element of every dtype name the cases try (safetensors' Dtype enum; I4/U4/C128 are
 # names other tools use, which the 0.8 library does not know)
@@ -326,64 +325,11 @@ SLOW_CASES = {"bound-whitespace-header-99MB": (_whitespace_header(99), "oracle",
               "bound-description-1M-entries": (_big_description(1_000_000), "any", "memory")}
 
 # cases that fail on main before the reader fixes land (branch `scan`); the lead unmarks them
-XFAIL_UNTIL_SCAN: set[str] = {
-    "cap-huge-sparse-config",
-    "cap-huge-sparse-description",
-    "cap-huge-sparse-index",
-    "dtype-C64",
-    "dtype-F6_E2M3",
-    "dtype-F6_E3M2",
-    "dtype-F8_E4M3FNUZ",
-    "dtype-F8_E5M2FNUZ",
-    "dtype-I4",
-    "dup-after-escaped-colon-name",
-    "names-digits-300",
-    "nesting-config-depth-1000",
-    "nesting-config-depth-100000",
-    "nesting-config-depth-200",
-    "nesting-description-depth-1000",
-    "nesting-list-depth-1000",
-    "nesting-list-depth-126",
-    "nesting-list-depth-127",
-    "nesting-list-depth-128",
-    "nesting-list-depth-129",
-    "nesting-list-depth-130",
-    "nesting-list-depth-200",
-    "nesting-list-depth-500",
-    "nesting-list-depth-960",
-    "nesting-object-depth-1000",
-    "nesting-object-depth-127",
-    "nesting-object-depth-128",
-    "rank-12",
-    "rank-12-zero-dim",
-    "rank-128",
-    "rank-128-zero-dim",
-    "rank-16",
-    "rank-16-zero-dim",
-    "rank-33",
-    "rank-33-zero-dim",
-    "rank-64",
-    "rank-64-zero-dim",
-    "rank-8-zero-dim",
-    "rank-9",
-    "rank-9-zero-dim",
-    "size-f32-2p61-zero-offsets",
-    "size-f32-2p61-zero-offsets-in-checkpoint",
-    "special-dev-null-as-description",
-    "special-dev-urandom-as-config",
-    "special-dev-urandom-as-description",
-    "special-dev-urandom-as-index",
-    "special-dev-zero-as-config",
-    "special-dev-zero-as-description",
-    "special-dev-zero-as-index",
-    "special-socket-as-description",
-}
 
 
 def _params():
     for name in sorted(CASES):
-        marks = [SCAN_XFAIL] if name in XFAIL_UNTIL_SCAN else []
-        yield pytest.param(name, marks=marks, id=name)
+        yield pytest.param(name, id=name)
 
 
 def test_case_count() -> None:
@@ -424,8 +370,8 @@ def _argv(c: Case, d: Path) -> list[str]:
 @pytest.fixture(scope="session")
 def fifo_safe(tmp_path_factory) -> bool:
     """Do the readers refuse a FIFO without blocking? One out-of-process probe (config.json as a
-    FIFO, 8 s): until the reader fix lands, the FIFO cases are skipped instead of each waiting out
-    its timeout."""
+    FIFO, 8 s), so that a regression fails once here instead of every FIFO case waiting out its
+    timeout."""
     d = tmp_path_factory.mktemp("fifo-probe")
     os.mkfifo(d / "config.json")
     return run_out_of_process(["memory", d], timeout=8).rc != -1
@@ -435,7 +381,7 @@ def fifo_safe(tmp_path_factory) -> bool:
 def test_hostile_reader(name: str, tmp_path: Path, capfd, request) -> None:
     c = CASES[name]
     if c.fifo and not request.getfixturevalue("fifo_safe"):
-        pytest.skip("a FIFO still blocks the readers (reader fix on branch scan); skipped so it cannot hang")
+        pytest.fail("a FIFO blocks the readers (they must open without blocking and refuse special files)")
     d = c.build(tmp_path)
     before = fingerprint(d)
     if c.out_of_process:

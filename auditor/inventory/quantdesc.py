@@ -134,5 +134,8 @@ def _utf8(path: Path, raw: bytes) -> str:
 
 
 def _short(value) -> str:
-    text = json.dumps(value)
+    try:
+        text = json.dumps(value)
+    except (RecursionError, ValueError):      # a value nested deeper than json can print
+        return "<deeply nested value>"
     return text if len(text) <= 40 else text[:37] + "..."

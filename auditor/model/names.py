@@ -178,14 +178,20 @@ def _templates(names: NameSpans) -> tuple[list[bytes], np.ndarray, np.ndarray, n
         rows = np.flatnonzero((off >= 0) & (width <= 8))   # one 8-byte load and a SWAR fold
         out[rows] = fold_digits(words[starts[rows] + off[rows]], width[rows]).astype(np.int64)
         for i in np.flatnonzero(width > 8).tolist():       # over 8 digits: not a layer or expert id
-            out[i] = int(blob[starts[i] + off[i]:starts[i] + off[i] + width[i]])
+            out[i] = _number(blob[starts[i] + off[i]:starts[i] + off[i] + width[i]])
     for m in single:
         line = blob[starts[m]:starts[m] + length[m]]
         runs = _runs(line)
         code[m] = tids[_template_of(line, runs)]
-        first[m] = int(line[runs[0][0]:runs[0][1]]) if runs else -1
-        second[m] = int(line[runs[1][0]:runs[1][1]]) if len(runs) > 1 else -1
+        first[m] = _number(line[runs[0][0]:runs[0][1]]) if runs else -1
+        second[m] = _number(line[runs[1][0]:runs[1][1]]) if len(runs) > 1 else -1
     return templates, code, first, second, np.array(reps, dtype=np.int64)
+
+
+def _number(digits: bytes) -> int:
+    """A digit run as an id column value; a run too wide for int64 (a 300-digit name part) is no
+    layer or expert id (-1), not an overflow."""
+    return int(digits) if len(digits) <= 18 else -1
 
 
 def _runs(line: bytes) -> list[tuple[int, int]]:
