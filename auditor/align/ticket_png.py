@@ -5,56 +5,39 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..outputs import open_output
+from ..report.figure import new_figure, save_png
 
 GiB = 1 << 30
-
-
-def _plt():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
 
 
 def write_memory_waterfall(group: dict, path: Path, title: str) -> None:
     """The memory report's waterfall (one drawing function for both), ending at the predicted
     resident figure, with the observed one marked."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     from ..report.memory_png import draw_memory_waterfall, waterfall_legend_handles
 
     steps = ([{"step": "naive estimate", "bytes": group["naive_bytes"]}] + list(group["bridge"])
              + [{"step": "predicted resident", "bytes": group["predicted_bytes"]}])
-    fig = Figure(figsize=(10, 2 + 0.32 * len(steps)), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure((10, 2 + 0.32 * len(steps)))
     ax = fig.add_subplot()
     draw_memory_waterfall(ax, steps, group["observed_bytes"], unit=("GiB per rank", GiB))
     ax.set_title(f"{title}: ranks {group['ranks']}", fontsize=9)
     fig.legend(handles=waterfall_legend_handles("observed (engine log)"), loc="outside lower center", ncol=4, fontsize=8,
                frameon=False)
-    with open_output(path, "--output-dir") as f:
-        fig.savefig(f, dpi=110, format="png")
+    save_png(fig, path, "--output-dir")
 
 
 def write_time_by_class(rows: list[dict], path: Path, title: str) -> None:
-    plt = _plt()
     rows = [r for r in rows if r["predicted_us"] > 0 or (r["measured_us"] or 0) > 0]
-    fig, ax = plt.subplots(figsize=(10, 4 + 0.25 * len(rows)))
+    fig = new_figure((10, 4 + 0.25 * len(rows)))
+    ax = fig.add_subplot()
     y = list(range(len(rows)))[::-1]
     ax.barh([v + 0.2 for v in y], [r["predicted_us"] / 1e3 for r in rows], height=0.4, label="predicted")
     ax.barh([v - 0.2 for v in y], [(r["measured_us"] or 0) / 1e3 for r in rows], height=0.4, label="measured")
     ax.set_yticks(y, [r["class"] for r in rows], fontsize=8)
     ax.set_xlabel("ms per step")
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    try:
-        with open_output(path, "--output-dir") as f:
-            fig.savefig(f, dpi=110, format="png")
-    finally:
-        plt.close(fig)
+    fig.legend(fontsize=8, loc="outside lower center", ncol=2, frameon=False)
+    save_png(fig, path, "--output-dir")
 
 
 def write_figures(ticket: dict, out_dir: Path) -> list[str]:

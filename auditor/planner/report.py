@@ -9,7 +9,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from ..outputs import open_output
+from ..report.figure import new_figure, save_png
 from .search import Config, PlanResult
 
 COLUMNS = ["mode", "dies", "dies_used", "plan", "batch", "mtp", "ttft_ms", "tpot_ms", "tok_s_die", "tok_s_user",
@@ -66,11 +66,8 @@ def render_plan(res: PlanResult, fmt: str, top: int, launch: list[dict], head: d
 
 
 def write_pareto_png(res: PlanResult, path: Path, title: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 5))
+    fig = new_figure((7, 5))
+    ax = fig.add_subplot()
     for mode, color in (("agg", "tab:blue"), ("disagg", "tab:orange")):
         pts = sorted(((c.tok_s_user, c.tok_s_die) for c in res.configs if c.mode == mode))
         if not pts:
@@ -86,11 +83,6 @@ def write_pareto_png(res: PlanResult, path: Path, title: str) -> None:
     ax.set_xlabel("output tokens/s per user")
     ax.set_ylabel("output tokens/s per die")
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8)
+    fig.legend(fontsize=8, loc="outside lower center", ncol=2, frameon=False)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    try:
-        with open_output(path, "--png") as f:
-            fig.savefig(f, dpi=110, format="png")
-    finally:
-        plt.close(fig)
+    save_png(fig, path, "--png")

@@ -4,23 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..outputs import open_output
+from .figure import new_figure, save_png
 
 GiB = 1 << 30
 
 
 def write_hbm_png(rep: dict, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     rt = rep["runtime"]
     unused = max(0, rt["kv_available_bytes"] - rt["kv_pool_bytes"])
     parts = [("weights", rt["weights_bytes"]), ("activation peak", rt["activation_peak_bytes"]),
              ("non-torch (HCCL)", rt["non_torch_bytes"]), ("KV pool", rt["kv_pool_bytes"]),
              ("budget not in blocks", unused), ("outside budget", sum(u["bytes"] for u in rt["unbudgeted"])),
              ("others at start", rt["others_at_start_bytes"])]
-    fig, ax = plt.subplots(figsize=(5.5, 6))
+    fig = new_figure((6.5, 6))
+    ax = fig.add_subplot()
     bottom = 0.0
     for name, b in parts:
         v = max(0.0, b / GiB)
@@ -35,10 +32,5 @@ def write_hbm_png(rep: dict, path: Path) -> None:
                  f"{rt['kv_tokens']:,} tokens, {rt['max_concurrency']:.2f}x at {rt['max_model_len']:,}", fontsize=9)
     ax.set_ylabel("GiB")
     ax.set_ylim(0, max(bottom, rt["total_bytes"] / GiB) * 1.05)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
-    try:
-        with open_output(path, "--hbm-png") as f:
-            fig.savefig(f, dpi=110, bbox_inches="tight", format="png")
-    finally:
-        plt.close(fig)
+    fig.legend(fontsize=7, loc="outside right center")
+    save_png(fig, path, "--hbm-png")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..outputs import open_output
+from .figure import new_figure, save_png
 from .units import pick_unit
 
 NAIVE_STEP = "naive estimate"
@@ -84,13 +84,9 @@ def waterfall_legend_handles(observed_label: str | None = None) -> list[Any]:
 
 def memory_figure(rep: dict) -> Any:
     """The memory report's waterfall as a matplotlib Figure (Agg canvas attached)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     steps = rep["bridge"]
     observed = rep.get("observed", {}).get("observed_bytes")
-    fig = Figure(figsize=(9, 0.32 * len(steps) + 1.9), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure((9, 0.32 * len(steps) + 1.9))
     ax = fig.add_subplot()
     draw_memory_waterfall(ax, steps, observed)
     m, p, w = rep["model"], rep["plan"], rep["worst_rank"]
@@ -104,6 +100,4 @@ def memory_figure(rep: dict) -> Any:
 
 
 def write_memory_png(rep: dict, path: Path) -> None:
-    fig = memory_figure(rep)
-    with open_output(path, "--png") as f:
-        fig.savefig(f, dpi=110, format="png")
+    save_png(memory_figure(rep), path, "--png")

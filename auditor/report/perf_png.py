@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..outputs import open_output
+from .figure import new_figure, save_png
 from ..perf.api import PerfResult
 
 # Distinct hues (no two blues, no light variants of another entry); grey is reserved for "other".
@@ -69,16 +69,13 @@ def _bar_vertices(x: np.ndarray, bottom: np.ndarray, height: np.ndarray, width: 
 
 
 def perf_figure(res: PerfResult) -> Any:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Patch
 
     times = class_times(res)
     majors = major_classes(times)
     colours = class_colours(majors)
-    fig = Figure(figsize=(15, 3.8 * len(times) + 0.6), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure((15, 3.8 * len(times) + 0.6))
     axes = fig.subplots(len(times), 1, squeeze=False)[:, 0]
     used: list[str] = []
     for ax, (name, per) in zip(axes, times.items()):
@@ -118,5 +115,4 @@ def perf_figure(res: PerfResult) -> Any:
 
 def write_png(res: PerfResult, path: Path) -> None:
     fig = perf_figure(res)
-    with open_output(path, "--png") as f:
-        fig.savefig(f, dpi=110, format="png")
+    save_png(fig, path, "--png")
