@@ -10,12 +10,10 @@ import numpy as np
 import pytest
 
 from auditor.align.evidence.logs import parse_log_text
-from auditor.align.memory_fit import LedgerCache, fit_memory, rank_totals
+from auditor.align.memory_fit import LedgerCache, fit_memory
 from auditor.align.ranks import global_rank, observed_weights, sizes_from_workers
 from auditor.align.evidence.workers import split_prefix
-from auditor.engines.materialize import Materializer
 from auditor.engines.profiles import get_profile
-from auditor.engines.resolve import resolve_placement
 from auditor.memory.audit import run_memory_audit
 from auditor.parallel import ParallelPlan
 from auditor.source import open_model

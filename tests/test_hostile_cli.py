@@ -20,7 +20,7 @@ from typing import Callable
 import click
 import pytest
 
-from auditor.limits import CONFIG_INT_CAPS, OPTION_CAPS, SYNTH_MAX_FILES
+from auditor.limits import CONFIG_INT_CAPS, SYNTH_MAX_FILES
 from hostile_harness import (DENSE_CONFIG, DSA_CONFIG, check_contract, fingerprint, run_in_process,
                              run_out_of_process, tiny_checkpoint, write_config)
 

@@ -21,10 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import pytest
 from safetensors import safe_open
-from safetensors.numpy import save_file
 
 from hostile_harness import (DENSE_CONFIG, check_contract, fingerprint, run_in_process, run_out_of_process,
                              tiny_checkpoint, write_config)

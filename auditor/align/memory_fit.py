@@ -28,7 +28,7 @@ from ..errors import AuditInputError
 from ..memory.audit import MemoryAudit, run_memory_audit
 from ..memory.ledger import experts_per_slot
 from ..model.classify import classify
-from ..parallel import ROLES, ParallelPlan
+from ..parallel import ParallelPlan
 from ..source import ModelSource
 from .ranks import Observed
 

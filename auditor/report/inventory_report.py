@@ -9,7 +9,7 @@ import orjson
 from tabulate import tabulate
 
 from ..inventory.progress import ProgressLine
-from ..model.classify import CATEGORIES, ClassifiedTable
+from ..model.classify import ClassifiedTable
 from ..model.names import BLOCKS
 from ..source import ModelSource
 from .findings import findings_section, group_findings
