@@ -12,7 +12,8 @@ the README sits under a marker naming the command that produced it::
 ``python -m auditor.docs`` reruns every marked command in-process and rewrites the fenced block
 under it; ``python -m auditor.docs --check`` exits 1 and names the examples that differ (the test
 suite runs the check). Filters after ``|``: ``head N``, ``tail N``, ``grep REGEX`` (Python regex,
-lines kept in order), and ``file PATH`` (show a file the command wrote under ``$TMP`` instead of
+lines kept in order), ``drop REGEX`` (lines removed: wall-clock timings, which no README can
+hold), and ``file PATH`` (show a file the command wrote under ``$TMP`` instead of
 its stdout, e.g. a ticket). A trailing ``2>&1`` appends what the command printed on stderr, and the
 exit code is shown when it is not 0. ``$TMP`` in a command is a fresh temporary directory, shown
 as ``/tmp``. Commands run from the repository root (``../shared`` is the reference data beside it).
@@ -52,7 +53,7 @@ def _filters(spec: str) -> tuple[str, list[tuple[str, str]], bool]:
         cmd = cmd[: -len("2>&1")].strip()
     for f in parts[1:]:
         name, _, arg = f.partition(" ")
-        if name not in ("head", "tail", "grep", "file"):
+        if name not in ("head", "tail", "grep", "drop", "file"):
             raise ValueError(f"unknown example filter {f!r}")
         filters.append((name, arg.strip()))
     return cmd, filters, merge_stderr
@@ -90,9 +91,9 @@ def run_example(spec: str) -> str:
             lines = lines[: int(arg)]
         elif name == "tail":
             lines = lines[-int(arg):]
-        elif name == "grep":
+        elif name in ("grep", "drop"):
             rx = re.compile(arg)
-            lines = [ln for ln in lines if rx.search(ln)]
+            lines = [ln for ln in lines if bool(rx.search(ln)) == (name == "grep")]
     shown = "$ audit " + cmd.replace("$TMP", "/tmp")
     body = [shown, *lines]
     if code:

@@ -43,6 +43,9 @@ def test_filters_and_exit_codes(tmp_path):
     assert len(lines) == 4 and lines[-1] == "(exit code 3)"      # 2 lines kept + the command + exit code
     grep = docs.run_example("memory glm-5.1 --tp 16 | grep ^worst rank")
     assert grep.splitlines()[1].startswith("worst rank")
+    full = docs.run_example("memory glm-5.1 --tp 16 | head 6").splitlines()
+    dropped = docs.run_example("memory glm-5.1 --tp 16 | head 6 | drop ^(NOTE|plan):").splitlines()
+    assert dropped == [ln for ln in full if not ln.startswith(("NOTE", "plan:"))] and len(dropped) == len(full) - 2
 
 
 def test_file_filter_shows_what_the_command_wrote():
