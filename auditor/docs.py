@@ -13,7 +13,7 @@ the README sits under a marker naming the command that produced it::
 under it; ``python -m auditor.docs --check`` exits 1 and names the examples that differ (the test
 suite runs the check). Filters after ``|``: ``head N``, ``tail N``, ``grep REGEX`` (Python regex,
 lines kept in order), ``drop REGEX`` (lines removed: wall-clock timings, which no README can
-hold), and ``file PATH`` (show a file the command wrote under ``$TMP`` instead of
+hold), ``from REGEX`` (lines from the first match on: a report's last section), and ``file PATH`` (show a file the command wrote under ``$TMP`` instead of
 its stdout, e.g. a ticket). A trailing ``2>&1`` appends what the command printed on stderr, and the
 exit code is shown when it is not 0. ``$TMP`` in a command is a fresh temporary directory, shown
 as ``/tmp``. Commands run from the repository root (``../shared`` is the reference data beside it).
@@ -53,7 +53,7 @@ def _filters(spec: str) -> tuple[str, list[tuple[str, str]], bool]:
         cmd = cmd[: -len("2>&1")].strip()
     for f in parts[1:]:
         name, _, arg = f.partition(" ")
-        if name not in ("head", "tail", "grep", "drop", "file"):
+        if name not in ("head", "tail", "grep", "drop", "from", "file"):
             raise ValueError(f"unknown example filter {f!r}")
         filters.append((name, arg.strip()))
     return cmd, filters, merge_stderr
@@ -91,6 +91,10 @@ def run_example(spec: str) -> str:
             lines = lines[: int(arg)]
         elif name == "tail":
             lines = lines[-int(arg):]
+        elif name == "from":
+            rx = re.compile(arg)
+            first = next((i for i, ln in enumerate(lines) if rx.search(ln)), len(lines))
+            lines = lines[first:]
         elif name in ("grep", "drop"):
             rx = re.compile(arg)
             lines = [ln for ln in lines if bool(rx.search(ln)) == (name == "grep")]

@@ -46,6 +46,8 @@ def test_filters_and_exit_codes(tmp_path):
     full = docs.run_example("memory glm-5.1 --tp 16 | head 6").splitlines()
     dropped = docs.run_example("memory glm-5.1 --tp 16 | head 6 | drop ^(NOTE|plan):").splitlines()
     assert dropped == [ln for ln in full if not ln.startswith(("NOTE", "plan:"))] and len(dropped) == len(full) - 2
+    tail = docs.run_example("memory glm-5.1 --tp 16 | head 6 | from ^plan:").splitlines()
+    assert tail[1:] == full[full.index(next(ln for ln in full if ln.startswith("plan:"))):]
 
 
 def test_file_filter_shows_what_the_command_wrote():
