@@ -23,7 +23,8 @@ from ..model.classify import classify
 from ..model.expected import expected_description, expected_tensors
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
-from .ledger import build_ledger
+from .ledger import rank_multipliers
+from .materialized import _materialize, reference_plan
 
 # engine module -> perf module keys, with the share of the bytes each key gets
 _SPLITS = {
@@ -60,33 +61,65 @@ def synthesized_stored(spec: ModelSpec, recipe: str) -> tuple[StoredIndex, Quant
     return stored, desc
 
 
-@functools.lru_cache(maxsize=64)
-def module_bytes(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
-                 rank: int = 0) -> dict[tuple[int, str], int]:
-    """Resident bytes per (layer, module) on ``rank`` for a recipe; layer -1 holds embed_tokens and
-    lm_head, "self_attn.kv_b_proj" holds W_UK_T + W_UV, "mlp.experts" all local experts of the layer.
-    The MTP layer is included whenever the config has one (perf runs it with --mtp K)."""
-    if spec.mtp_layers and not plan.mtp:
-        plan = replace(plan, mtp=True)
-    prof = get_profile(engine)
-    layout = resolve_placement(spec, plan, prof)
-    stored, desc = synthesized_stored(spec, recipe)
-    mat = Materializer(spec, plan, prof, layout, stored, desc).run()
-    ledger = build_ledger(mat, spec, plan, layout, ranks=np.array([rank]))   # one column: what perf reads
-    col = ledger.mult[:, 0]
-    out: dict[tuple[int, str], float] = {}
-    for i in np.flatnonzero(col):
-        row = mat.rows[i]
-        module = row.module
+@functools.lru_cache(maxsize=128)
+def _module_table(spec: ModelSpec, ref: ParallelPlan, engine: str, recipe: str
+                  ) -> tuple[list[tuple[int, str]], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """How the rows of one pass fold into perf's (layer, module) keys: (keys, row index, key index,
+    share numerator, share denominator) per contribution (a fused module contributes to several keys).
+    Decided once per distinct engine module name, then gathered for every row."""
+    mat, _ = _materialize(spec, ref, engine, recipe)
+    names, name_of_row = np.unique(np.array([r.module for r in mat.rows], dtype=object), return_inverse=True)
+    layer = np.array([r.layer for r in mat.rows], dtype=np.int64)
+    parts_of = []                                   # per distinct name: [(perf module, share, parts)]
+    for module in names:
         if module.startswith(_SKIP_PREFIXES) and module != "model.embed_tokens":
+            parts_of.append([])
             continue
-        b = row.bytes * col[i]
         module = _RENAME.get(module, module)
         if module in _SPLITS:
             parts = _SPLITS[module](spec)
             total = sum(w for _, w in parts)
-            for name, w in parts:
-                out[(row.layer, name)] = out.get((row.layer, name), 0) + b * w / total
+            parts_of.append([(name, w, total) for name, w in parts])
         else:
-            out[(row.layer, module)] = out.get((row.layer, module), 0) + b
-    return {k: int(round(v)) for k, v in out.items()}
+            parts_of.append([(module, 1, 1)])
+    perf_names = sorted({name for p in parts_of for name, _, _ in p})
+    pidx = {n: i for i, n in enumerate(perf_names)}
+    row_i, name_i, num, den = [], [], [], []
+    for j in range(max((len(p) for p in parts_of), default=0)):        # part j of every row
+        part = [p[j] if len(p) > j else None for p in parts_of]
+        rows = np.flatnonzero(np.array([q is not None for q in part])[name_of_row])
+        sel = name_of_row[rows]
+        row_i.append(rows)
+        name_i.append(np.array([pidx[q[0]] if q else -1 for q in part], dtype=np.int64)[sel])
+        num.append(np.array([q[1] if q else 0 for q in part], dtype=np.float64)[sel])
+        den.append(np.array([q[2] if q else 1 for q in part], dtype=np.float64)[sel])
+    row_a, name_a = np.concatenate(row_i), np.concatenate(name_i)
+    order = np.argsort(row_a, kind="stable")            # each key's contributions summed in row order
+    row_a, name_a = row_a[order], name_a[order]
+    n = len(perf_names)
+    codes, key_a = np.unique((layer[row_a] + 1) * n + name_a, return_inverse=True)     # layers from -1
+    keys = [(int(c // n) - 1, perf_names[c % n]) for c in codes]
+    return keys, row_a, key_a, np.concatenate(num)[order], np.concatenate(den)[order]
+
+
+@functools.lru_cache(maxsize=256)
+def module_bytes(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
+                 rank: int = 0) -> dict[tuple[int, str], int]:
+    """Resident bytes per (layer, module) on ``rank`` for a recipe; layer -1 holds embed_tokens and
+    lm_head, "self_attn.kv_b_proj" holds W_UK_T + W_UV, "mlp.experts" all local experts of the layer.
+    The MTP layer is included whenever the config has one (perf runs it with --mtp K).
+
+    One ledger column of the rank over a shared pass (``materialized``); a key is present when
+    some row of it has copies on the rank."""
+    if spec.mtp_layers and not plan.mtp:
+        plan = replace(plan, mtp=True)
+    plan.validate()
+    ref = reference_plan(plan, spec, engine)
+    _, arrays = _materialize(spec, ref, engine, recipe)
+    keys, row_i, key_i, num, den = _module_table(spec, ref, engine, recipe)
+    col = rank_multipliers(arrays, spec, plan, np.array([rank]))[0][:, 0]
+    c = col[row_i]
+    # (bytes x copies) x share / parts, summed in row order: the same float operations as a loop
+    sums = np.bincount(key_i, weights=arrays.nbytes[row_i] * c * num / den, minlength=len(keys))
+    held = np.bincount(key_i, weights=(c != 0).astype(np.float64), minlength=len(keys))
+    return {k: int(round(sums[j])) for j, k in enumerate(keys) if held[j]}

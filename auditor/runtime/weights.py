@@ -1,28 +1,23 @@
 """W of the KV budget: the ledger's resident bytes of the worst rank, per PP stage.
 
 ``audit memory`` passes its own ledger (``stage_worst``). Perf, sweep and plan work from a recipe
-and need W for many plans, so ``plan_weights`` runs the ledger once per (TP, EP on/off, SP, role,
-MTP, PP) and derives other DP sizes from it: the routed experts are the only weights whose per-rank
+and need W for many plans. With EP on, ``plan_weights`` builds the ledger once per (TP, SP, role, MTP,
+PP, ...) and derives other DP sizes from it: the routed experts are the only weights whose per-rank
 share depends on DP (through EP = DP x TP), at ``per-expert bytes x max experts per EP slot``.
+EP off (experts TP-sharded over DP x TP) and layer sharding (owners among DP x TP ranks) build the
+plan's own ledger. Every pass comes from ``memory.materialized`` (shared between plans).
 """
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
-
 import numpy as np
 
 from ..engines.profiles import get_profile
 from ..engines.resolve import resolve_placement
-from ..engines.materialize import Materializer
-from ..memory.api import synthesized_stored
 from ..memory.ledger import build_ledger, experts_per_slot
-from ..model.names import BLOCKS
+from ..memory.materialized import materialize, reference_plan
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
-
-_EXPERTS = BLOCKS.index("routed_experts")
-
 
 def stage_worst(total: np.ndarray, plan: ParallelPlan) -> list[int]:
     """Worst rank's bytes of every PP stage (ranks are numbered stage-major)."""
@@ -31,31 +26,32 @@ def stage_worst(total: np.ndarray, plan: ParallelPlan) -> list[int]:
 
 
 @functools.lru_cache(maxsize=256)
-def _reference(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str) -> tuple[tuple, tuple, int]:
-    """(non-expert worst per stage, per-expert bytes per stage, EP of the reference) of one ledger."""
-    prof = get_profile(engine)
-    placement = resolve_placement(spec, plan, prof)
-    stored, desc = synthesized_stored(spec, recipe)
-    mat = Materializer(spec, plan, prof, placement, stored, desc).run()
-    led = build_ledger(mat, spec, plan, placement)
+def _reference(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str) -> tuple[tuple, tuple]:
+    """(non-expert worst per stage, per-expert bytes per stage) of one ledger of an EP-on plan."""
+    mat, arrays = materialize(spec, plan, engine, recipe)
+    led = build_ledger(mat, spec, plan, resolve_placement(spec, plan, get_profile(engine)), arrays=arrays)
     R = plan.ranks_per_stage
-    experts = led.by_block[:, _EXPERTS].reshape(plan.pp, R)
+    held = arrays.kind == "expert"                 # routed experts of every MoE layer, the MTP layer's too
+    experts = (led.mult[held] * arrays.nbytes[held, None]).sum(axis=0).reshape(plan.pp, R)
     other = (led.total.reshape(plan.pp, R) - experts).max(axis=1)
-    if spec.moe and plan.ep > 1:
-        n = experts_per_slot(spec.E + plan.redundant_experts, plan.ep)[np.arange(R)]
-        per_expert = (experts / n[None, :]).max(axis=1)
-    else:
-        per_expert = experts.max(axis=1)           # EP off: experts TP-sharded, independent of DP
-    return tuple(float(x) for x in other), tuple(float(x) for x in per_expert), plan.ep
+    n = experts_per_slot(spec.E + plan.redundant_experts, plan.ep)[np.arange(R)]
+    per_expert = (experts / n[None, :]).max(axis=1)
+    return tuple(float(x) for x in other), tuple(float(x) for x in per_expert)
 
 
 def plan_weights(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str) -> list[int]:
     """Worst-rank resident bytes per PP stage of ``plan`` for a recipe (synthesized inventory)."""
-    ep_on = plan.ep > 1
-    ref_dp = 2 if (ep_on and plan.tp == 1) else 1
-    ref = replace(plan, dp=ref_dp, ep=plan.tp * ref_dp if ep_on else 1)
-    other, per_expert, _ = _reference(spec, ref, engine, recipe)
-    if not (spec.moe and ep_on):
-        return [int(round(o + e)) for o, e in zip(other, per_expert)]
-    n = int(experts_per_slot(spec.E + plan.redundant_experts, plan.ep).max())
-    return [int(round(o + e * n)) for o, e in zip(other, per_expert)]
+    return list(_plan_weights(spec, plan, engine, recipe))
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan_weights(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str) -> tuple[int, ...]:
+    if spec.moe and plan.ep_on and not plan.layer_sharding:
+        ref = reference_plan(plan, spec, engine)
+        other, per_expert = _reference(spec, ref, engine, recipe)
+        n = int(experts_per_slot(spec.E + plan.redundant_experts, plan.ep).max())
+        return tuple(int(round(o + e * n)) for o, e in zip(other, per_expert))
+    # EP off (experts TP-sharded over DP x TP), layer sharding (owners by DP x TP), dense: DP counts
+    mat, arrays = materialize(spec, plan, engine, recipe)
+    led = build_ledger(mat, spec, plan, resolve_placement(spec, plan, get_profile(engine)), arrays=arrays)
+    return tuple(stage_worst(led.total, plan))

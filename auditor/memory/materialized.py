@@ -1,0 +1,79 @@
+"""One Materializer pass per distinct engine-side layout, shared by every caller that works from a
+recipe (perf's weight bytes, the runtime budget's W, ``audit plan``).
+
+Why: ``audit plan`` asks for ~40-100 (TP, DP, SP, role, MTP) plans and each used to pay a full
+pass plus a ledger (~60-90 ms). The rows a pass emits depend on DP only through the routed experts,
+and there only through the ledger: with EP on an expert row holds ONE expert's bytes (placement
+``expert``) and the ledger multiplies it by the rank's ``experts_per_slot(E + R, EP)``; no other
+row names a rank unless layer sharding assigns owners (``layer % (DP x TP)``). So every DP size and
+every EPLB redundancy of an EP-on plan without layer sharding shares the pass of one reference
+plan; the ledger is then built with the real plan. EP off (experts TP-sharded over DP x TP) and
+layer sharding keep DP in the key. Roles whose placement decisions coincide (on main a P node and
+a mixed node both keep o_proj TP-sharded with the gather pool) share a pass too.
+``tests/test_materialized_cache.py`` proves the equality against direct passes, including uneven
+EPLB and PP.
+
+Passes also share the materializer's per-module row cache: a module's rows depend, besides the
+module's own arguments (its key), only on the model dtype, the profile's gate dtype and the NZ mode.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import fields, replace
+
+from ..engines.materialize import Materialization, Materializer
+from ..engines.profiles import get_profile
+from ..engines.resolve import resolve_placement
+from ..model.spec import ModelSpec
+from ..parallel import ROLES, ParallelPlan
+from .ledger import RowArrays, row_arrays
+
+_ROW_CACHES: dict[tuple, dict] = {}
+
+
+_PLACEMENT_WORDING = {"assumptions", "findings", "kv_role"}     # kv_role only words an MLAPO note
+
+
+def _placement_key(spec: ModelSpec, plan: ParallelPlan, engine: str) -> tuple:
+    pl = resolve_placement(spec, plan, get_profile(engine))
+    return tuple(getattr(pl, f.name) for f in fields(pl) if f.name not in _PLACEMENT_WORDING)
+
+
+def reference_plan(plan: ParallelPlan, spec: ModelSpec | None = None, engine: str | None = None) -> ParallelPlan:
+    """The plan whose Materializer pass holds the same bytes as ``plan``'s: DP (and with it EP) and
+    the redundant expert count normalised when only the ledger's expert multipliers depend on
+    them; with ``spec`` and ``engine``, also the first role (mixed, prefill, decode) whose placement
+    decisions equal this role's (the materializer reads the role only through the placement)."""
+    ref = plan
+    if plan.ep_on and not plan.layer_sharding:
+        ref_dp = 2 if plan.tp == 1 else 1          # the smallest DP that keeps EP = DP x TP on
+        ref = replace(plan, dp=ref_dp, ep=plan.tp * ref_dp, redundant_experts=0)
+    if spec is not None and engine is not None:
+        own = _placement_key(spec, ref, engine)
+        for role in ROLES:
+            if role == ref.role:
+                break
+            other = replace(ref, role=role)
+            if _placement_key(spec, other, engine) == own:
+                return other
+    return ref
+
+
+@functools.lru_cache(maxsize=128)
+def _materialize(spec: ModelSpec, ref: ParallelPlan, engine: str, recipe: str) -> tuple[Materialization, RowArrays]:
+    from .api import synthesized_stored
+    prof = get_profile(engine)
+    stored, desc = synthesized_stored(spec, recipe)
+    m = Materializer(spec, ref, prof, resolve_placement(spec, ref, prof), stored, desc)
+    m._emitted = _ROW_CACHES.setdefault((spec.pd, prof.gate_dtype, ref.nz_mode), {})
+    mat = m.run()
+    return mat, row_arrays(mat)
+
+
+def materialize(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str) -> tuple[Materialization, RowArrays]:
+    """(the rows of ``plan``'s Materializer pass for a recipe's synthesized checkpoint, their ledger
+    columns), for their bytes: the pass's assumptions and findings may word the reference's role.
+    Shared and cached: callers must not modify them. Build the ledger with ``plan`` itself (and its
+    own ``resolve_placement``), never with the reference."""
+    plan.validate()
+    return _materialize(spec, reference_plan(plan, spec, engine), engine, recipe)

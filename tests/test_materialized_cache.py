@@ -1,0 +1,134 @@
+"""The shared Materializer passes (memory/materialized.py) give exactly what a direct pass gives.
+
+``module_bytes`` (perf's weight bytes) and ``plan_weights`` (the runtime budget's W) reuse one pass
+for every DP size / EPLB redundancy of an EP-on plan and for roles with equal placements. Each is
+checked here against the direct computation: a fresh Materializer pass of the plan itself, its
+ledger, and (for module_bytes) the plain per-row fold the perf model has always used.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from auditor.engines.materialize import Materializer
+from auditor.engines.profiles import get_profile
+from auditor.engines.resolve import resolve_placement
+from auditor.memory import materialized
+from auditor.memory.api import _RENAME, _SKIP_PREFIXES, _SPLITS, module_bytes, synthesized_stored
+from auditor.memory.ledger import build_ledger
+from auditor.model.presets import preset_spec
+from auditor.parallel import ParallelPlan
+from auditor.runtime.weights import plan_weights, stage_worst
+
+MAIN, V018 = "vllm-ascend@main", "vllm-ascend@0.18"
+RECIPE = "w8a8"
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return preset_spec("glm-5.1")
+
+
+def _direct_pass(spec, plan, engine):
+    prof = get_profile(engine)
+    pl = resolve_placement(spec, plan, prof)
+    stored, desc = synthesized_stored(spec, RECIPE)
+    return Materializer(spec, plan, prof, pl, stored, desc).run(), pl      # no shared row cache
+
+
+def _direct_module_bytes(spec, plan, engine, rank):
+    """The per-row fold of one ledger column, written out as a plain loop."""
+    plan = replace(plan, mtp=True)
+    mat, pl = _direct_pass(spec, plan, engine)
+    col = build_ledger(mat, spec, plan, pl, ranks=np.array([rank])).mult[:, 0]
+    out: dict = {}
+    for i in np.flatnonzero(col):
+        row = mat.rows[i]
+        if row.module.startswith(_SKIP_PREFIXES) and row.module != "model.embed_tokens":
+            continue
+        b = row.bytes * col[i]
+        module = _RENAME.get(row.module, row.module)
+        if module in _SPLITS:
+            parts = _SPLITS[module](spec)
+            total = sum(w for _, w in parts)
+            for name, w in parts:
+                out[(row.layer, name)] = out.get((row.layer, name), 0) + b * w / total
+        else:
+            out[(row.layer, module)] = out.get((row.layer, module), 0) + b
+    return {k: int(round(v)) for k, v in out.items()}
+
+
+# (engine, plan, ranks to compare): hand-chosen to cover what the shared pass normalises away
+CASES = [
+    (MAIN, ParallelPlan(tp=8, dp=4, ep=32, sp=True), (0, 31)),
+    (MAIN, ParallelPlan(tp=8, dp=4, ep=32, sp=True, role="prefill"), (0,)),           # shares mixed's pass
+    (MAIN, ParallelPlan(tp=8, dp=4, ep=32, sp=True, role="decode"), (0,)),            # no gather pool
+    # EPLB: 256 + 16 = 272 slots over EP32: ranks 0-15 hold 9 experts, 16-31 hold 8
+    (MAIN, ParallelPlan(tp=8, dp=4, ep=32, sp=True, redundant_experts=16), (0, 15, 16, 31)),
+    # PP2 and an uneven EPLB split: ranks 16-31 are stage 1 (layers 39-77 + MTP + lm_head)
+    (MAIN, ParallelPlan(tp=4, dp=4, ep=16, pp=2, redundant_experts=3), (0, 2, 3, 16, 18, 19, 31)),
+    (MAIN, ParallelPlan(tp=1, dp=8, ep=8), (0, 7)),                                     # TP1: reference DP2
+    (MAIN, ParallelPlan(tp=4, dp=2), (0, 7)),                                           # EP off: MoE TP = 8
+    # v0.18 P node with layer sharding: owners rotate over the 32 ranks of the stage
+    (V018, ParallelPlan(tp=16, dp=2, ep=32, sp=True, role="prefill", layer_sharding=("q_b_proj", "o_proj")),
+     (0, 5, 31)),
+    (V018, ParallelPlan(tp=16, dp=2, ep=32, sp=True, role="decode"), (0,)),
+]
+
+
+@pytest.mark.parametrize("engine,plan,ranks", CASES, ids=lambda v: v.describe() if isinstance(v, ParallelPlan) else None)
+def test_module_bytes_equals_direct_pass(spec, engine, plan, ranks):
+    for r in ranks:
+        assert module_bytes(spec, plan, engine, RECIPE, r) == _direct_module_bytes(spec, plan, engine, r), r
+
+
+@pytest.mark.parametrize("engine,plan,ranks", CASES, ids=lambda v: v.describe() if isinstance(v, ParallelPlan) else None)
+def test_plan_weights_equals_direct_ledger(spec, engine, plan, ranks):
+    for p in (plan, replace(plan, mtp=True)):
+        mat, pl = _direct_pass(spec, p, engine)
+        assert plan_weights(spec, p, engine, RECIPE) == stage_worst(build_ledger(mat, spec, p, pl).total, p)
+
+
+def test_eplb_rank_difference_is_one_expert_per_moe_layer(spec):
+    """Hand check of the derived expert bytes: of 256 + 16 slots over EP32, rank 15 holds 9 experts
+    and rank 16 holds 8, so they differ by one expert in every MoE layer (3-77) and the MTP layer."""
+    plan = ParallelPlan(tp=8, dp=4, ep=32, sp=True, redundant_experts=16)
+    a, b = module_bytes(spec, plan, MAIN, RECIPE, 15), module_bytes(spec, plan, MAIN, RECIPE, 16)
+    diff = {L: a[(L, m)] - b[(L, m)] for L, m in a if a[(L, m)] != b[(L, m)]}
+    assert {m for (L, m) in a if a[(L, m)] != b[(L, m)]} == {"mlp.experts"}
+    assert sorted(diff) == list(range(3, 79))
+    H, I = 6144, 2048
+    # W8A8_DYNAMIC expert (spec §2.4): w13 int8 [H, 2I] + w2 int8 [I, H] (NZ: already 32/16-aligned),
+    # w13 scale + offset bf16 [2I], w2 scale + offset bf16 [H], w13_weight_scale_fp32 [2I]
+    w8a8_dynamic = 2 * I * H + I * H + 2 * (2 * I * 2) + 2 * (H * 2) + 2 * I * 4
+    assert w8a8_dynamic == 37_806_080
+    assert {diff[L] for L in range(3, 78)} == {w8a8_dynamic}
+    assert diff[78] == 3 * I * H * 2                  # the MTP layer is FLOAT in this recipe: bf16 w13 + w2
+
+
+def test_dp_sizes_and_equal_roles_share_one_pass(spec):
+    """Four DP sizes, two EPLB settings and the mixed/prefill roles (equal placements on main)
+    of TP8 SP MTP cost one Materializer pass; decode (no gather pool) a second one."""
+    materialized._materialize.cache_clear()
+    for dp in (1, 2, 4, 8):
+        for red in (0, 8):
+            for role in ("mixed", "prefill"):
+                module_bytes(spec, ParallelPlan(tp=8, dp=dp, ep=8 * dp, sp=True, role=role, redundant_experts=red,
+                                                mtp=True), MAIN, RECIPE)
+    assert materialized._materialize.cache_info().currsize == 1
+    module_bytes(spec, ParallelPlan(tp=8, dp=2, ep=16, sp=True, role="decode", mtp=True), MAIN, RECIPE)
+    assert materialized._materialize.cache_info().currsize == 2
+
+
+def test_reference_plan_keeps_dp_where_it_changes_the_pass(spec):
+    ep_off = ParallelPlan(tp=4, dp=2)
+    assert materialized.reference_plan(ep_off) == ep_off
+    ls = ParallelPlan(tp=16, dp=2, ep=32, sp=True, role="prefill", layer_sharding=("q_b_proj",))
+    assert materialized.reference_plan(ls).dp == 2
+    assert materialized.reference_plan(ParallelPlan(tp=1, dp=8, ep=8)).ep == 2       # EP stays on
+    # v0.18: a P node replicates o_proj, a mixed node pools it: different placements, own passes
+    p = ParallelPlan(tp=16, dp=2, ep=32, sp=True, role="prefill")
+    assert materialized.reference_plan(p, spec, V018).role == "prefill"
+    assert materialized.reference_plan(p, spec, MAIN).role == "mixed"
