@@ -1,5 +1,7 @@
 """`audit plan` as a fresh process: GLM-5.1 on 16, 32, 64 and 128 dies (target: the whole search
-<= 5 s per run), with the configurations evaluated per second the command prints.
+<= 5 s per run), with the configurations evaluated per second the command prints. The command's
+default breadth is searched: TP 1,2,4,8,16, SP on and off, batch 1-128, MTP 0-3, aggregated and
+disaggregated.
 
     python benchmarks/bench_plan.py
 """

@@ -35,11 +35,11 @@ def _ints(text: str, name: str) -> list[int]:
 @click.option("--tpot-ms", type=capped_float("--tpot-ms"), required=True, help="SLA: time per output token, ms")
 @click.option("--mtp-acceptance", type=capped_float("--mtp-acceptance"), default=0.7, show_default=True,
               help="per-draft acceptance rate of the MTP drafter")
-@click.option("--tp", "tps", default="4,8,16", show_default=True, help="TP sizes to search")
+@click.option("--tp", "tps", default="1,2,4,8,16", show_default=True, help="TP sizes to search")
 @click.option("--batch", "batches", default="1,2,4,8,16,24,32,48,64,96,128", show_default=True,
               help="batch per DP rank to search")
 @click.option("--mtp", "mtps", default="0,1,2,3", show_default=True, help="speculative tokens K to search")
-@click.option("--sp", "sp_mode", type=click.Choice(["on", "off", "both"]), default="on", show_default=True,
+@click.option("--sp", "sp_mode", type=click.Choice(["on", "off", "both"]), default="both", show_default=True,
               help="SP/FlashComm1 (DSA-CP on DSA models) in the searched plans")
 @click.option("--disagg/--no-disagg", default=True, show_default=True, help="also search P/D-disaggregated")
 @engine_option()

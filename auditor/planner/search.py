@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +39,7 @@ from ..runtime.weights import plan_weights
 from .workload import PlanWorkload
 
 GiB = 1 << 30
-DEFAULT_TPS = (4, 8, 16)
+DEFAULT_TPS = (1, 2, 4, 8, 16)
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
 DEFAULT_MTPS = (0, 1, 2, 3)
 
@@ -100,7 +101,11 @@ def expected_tokens(k: np.ndarray, a: float) -> np.ndarray:
 
 
 class _Kernel:
-    """Programs and kernel calls, cached per (plan, phase)."""
+    """Programs and kernel calls, cached per (plan, phase).
+
+    Each call is a small grid (batch x MTP keys of one plan, ~0.2 ms of work), so the kernel runs
+    on one thread: waking numba's thread pool costs ~8 ms per call on a busy 2-core machine, 40x
+    the work (``serial``)."""
 
     def __init__(self, spec, engine, recipe, device):
         from auditor_kernels.perf_core import sweep_grid
@@ -147,8 +152,26 @@ def _label(p: ParallelPlan) -> str:
     return f"TP{p.tp} DP{p.dp}" + (f" EP{p.ep}" if p.ep > 1 else "") + (" SP" if p.sp else "")
 
 
+@contextmanager
+def serial():
+    """numba kernels on one thread for the duration (restored after)."""
+    import numba
+    n = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(n)
+
+
 def run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWorkload, space: PlanSpace,
              ttft_ms: float, tpot_ms: float) -> PlanResult:
+    with serial():
+        return _run_plan(spec, engine, recipe, device, wl, space, ttft_ms, tpot_ms)
+
+
+def _run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWorkload, space: PlanSpace,
+              ttft_ms: float, tpot_ms: float) -> PlanResult:
     t0 = time.perf_counter()
     kern = _Kernel(spec, engine, recipe, device)
     mtps = tuple(m for m in space.mtps if m == 0 or spec.mtp_layers) or (0,)
