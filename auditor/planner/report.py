@@ -32,7 +32,37 @@ def plan_json(res: PlanResult, top: int, launch: list[dict], head: dict) -> dict
     return {**head, "workload": res.workload.__dict__, "evaluated": res.evaluated, "seconds": res.seconds,
             "configs_per_s": res.evaluated / res.seconds if res.seconds else None,
             "feasible": len(res.configs), "meeting_sla": sum(c.meets_sla for c in res.configs),
-            "best": [c.to_json() for c in best], "launch": launch, "notes": res.notes}
+            "best": [c.to_json() for c in best],
+            "best_by_mode": {m: [c.to_json() for c in res.best_of(m, top)] for m in ("agg", "disagg")},
+            "disaggregated_verdicts": {str(n): v for n, v in res.disagg_verdicts.items()},
+            "launch": launch, "notes": res.notes}
+
+
+MODE_NAMES = {"agg": "aggregated", "disagg": "disaggregated (P/D)"}
+SECTION_ROWS = 3
+
+
+def _mode_sections(res: PlanResult, best: list[Config], tf: str) -> list[str]:
+    """Each deployment kind gets its say: its best rows when the ranked table has none of them, or
+    why no configuration of that kind exists (for P/D: the side that fails and the closest instance)."""
+    out: list[str] = []
+    shown = {c.mode for c in best}
+    for mode, name in MODE_NAMES.items():
+        if mode in shown:
+            continue
+        rows = res.best_of(mode, SECTION_ROWS)
+        if rows:
+            out += ["", f"best {name}, not in the table above:",
+                    tabulate([_row(c) for c in rows], COLUMNS, tablefmt=tf, disable_numparse=True)]
+        elif mode == "disagg" and res.disagg_verdicts:
+            out.append("")
+            out += [f"{name}: none within {n} dies: {v}" for n, v in sorted(res.disagg_verdicts.items())]
+        elif mode == "disagg" and not any(c.mode == mode for c in res.configs):
+            out += ["", f"{name}: not searched (--no-disagg)" if not res.searched_disagg else
+                    f"{name}: none meets the SLA"]
+        else:
+            out += ["", f"{name}: none meets the SLA"]
+    return out
 
 
 def render_plan(res: PlanResult, fmt: str, top: int, launch: list[dict], head: dict) -> str:
@@ -57,6 +87,8 @@ def render_plan(res: PlanResult, fmt: str, top: int, launch: list[dict], head: d
         out.append("no memory-feasible configuration meets the SLA")
     else:
         out.append(tabulate([_row(c) for c in best], COLUMNS, tablefmt=tf, disable_numparse=True))
+    out += _mode_sections(res, best, tf)
+    if best:
         out += ["", f"launch ({best[0].mode}, {best[0].plan}):"]
         for inst in launch:
             env = " ".join(f"{k}={v}" for k, v in inst["env"].items())

@@ -36,6 +36,7 @@ from ..parallel import ParallelPlan
 from ..runtime.budget import usable_total
 from ..runtime.feasibility import grid_budget
 from ..runtime.weights import plan_weights
+from .verdict import disagg_verdict
 from .workload import PlanWorkload
 
 GiB = 1 << 30
@@ -88,6 +89,11 @@ class PlanResult:
     seconds: float
     workload: PlanWorkload
     notes: list[str]
+    disagg_verdicts: dict[int, str] = field(default_factory=dict)   # die budget -> why no P/D config
+    searched_disagg: bool = True
+
+    def best_of(self, mode: str, k: int = 10) -> list[Config]:
+        return [c for c in self.best(len(self.configs)) if c.mode == mode][:k]
 
     def best(self, k: int = 10) -> list[Config]:
         ok = [c for c in self.configs if c.meets_sla]
@@ -126,9 +132,10 @@ class _Kernel:
         return out
 
 
-def _instance_plans(spec: ModelSpec, space: PlanSpace, role: str, engine: str, recipe: str,
-                    device: Any) -> list[ParallelPlan]:
-    """Instance plans (TP x DP, EP = DP x TP for MoE) whose weights leave room on the die."""
+def _instance_plans(spec: ModelSpec, space: PlanSpace, role: str, engine: str, recipe: str, device: Any,
+                    max_num_batched_tokens: int = 8192, rejected: list | None = None) -> list[ParallelPlan]:
+    """Instance plans (TP x DP, EP = DP x TP for MoE) whose weights leave room on the die; the
+    others go to ``rejected`` as (plan, worst-rank weight bytes)."""
     sizes = sorted({s for n in space.dies for s in range(1, n + 1) if n % s == 0})
     limit = usable_total(device) * space.util
     out = []
@@ -137,7 +144,7 @@ def _instance_plans(spec: ModelSpec, space: PlanSpace, role: str, engine: str, r
             continue
         dp = s // tp
         ep = s if spec.moe and s > 1 else 1
-        plan = ParallelPlan(tp=tp, dp=dp, ep=ep, sp=sp, role=role)
+        plan = ParallelPlan(tp=tp, dp=dp, ep=ep, sp=sp, role=role, max_num_batched_tokens=max_num_batched_tokens)
         try:
             plan.validate()
             w = max(plan_weights(spec, plan, engine, recipe))
@@ -145,6 +152,8 @@ def _instance_plans(spec: ModelSpec, space: PlanSpace, role: str, engine: str, r
             continue
         if w < limit:
             out.append(plan)
+        elif rejected is not None:
+            rejected.append((plan, w))
     return out
 
 
@@ -215,27 +224,46 @@ def _run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
                      "role": "mixed"}))
 
     # ---- disaggregated
+    verdicts: dict[int, str] = {}
     if space.disaggregated:
+        # each role configured for its own work: a P node prefills one prompt of isl tokens in one
+        # step (max_num_batched_tokens = isl, max_model_len = the longest prompt + 1, no drafter);
+        # a D node only runs decode steps of B x (1 + K) tokens
+        p_tokens = max(1, wl.isl)
+        d_tokens = int(max(BK[:, 0] * (1 + BK[:, 1])))
+        p_len = wl.max_isl + 1
+        p_seen, d_seen = [], []                 # (plan, t_pre or t_step row, kv_free, ...) for the verdict
+        p_heavy: list = []
+        d_heavy: list = []
         prefill = []
-        for plan in _instance_plans(spec, space, "prefill", engine, recipe, device):
+        for plan in _instance_plans(spec, space, "prefill", engine, recipe, device, p_tokens, p_heavy):
             t_pre = float(kern.times(plan, "prefill", keys_pre, ctx0)[0, 0])
             g = grid_budget(spec, plan, engine, recipe, device, batch=np.array([1.0]),
-                            request_tokens=np.array([float(wl.isl + 1)]), step_tokens=np.array([1.0]),
+                            request_tokens=np.array([float(p_len)]), step_tokens=np.array([float(p_tokens)]),
                             mtp=np.array([0.0]), util=space.util, kv_cache_dtype=space.kv_cache_dtype)
             evaluated += 1
+            p_seen.append((plan, t_pre, float(g["kv_free"][0])))
             if g["kv_free"][0] >= 0 and t_pre * 1e3 <= ttft_ms:
                 prefill.append((plan, t_pre, plan.dp / t_pre, g))
-        # the P instances with the best request rate per die carry the pairing
+        # per P instance size, the P plans with the best request rate per die carry the pairing
+        # (a global shortlist would keep only sizes that leave no dies for D)
         prefill.sort(key=lambda x: -x[2] / (x[0].tp * x[0].dp))
-        prefill = prefill[:3]
-        for dplan in _instance_plans(spec, space, "decode", engine, recipe, device):
+        by_size: dict[int, int] = {}
+        shortlist = []
+        for x in prefill:
+            k = x[0].tp * x[0].dp
+            if by_size.get(k, 0) < 3:
+                by_size[k] = by_size.get(k, 0) + 1
+                shortlist.append(x)
+        for dplan in _instance_plans(spec, space, "decode", engine, recipe, device, d_tokens, d_heavy):
             d = decode_side(dplan)
             evaluated += len(BK)
             tpot = d["t_step"] / E
+            d_seen.append((dplan, d, tpot))
             r_d = dplan.dp * BK[:, 0] * E / (d["t_step"] * wl.osl)          # requests/s per D instance
             s_d = dplan.tp * dplan.dp
             ok = np.flatnonzero((d["kv_free"] >= 0) & (tpot * 1e3 <= tpot_ms))
-            for pplan, t_pre, r_p, g in prefill:
+            for pplan, t_pre, r_p, g in shortlist:
                 s_p = pplan.tp * pplan.dp
                 for n in space.dies:
                     for nd in range(1, (n - s_p) // s_d + 1):
@@ -252,15 +280,24 @@ def _run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
                                 int(d["num_blocks"][i] * d["block_tokens"]), d["kv_free"][i] / GiB, True,
                                 {"n_prefill": int(n_p[j]), "n_decode": nd, "p_tp": pplan.tp, "p_dp": pplan.dp,
                                  "p_ep": pplan.ep, "p_sp": pplan.sp, "p_weights_gib": g["weights"] / GiB,
+                                 "p_max_num_batched_tokens": p_tokens, "p_max_model_len": p_len,
                                  "tp": dplan.tp, "dp": dplan.dp, "ep": dplan.ep, "sp": dplan.sp,
-                                 "role": "decode"}))
+                                 "max_num_batched_tokens": d_tokens, "role": "decode"}))
+        for n in space.dies:
+            if not any(c.mode == "disagg" and c.dies == n for c in configs):
+                verdicts[n] = disagg_verdict(n, spec, engine, recipe, device, space, wl, BK, E, ttft_ms, tpot_ms,
+                                             p_seen, d_seen, p_heavy, d_heavy, p_len)
     notes = [
         "aggregated: per request lifetime (osl/E) decode steps at the mean context + B prefills stalling "
         "the batch; TPOT includes the stalls",
         f"MTP: per-draft acceptance {space.acceptance:g}, E = 1 + a + ... + a^K tokens per step",
-        "disaggregated: P instances at batch 1 (TTFT = one isl prefill), KV transfer time not modelled; "
-        "P:D counts balance request rates within the die budget",
+        "disaggregated: P instances at batch 1 (TTFT = one isl prefill; max_num_batched_tokens = isl, "
+        "max_model_len = longest prompt + 1, no MTP drafter on P: only D drafts, UNCONFIRMED that the "
+        "connector needs none of the drafter's prompt KV from P), D instances with max_num_batched_tokens "
+        "= the largest decode step B x (1+K) searched; KV transfer time not modelled; P:D counts balance "
+        "request rates within the die budget",
         "memory: every listed configuration fits (weights + activation + non-torch + B full-length "
         "requests of KV); headroom = KV pool left after them",
     ]
-    return PlanResult(configs, evaluated + kern.count, time.perf_counter() - t0, wl, notes)
+    return PlanResult(configs, evaluated + kern.count, time.perf_counter() - t0, wl, notes, verdicts,
+                      space.disaggregated)

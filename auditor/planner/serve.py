@@ -43,8 +43,12 @@ def serve_launch(cfg: Config, model: str, engine: str, *, util: float, max_model
         inst = _instance(model, engine, tp=d["tp"], dp=d["dp"], ep=d["ep"], sp=d["sp"], max_num_seqs=cfg.batch,
                          max_batched=dec_batched, mtp=cfg.mtp, kv_role=None, **common)
         return [{"name": f"aggregated x{d['replicas']}", **inst}]
+    # each role as the search modelled it (planner.search: P prefills one prompt per step, no drafter)
     p = _instance(model, engine, tp=d["p_tp"], dp=d["p_dp"], ep=d["p_ep"], sp=d["p_sp"], max_num_seqs=1,
-                  max_batched=max(8192, isl), mtp=cfg.mtp, kv_role="kv_producer", **common)
+                  max_batched=d.get("p_max_num_batched_tokens", max(8192, isl)), util=util,
+                  max_model_len=d.get("p_max_model_len", max_model_len), kv_cache_dtype=kv_cache_dtype, mtp=0,
+                  kv_role="kv_producer")
     dd = _instance(model, engine, tp=d["tp"], dp=d["dp"], ep=d["ep"], sp=d["sp"], max_num_seqs=cfg.batch,
-                   max_batched=dec_batched, mtp=cfg.mtp, kv_role="kv_consumer", **common)
+                   max_batched=d.get("max_num_batched_tokens", dec_batched), mtp=cfg.mtp, kv_role="kv_consumer",
+                   **common)
     return [{"name": f"prefill x{d['n_prefill']}", **p}, {"name": f"decode x{d['n_decode']}", **dd}]

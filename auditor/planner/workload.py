@@ -15,6 +15,11 @@ class PlanWorkload:
     max_len: int        # longest request (isl + osl): the max_model_len to configure
     requests: int = 1
     source: str = "--isl/--osl"
+    longest_isl: int = 0    # longest prompt (a P node's max_model_len is this + 1); 0: isl
+
+    @property
+    def max_isl(self) -> int:
+        return self.longest_isl or self.isl
 
     @property
     def mean_context(self) -> int:
@@ -48,4 +53,4 @@ def from_csv(path: Path) -> PlanWorkload:
         raise AuditInputError(path, "workload CSV lengths must be at least 1")
     isl = round(sum(i for i, _ in pairs) / len(pairs))
     osl = round(sum(o for _, o in pairs) / len(pairs))
-    return PlanWorkload(isl, osl, max(i + o for i, o in pairs), len(pairs), str(path))
+    return PlanWorkload(isl, osl, max(i + o for i, o in pairs), len(pairs), str(path), max(i for i, _ in pairs))
