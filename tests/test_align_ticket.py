@@ -72,9 +72,11 @@ def test_ticket_structure(evidence, tmp_path, capsys):
     assert t["memory"]["observed"][5]["bytes"] == round(38.2 * GiB)
     assert t["memory"]["candidates"][0]["engine"] == "vllm-ascend@0.18"
     assert len(t["memory"]["candidates"]) <= 5
-    assert set(t["kv"]) == {"observed", "predicted", "predicted_note"}
+    assert set(t["kv"]) == {"observed", "predicted", "compared", "predicted_note"}
     assert t["kv"]["observed"]["kv_tokens"][0]["tokens"] == 119424
-    assert t["kv"]["predicted"] is None and "not modelled" in t["kv"]["predicted_note"]
+    assert t["kv"]["predicted"]["weights_bytes"] == t["memory"]["groups"][0]["predicted_bytes"]
+    assert {c["figure"] for c in t["kv"]["compared"]} == {"available KV rank 0", "KV tokens",
+                                                         "concurrency @ 131,072 tokens"}
     tm = t["time"]
     assert {"by_class", "by_layer", "discrepancies", "unmapped", "bench", "predicted_total_ms"} <= set(tm)
     # measured per class: 78 layers x 3 linear kernels x 100 us = 23.4 ms; 78 SFA kernels = 7.8 ms
@@ -91,7 +93,9 @@ def test_ticket_structure(evidence, tmp_path, capsys):
 
 
 def test_tolerance_exit_4(evidence, tmp_path):
-    log, _, _ = evidence
+    # the weights lines only: the fixture's KV lines are placeholders (KV tolerance: test_align_kv.py)
+    log = tmp_path / "weights.log"
+    log.write_text("\n".join(ln for ln in evidence[0].read_text().splitlines() if "Loading model weights" in ln))
     # 38.2 vs 38.234 GiB predicted is -0.09 %: within 1 %, beyond 0.01 %; pinned options are not searched
     pin = ["--engine", "vllm-ascend@0.18", "--role", "prefill", "--nz-mode", "1"]
     assert main(["align", *PLAN, *pin, "--log", str(log), "--output-dir", str(tmp_path / "a"), "--tolerance", "1%",

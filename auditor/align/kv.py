@@ -1,24 +1,138 @@
 """KV figures: what the log says about the KV pool (available memory, tokens, concurrency, the
-shortfall error, OOMs, the warm-up breakdown), next to what the runtime model predicts.
+shortfall error, OOMs, the warm-up breakdown), next to what the runtime model predicts for the best
+candidate configuration (``auditor.runtime.budget.rank_budget`` with that candidate's ledger as W).
 
-``predicted_kv`` is the ONE hook to the runtime model of issue 9 (``auditor/runtime``, e.g.
-``runtime.budget.rank_budget``). That module is not on main yet, so the hook returns None and every
-predicted KV figure is reported as "not modelled".
+The engine options behind the log's KV lines are taken from the log where it prints them (the
+config line's ``max_seq_len`` / ``kv_cache_dtype`` / ``speculative_config``, the concurrency line's
+request length, the warm-up breakdown's utilization, activation and non-torch figures); every
+other one is the runtime default, and each choice is listed among the ticket's assumptions.
 """
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
+
+import numpy as np
 
 from .evidence.logs import LogEvidence
 from .ranks import global_rank
 
+GiB = 1 << 30
+_KV_DTYPES = {"auto": "bf16", "bf16": "bf16", "bfloat16": "bf16", "c8": "c8", "c8-indexer": "c8-indexer"}
 
-def predicted_kv(source: Any, plan: Any, engine: str, weights_bytes: int | None) -> dict | None:
-    """Predicted {available_kv_bytes, kv_tokens, concurrency} for one rank, or None (not modelled).
 
-    Hook for ``auditor.runtime`` (issue 9); replace the body with a call to its rank budget once
-    it is on main."""
+def _field(logs: LogEvidence, name: str) -> str | None:
+    for c in logs.configs:
+        v = c.fields.get(name)
+        if v not in (None, "", "None"):
+            return str(v).strip().strip("'\"")
     return None
+
+
+def kv_settings(spec: Any, plan: Any, logs: LogEvidence) -> tuple[dict, list[str]]:
+    """(rank_budget options, one assumption per option saying where it came from)."""
+    from ..runtime.budget import DEFAULT_MAX_NUM_SEQS, DEFAULT_UTIL
+    out: dict[str, Any] = {}
+    notes: list[str] = []
+    mml = _field(logs, "max_seq_len")
+    if mml and mml.isdigit():
+        out["max_model_len"], src = int(mml), "the config line's max_seq_len"
+    elif logs.concurrency:
+        out["max_model_len"], src = logs.concurrency[0].tokens_per_request, "the concurrency line's request length"
+    else:
+        out["max_model_len"], src = spec.max_position, "max_position_embeddings (the engine default)"
+    notes.append(f"KV prediction: max_model_len {out['max_model_len']:,} from {src}")
+    util = next((b.utilization for b in logs.breakdowns if b.utilization), None)
+    out["util"] = util or DEFAULT_UTIL
+    notes.append(f"KV prediction: gpu_memory_utilization {out['util']:g} "
+                 + ("from the warm-up breakdown line" if util else "(runtime default; align has no option for it)"))
+    raw = _field(logs, "kv_cache_dtype")
+    out["kv_cache_dtype"] = _KV_DTYPES.get((raw or "auto").lower(), "bf16")
+    notes.append(f"KV prediction: kv_cache_dtype {out['kv_cache_dtype']} "
+                 + (f"from the config line ({raw})" if raw else "(runtime default)"))
+    k = 0
+    sc = _field(logs, "speculative_config")
+    if sc:
+        m = re.search(r"num_speculative_tokens['\"]?\s*[:=]\s*(\d+)", sc)
+        k = int(m.group(1)) if m else 0
+    if plan.mtp and not k:
+        k = 1
+        notes.append("KV prediction: MTP drafter loaded, 1 speculative token assumed (no speculative_config in the log)")
+    out["mtp"] = k if plan.mtp else 0
+    out["max_num_seqs"] = DEFAULT_MAX_NUM_SEQS
+    notes.append(f"KV prediction: max_num_seqs {DEFAULT_MAX_NUM_SEQS}, max_num_batched_tokens "
+                 f"{plan.max_num_batched_tokens} (runtime defaults; they size the activation estimate)")
+    bd = logs.breakdowns[0] if logs.breakdowns else None
+    if bd is not None:
+        out["activation_bytes"], out["non_torch_bytes"] = bd.activation_bytes, bd.non_torch_bytes
+        notes.append("KV prediction: activation peak and non-torch memory as the log's warm-up breakdown measured "
+                     "them (not the model's estimates)")
+    return out, notes
+
+
+def _rel(observed: float, predicted: float) -> float | None:
+    return (observed - predicted) / abs(predicted) if predicted else None
+
+
+def predicted_kv(source: Any, plan: Any, engine: str, ranks_bytes: Any, logs: LogEvidence,
+                 device: str | None = None) -> dict | None:
+    """The runtime budget of the best candidate (W = its ledger's worst rank per PP stage) and every
+    observed KV figure compared with it; None without a candidate (no weights line)."""
+    if ranks_bytes is None:
+        return None
+    from ..devices.profiles import load_device
+    from ..runtime.budget import rank_budget, usable_total
+    from ..runtime.weights import stage_worst
+    spec = source.spec
+    settings, notes = kv_settings(spec, plan, logs)
+    dev = load_device(device) if device else load_device()
+    total = usable_total(dev)
+    notes.append(f"KV prediction: usable HBM {total / GiB:.2f} GiB per die ({dev.name})")
+    ranks_bytes = np.asarray(ranks_bytes, dtype=np.float64)
+
+    def budget(w, max_model_len=None):
+        kw = dict(settings)
+        if max_model_len is not None:
+            kw["max_model_len"] = max_model_len
+        return rank_budget(spec, plan, engine, weights_bytes=w, total_bytes=total, **kw)
+
+    b = budget(stage_worst(ranks_bytes, plan))
+    compared = []
+    per_w: dict[int, int] = {}
+    for a in logs.kv_available:
+        r = global_rank(a.worker, plan)
+        if r is not None and 0 <= r < len(ranks_bytes):
+            w = int(round(ranks_bytes[r]))
+            if w not in per_w:
+                per_w[w] = budget(float(w)).kv_available_bytes
+            pred, name = per_w[w], f"available KV rank {r}"
+        else:
+            pred, name = b.kv_available_bytes, "available KV (binding worker)"
+        compared.append({"figure": name, "observed": a.bytes, "predicted": pred, "unit": "bytes",
+                         "relative": _rel(a.bytes, pred), "where": str(a.where)})
+    for t in logs.kv_tokens:
+        compared.append({"figure": "KV tokens", "observed": t.tokens, "predicted": b.kv_tokens, "unit": "tokens",
+                         "relative": _rel(t.tokens, b.kv_tokens), "where": str(t.where)})
+    seen = set()
+    for c in logs.concurrency:
+        if c.tokens_per_request in seen:
+            continue
+        seen.add(c.tokens_per_request)
+        pc = b if c.tokens_per_request == b.max_model_len else budget(stage_worst(ranks_bytes, plan),
+                                                                      c.tokens_per_request)
+        compared.append({"figure": f"concurrency @ {c.tokens_per_request:,} tokens", "observed": c.factor,
+                         "predicted": pc.max_concurrency, "unit": "x", "relative": _rel(c.factor, pc.max_concurrency),
+                         "where": str(c.where)})
+    for sf in logs.shortfalls:
+        ps = budget(stage_worst(ranks_bytes, plan), sf.max_seq_len)
+        compared.append({"figure": f"KV needed for {sf.max_seq_len:,} tokens", "observed": sf.needed_bytes,
+                         "predicted": ps.kv_bytes_per_request, "unit": "bytes",
+                         "relative": _rel(sf.needed_bytes, ps.kv_bytes_per_request), "where": str(sf.where)})
+    return {"weights_bytes": b.weights_bytes, "available_kv_bytes": b.kv_available_bytes,
+            "num_blocks": b.num_blocks, "kv_tokens": b.kv_tokens, "max_concurrency": b.max_concurrency,
+            "max_model_len": b.max_model_len, "settings": settings, "log_lines": b.log_lines(),
+            "runtime": b.to_json(), "compared": compared, "assumptions": notes}
 
 
 def observed_kv(ev: LogEvidence, plan: Any) -> dict:

@@ -140,6 +140,9 @@ def tolerance_check(ticket: dict, limit: float | None) -> dict:
     for g in mem.get("groups", []):
         if g["relative"] is not None:
             figures.append((f"memory ranks {g['ranks']}", g["relative"]))
+    for c in (ticket.get("kv") or {}).get("compared", []):
+        if c["relative"] is not None:
+            figures.append((f"kv {c['figure']}", c["relative"]))
     t = ticket.get("time") or {}
     for r in t.get("by_class", []):
         if r["measured_us"] is not None and r["predicted_us"] > 0:
@@ -178,10 +181,12 @@ def run_align(req: AlignRequest) -> dict:
         plan_used = plan
     kv = None
     if logs is not None:
-        pred = predicted_kv(source, plan_used, engine, int(best.ranks_bytes.max()) if best is not None else None)
+        pred = predicted_kv(source, plan_used, engine, best.ranks_bytes if best is not None else None, logs,
+                            req.device)
         kv = {"observed": observed_kv(logs, plan_used), "predicted": pred,
-              "predicted_note": None if pred else "not modelled (runtime model of issue 9 not on main; "
-                                                  "hook: auditor.align.kv.predicted_kv)"}
+              "compared": pred.pop("compared") if pred else [],
+              "predicted_note": None if pred else "not predicted: the KV budget needs a candidate's weights "
+                                                  "(no 'Loading model weights' line in the logs)"}
     time = time_section(source, plan_used, engine, req, profile, bench) if (profile or bench) else None
     assumptions = list(notes)
     if engine_note:
@@ -190,6 +195,8 @@ def run_align(req: AlignRequest) -> dict:
         assumptions.append("--engine takes the plain profile keys (version-string resolution not on main)")
     if memory:
         assumptions += memory.pop("notes")
+    if kv and kv["predicted"]:
+        assumptions += kv["predicted"].pop("assumptions")
     if audit is not None:
         assumptions += audit.assumptions
     if time and time["profile"]:

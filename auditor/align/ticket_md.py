@@ -86,8 +86,23 @@ def render_ticket(t: dict) -> str:
         rows += [["warm-up breakdown", f"W {_g(b['weights_bytes'])}, act {_g(b['activation_bytes'])}, non-torch "
                   f"{_g(b['non_torch_bytes'])}, graph {_g(b['graph_bytes'])}, KV {_g(b['kv_bytes'])} GiB", b["where"]]
                  for b in o["breakdown"]]
-        out += [_table(rows, ["figure", "observed", "where"]) if rows else "No KV lines in the logs.", "",
-                "Predicted: " + (str(kv["predicted"]) if kv["predicted"] else kv["predicted_note"]), ""]
+        out += [_table(rows, ["figure", "observed", "where"]) if rows else "No KV lines in the logs.", ""]
+        pr = kv["predicted"]
+        if not pr:
+            out += ["Predicted: " + kv["predicted_note"], ""]
+        else:
+            st = pr["settings"]
+            out += [f"Predicted for the best candidate (runtime budget, W = {_g(pr['weights_bytes'])} GiB from its "
+                    f"ledger; max_model_len {st['max_model_len']:,}, utilization {st['util']:g}, KV dtype "
+                    f"{st['kv_cache_dtype']}; sources under Assumptions): available KV {_g(pr['available_kv_bytes'])} "
+                    f"GiB, {pr['num_blocks']:,} blocks, {pr['kv_tokens']:,} tokens, concurrency "
+                    f"{pr['max_concurrency']:.2f}x.", ""]
+            if kv["compared"]:
+                def fig(v, unit):
+                    return _g(v) + " GiB" if unit == "bytes" else (f"{v:.2f}x" if unit == "x" else f"{v:,}")
+                out += [_table([[c["figure"], fig(c["observed"], c["unit"]), fig(c["predicted"], c["unit"]),
+                                 _pct(c["relative"])] for c in kv["compared"]],
+                               ["figure", "observed", "predicted", "deviation"]), ""]
     tm = t["time"]
     out += [f"## {SECTIONS[5]}", ""]
     if tm is None:
