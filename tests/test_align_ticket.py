@@ -85,6 +85,9 @@ def test_ticket_structure(evidence, tmp_path, capsys):
     assert cls["sfa"]["measured_us"] == pytest.approx(78 * 100.0)
     assert tm["unmapped"][0]["type"] == "Cast" and tm["unmapped"][0]["total_us"] == pytest.approx(7800.0)
     assert len(tm["discrepancies"]) <= 5 and all("constants" in d and d["assumption"] for d in tm["discrepancies"])
+    # identical layers are one row: no two rows share class, predicted and measured time
+    keys = [(d["class"], round(d["predicted_us"], 3), round(d["measured_us"], 3)) for d in tm["discrepancies"]]
+    assert len(set(keys)) == len(keys) and sum(d["layers"] for d in tm["discrepancies"]) > len(keys)
     assert {b["metric"] for b in tm["bench"]} == {"ttft", "tpot"}
     assert t["evidence"][0]["sha256"] and len(t["evidence"]) == 3
     assert t["figures"] == ["memory_waterfall.png", "time_by_class.png"]

@@ -15,12 +15,13 @@ module's own arguments; configurations whose placement decisions coincide are ma
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from ..engines.materialize import Materialization, Materializer
+from ..engines.materialize import Materialization, Materializer, nz_nbytes
 from ..engines.profiles import PROFILES, EngineProfile, get_profile
 from ..engines.resolve import Placement, resolve_placement
 from ..engines.stored import StoredIndex
@@ -28,6 +29,7 @@ from ..errors import AuditInputError
 from ..memory.audit import MemoryAudit, run_memory_audit
 from ..memory.ledger import experts_per_slot
 from ..model.classify import classify
+from ..model.spec import DTYPE_BYTES
 from ..parallel import ParallelPlan
 from ..source import ModelSource
 from .ranks import Observed
@@ -118,6 +120,7 @@ class MemoryFit:
     materialized: int                             # distinct materializations
     seconds: float
     best_audit: MemoryAudit | None = None
+    skipped: list[dict] = field(default_factory=list)   # {dimension, why}: not searched, from the shapes
 
 
 class LedgerCache:
@@ -131,6 +134,8 @@ class LedgerCache:
         self._rows: dict[tuple, dict] = {}
         self._totals: dict[tuple, np.ndarray] = {}
         self.materialized = 0
+        self.nz_padded: set[str] = set()        # tensors whose shape FRACTAL_NZ would pad (any pass so far)
+        self._nz_checked: dict[tuple, bool] = {}
 
     def _key(self, plan: ParallelPlan, prof: EngineProfile, pl: Placement) -> tuple:
         return (tuple(getattr(prof, k) for k in _PROFILE_KEYS),
@@ -149,10 +154,28 @@ class LedgerCache:
             return hit
         m = Materializer(spec, plan, prof, pl, self.classified[1], self.source.desc)
         m._emitted = self._rows.setdefault((plan.nz_mode, prof.gate_dtype, spec.pd), {})
-        out = rank_totals(m.run(), spec, plan)
+        mat = m.run()
+        out = rank_totals(mat, spec, plan)
+        self._note_nz(mat)
         self.materialized += 1
         self._totals[key] = out
         return out
+
+    def _note_nz(self, mat: Materialization) -> None:
+        """Record every resident tensor whose NZ layout depends on the NZ mode (rules with nz "quant"
+        or "bf16") and whose shape NZ would pad: [..., m, n] to m a multiple of 16 and n of 32 bytes
+        (``nz_nbytes``). Decided from the shapes the engine rules give this model."""
+        for r in mat.rows:
+            if r.nz not in ("quant", "bf16") or len(r.shape) < 2 or r.dtype == "F32":
+                continue
+            key = (r.shape, r.dtype)
+            pads = self._nz_checked.get(key)
+            if pads is None:
+                item = DTYPE_BYTES[r.dtype]
+                pads = nz_nbytes(r.shape, item) != int(math.prod(r.shape) * item)
+                self._nz_checked[key] = pads
+            if pads:
+                self.nz_padded.add(f"{r.module}.{r.tensor} {list(r.shape)} {r.dtype}")
 
     def audit(self, plan: ParallelPlan, engine: str) -> MemoryAudit:
         return run_memory_audit(self.source, plan, engine, classified=self.classified)
@@ -239,26 +262,42 @@ def fit_memory(cache: LedgerCache, base: ParallelPlan, observed: Observed, pinne
     tol = np.array([observed.resolution_by_rank[r] for r in ranks], dtype=np.float64)
     groups: dict[tuple, Fit] = {}
     n = 0
-    for order, cand in enumerate(candidates(cache.source.spec, base, pinned, engines)):
-        n += 1
-        tot = cache.totals(cand.plan, cand.engine)
-        key = tuple(np.round(tot).astype(np.int64))
-        g = groups.get(key)
-        if g is not None:
-            if cand.complexity() < g.candidate.complexity():
-                g.equivalent.insert(0, g.candidate)
-                g.candidate = cand
+    # NZ padding is searched last and only when some resident shape is not already NZ-aligned: for a
+    # model whose every padded dimension is aligned, nz_mode 0/1/2 hold the same bytes
+    nz_free = "nz_mode" not in pinned and len(SEARCH_SPACE["nz_mode"]) > 1
+    passes = [dict(pinned, nz_mode=SEARCH_SPACE["nz_mode"][0])] if nz_free else [pinned]
+    skipped: list[dict] = []
+    k = 0
+    while k < len(passes):
+        for cand in candidates(cache.source.spec, base, passes[k], engines):
+            n += 1
+            tot = cache.totals(cand.plan, cand.engine)
+            key = tuple(np.round(tot).astype(np.int64))
+            g = groups.get(key)
+            if g is not None:
+                if cand.complexity() < g.candidate.complexity():
+                    g.equivalent.insert(0, g.candidate)
+                    g.candidate = cand
+                else:
+                    g.equivalent.append(cand)
+                continue
+            res = tot[ranks] - obs
+            groups[key] = Fit(cand, tot, {int(r): int(round(v)) for r, v in zip(ranks, res)},
+                              int(round(np.abs(res).max())), float((np.abs(res) / np.maximum(obs, 1)).max()),
+                              float(np.maximum(np.abs(res) - tol, 0).max()))
+        if k == 0 and nz_free:
+            if cache.nz_padded:
+                passes += [dict(pinned, nz_mode=v) for v in SEARCH_SPACE["nz_mode"][1:]]
             else:
-                g.equivalent.append(cand)
-            continue
-        res = tot[ranks] - obs
-        groups[key] = Fit(cand, tot, {int(r): int(round(v)) for r, v in zip(ranks, res)},
-                          int(round(np.abs(res).max())), float((np.abs(res) / np.maximum(obs, 1)).max()),
-                          float(np.maximum(np.abs(res) - tol, 0).max()))
+                skipped.append({"dimension": "nz_mode", "why": (
+                    "no resident tensor of this model has a shape FRACTAL_NZ would pad (every 2-D+ weight is "
+                    "already a multiple of 16 rows and 32 bytes per row), so nz_mode 0/1/2 hold the same bytes")})
+        k += 1
     fits = sorted(groups.values(), key=lambda f: (f.score, f.candidate.complexity(), f.max_abs))
     seconds = time.perf_counter() - t0
-    searched = [k for k in SEARCH_SPACE if k not in pinned and not (k == "engine" and engines)]
-    out = MemoryFit(observed, fits[:top], searched, n, cache.materialized, seconds)
+    searched = [k for k in SEARCH_SPACE if k not in pinned and not (k == "engine" and engines)
+                and k not in {x["dimension"] for x in skipped}]
+    out = MemoryFit(observed, fits[:top], searched, n, cache.materialized, seconds, skipped=skipped)
     if fits:
         out.best_audit = cache.audit(fits[0].candidate.plan, fits[0].candidate.engine)
     return out

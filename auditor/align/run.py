@@ -95,9 +95,10 @@ def memory_section(source, plan: ParallelPlan, logs: LogEvidence, req: AlignRequ
         "observed": [{"rank": r, "bytes": b, "where": str(obs.lines[r].where)} for r, b in obs.bytes_by_rank.items()],
         "candidates": [f.to_json() for f in fit.fits],
         "groups": groups,
-        "search": {"dimensions": fit.searched, "evaluated": fit.evaluated, "materialized": fit.materialized,
+        "search": {"dimensions": fit.searched, "skipped": fit.skipped, "evaluated": fit.evaluated,
+                   "materialized": fit.materialized,
                    "seconds": round(fit.seconds, 3)},
-        "notes": obs.notes,
+        "notes": obs.notes + [f"{x['dimension']} not searched: {x['why']}" for x in fit.skipped],
         "_best": best, "_audit": fit.best_audit,
     }
 

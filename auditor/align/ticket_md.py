@@ -59,8 +59,10 @@ def render_ticket(t: dict) -> str:
         s = m["search"]
         out += [f"{s['evaluated']} configurations searched over {', '.join(s['dimensions']) or 'nothing'} "
                 f"({s['materialized']} distinct materializations, {s['seconds']:.2f} s); equal per-rank bytes are "
-                "folded into one row.", "",
-                _table([[i + 1, f["label"], _g(min(f["ranks_bytes"])) + (
+                "folded into one row.", ""]
+        if s.get("skipped"):
+            out += [f"Not searched: {x['dimension']}, because {x['why']}." for x in s["skipped"]] + [""]
+        out += [_table([[i + 1, f["label"], _g(min(f["ranks_bytes"])) + (
                     "" if min(f["ranks_bytes"]) == max(f["ranks_bytes"]) else " - " + _g(max(f["ranks_bytes"]))),
                          _sg(f["max_abs_residual_bytes"]), _pct(f["max_rel_residual"]), len(f["equivalent"])]
                         for i, f in enumerate(m["candidates"])],
@@ -123,12 +125,15 @@ def render_ticket(t: dict) -> str:
     if tm is None or not tm["discrepancies"]:
         out += ["None (no profile).", ""]
     else:
-        out += [_table([[i + 1, "-" if d["layer"] is None else d["layer"], d["class"], _ms(d["predicted_us"] / 1e3),
+        out += ["Per layer; identical rows of several layers are one row (layer range, n layers, total delta).",
+                "",
+                _table([[i + 1, "-" if d["layer"] is None else d["layer"], d["class"], _ms(d["predicted_us"] / 1e3),
                          _ms(d["measured_us"] / 1e3), _ms(d["delta_us"] / 1e3),
-                         ", ".join(f"{k}={v:g}" for k, v in d["constants"].items()), d["assumption"]]
+                         ", ".join(f"{k}={v:g}" for k, v in d["constants"].items()), d["assumption"],
+                         d.get("layers", 1), _ms(d.get("total_delta_us", d["delta_us"]) / 1e3)]
                         for i, d in enumerate(tm["discrepancies"])],
                        ["#", "layer", "op class", "predicted ms", "measured ms", "delta ms", "constants",
-                        "could account for it"]), ""]
+                        "could account for it", "n layers", "total delta ms"]), ""]
     out += [f"## {SECTIONS[7]}", ""]
     if tm is None or not tm["bench"]:
         out += ["No benchmark given.", ""]

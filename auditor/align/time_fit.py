@@ -11,6 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..report.ranges import ranges
 from .evidence.bench import BenchEvidence
 from .evidence.profile import COLLECTIVE_CLASSES, ProfileEvidence
 
@@ -79,6 +80,26 @@ def predicted_by_class(phase_result: Any) -> tuple[dict[str, float], dict[tuple[
     return dict(by_c), dict(by_l)
 
 
+def fold_layers(rows: list[dict]) -> list[dict]:
+    """Rows of one op class with the same predicted and measured time (to the nanosecond) in several
+    layers become one row: ``layer`` is their range ('3-77'), ``layers`` the count, ``total_delta_us``
+    the delta summed over them (what the ranking uses)."""
+    groups: dict[tuple, dict] = {}
+    for r in rows:
+        key = (r["scope"], r["class"], round(r["predicted_us"], 3), round(r["measured_us"], 3))
+        g = groups.get(key)
+        if g is None:
+            groups[key] = g = dict(r, _layers=[])
+        g["_layers"].append(r["layer"])
+    out = []
+    for g in groups.values():
+        layers = g.pop("_layers")
+        n = len(layers)
+        out.append(dict(g, layer=ranges(layers) if g["layer"] is not None else None, layers=n,
+                        total_delta_us=g["delta_us"] * n))
+    return out
+
+
 def fit_time(phase_result: Any, profile: ProfileEvidence | None, device: Any, top: int = 10) -> TimeFit:
     """Per-class and per-layer comparison of one modelled phase with the profile (if any)."""
     pc, pl = predicted_by_class(phase_result)
@@ -109,8 +130,8 @@ def fit_time(phase_result: Any, profile: ProfileEvidence | None, device: Any, to
                 r["predicted_us"] -= lp
                 r["measured_us"] -= lm
                 r["delta_us"] = r["measured_us"] - r["predicted_us"]
-        rows = [r for r in rows if abs(r["delta_us"]) > 1e-9]
-        rows.sort(key=lambda r: -abs(r["delta_us"]))
+        rows = fold_layers([r for r in rows if abs(r["delta_us"]) > 1e-9])
+        rows.sort(key=lambda r: -abs(r["total_delta_us"]))
         tf.discrepancies = [dict(r, **lever(r["class"], device)) for r in rows[:top]]
         tf.unmapped = [dict(u, assumption=UNMAPPED) for u in profile.unmapped]
     return tf

@@ -54,6 +54,7 @@ class Resident:
     cause: str | None = None
     source: str = "stored"
     note: str = ""
+    nz: str = "never"           # the rule's FRACTAL_NZ switch (rules.Rule.nz): which NZ modes pad it
 
 
 @dataclass
@@ -201,7 +202,7 @@ class Materializer:
             else:
                 cause = None
             self.rows.append(Resident(layer, block, module, rule.tensor, rule.category, dt, shape, nb, naive,
-                                      placement, owner, cause, rule.source, rule.note))
+                                      placement, owner, cause, rule.source, rule.note, rule.nz))
         for suf, naive in naive_left.items():
             if naive:
                 self.rows.append(Resident(layer, block, module, f"{suf} (not resident)", "float", stored_dtype, (),
