@@ -9,7 +9,6 @@ other one is the runtime default, and each choice is listed among the ticket's a
 """
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 

@@ -13,9 +13,6 @@ from pathlib import Path
 
 import numpy as np
 
-from ..engines.materialize import Materializer
-from ..engines.profiles import get_profile
-from ..engines.resolve import resolve_placement
 from ..engines.stored import StoredIndex
 from ..inventory.quantdesc import QuantDescription
 from ..inventory.table import TensorTable
