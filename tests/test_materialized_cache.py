@@ -65,6 +65,8 @@ CASES = [
     (MAIN, ParallelPlan(tp=8, dp=4, ep=32, sp=True), (0, 31)),
     (MAIN, ParallelPlan(tp=8, dp=4, ep=32, sp=True, role="prefill"), (0,)),           # shares mixed's pass
     (MAIN, ParallelPlan(tp=8, dp=4, ep=32, sp=True, role="decode"), (0,)),            # no gather pool
+    # a D node's small batched-token budget: only the (skipped) process buffers change with it
+    (MAIN, ParallelPlan(tp=16, dp=1, ep=16, role="decode", max_num_batched_tokens=512), (0, 15)),
     # EPLB: 256 + 16 = 272 slots over EP32: ranks 0-15 hold 9 experts, 16-31 hold 8
     (MAIN, ParallelPlan(tp=8, dp=4, ep=32, sp=True, redundant_experts=16), (0, 15, 16, 31)),
     # PP2 and an uneven EPLB split: ranks 16-31 are stage 1 (layers 39-77 + MTP + lm_head)

@@ -23,6 +23,8 @@ from ..parallel import ParallelPlan
 from .ledger import rank_multipliers
 from .materialized import _materialize, reference_plan
 
+_DEFAULT_BATCHED = ParallelPlan.max_num_batched_tokens
+
 # engine module -> perf module keys, with the share of the bytes each key gets
 _SPLITS = {
     "self_attn.fused_qkv_a_proj": lambda s: [("self_attn.q_a_proj", s.Qr), ("self_attn.kv_a_proj_with_mqa", s.Lkv + s.Dr)],
@@ -111,6 +113,8 @@ def module_bytes(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
     if spec.mtp_layers and not plan.mtp:
         plan = replace(plan, mtp=True)
     plan.validate()
+    # max_num_batched_tokens sizes only process buffers (skipped here), so every value shares a pass
+    plan = replace(plan, max_num_batched_tokens=_DEFAULT_BATCHED)
     ref = reference_plan(plan, spec, engine)
     _, arrays = _materialize(spec, ref, engine, recipe)
     keys, row_i, key_i, num, den = _module_table(spec, ref, engine, recipe)

@@ -133,9 +133,11 @@ class _Kernel:
 
 
 def _instance_plans(spec: ModelSpec, space: PlanSpace, role: str, engine: str, recipe: str, device: Any,
-                    max_num_batched_tokens: int = 8192, rejected: list | None = None) -> list[ParallelPlan]:
+                    max_num_batched_tokens: int = 8192, rejected: list | None = None,
+                    mtp: bool = False) -> list[ParallelPlan]:
     """Instance plans (TP x DP, EP = DP x TP for MoE) whose weights leave room on the die; the
-    others go to ``rejected`` as (plan, worst-rank weight bytes)."""
+    others go to ``rejected`` as (plan, worst-rank weight bytes). ``mtp``: the drafter is loaded,
+    as the budget of a grid with any K > 0 counts it (so the filter and the budget share one W)."""
     sizes = sorted({s for n in space.dies for s in range(1, n + 1) if n % s == 0})
     limit = usable_total(device) * space.util
     out = []
@@ -144,7 +146,8 @@ def _instance_plans(spec: ModelSpec, space: PlanSpace, role: str, engine: str, r
             continue
         dp = s // tp
         ep = s if spec.moe and s > 1 else 1
-        plan = ParallelPlan(tp=tp, dp=dp, ep=ep, sp=sp, role=role, max_num_batched_tokens=max_num_batched_tokens)
+        plan = ParallelPlan(tp=tp, dp=dp, ep=ep, sp=sp, role=role, max_num_batched_tokens=max_num_batched_tokens,
+                            mtp=mtp)
         try:
             plan.validate()
             w = max(plan_weights(spec, plan, engine, recipe))
@@ -201,7 +204,8 @@ def _run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
         return {"t_step": t_step, **g}
 
     # ---- aggregated
-    for plan in _instance_plans(spec, space, "mixed", engine, recipe, device):
+    drafter = bool(spec.mtp_layers) and bool(np.any(BK[:, 1] > 0))
+    for plan in _instance_plans(spec, space, "mixed", engine, recipe, device, mtp=drafter):
         t_pre = float(kern.times(plan, "prefill", keys_pre, ctx0)[0, 0])
         d = decode_side(plan)
         evaluated += len(BK) + 1
@@ -255,7 +259,7 @@ def _run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
             if by_size.get(k, 0) < 3:
                 by_size[k] = by_size.get(k, 0) + 1
                 shortlist.append(x)
-        for dplan in _instance_plans(spec, space, "decode", engine, recipe, device, d_tokens, d_heavy):
+        for dplan in _instance_plans(spec, space, "decode", engine, recipe, device, d_tokens, d_heavy, mtp=drafter):
             d = decode_side(dplan)
             evaluated += len(BK)
             tpot = d["t_step"] / E
