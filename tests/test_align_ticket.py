@@ -124,3 +124,14 @@ def test_sizes_refuse_a_bare_number(capsys):
     """--observed 38 used to mean 38 bytes (a delta of -82,560,362,110.5 %)."""
     assert main(["memory", "glm-5.1", "--observed", "38"]) == 2
     assert "no unit" in capsys.readouterr().err
+
+
+def test_kv_rows_fold_identical_workers_into_rank_ranges():
+    """32 workers printing the same figure make one row naming the ranks; a differing worker stays apart."""
+    from auditor.align.ticket_md import _fold_ranks, _ranks_label
+
+    items = [(r, (11.9,), f"log:{r}") for r in range(32) if r != 5] + [(5, (12.4,), "log:5"), (None, (11.9,), "log:x")]
+    folded = _fold_ranks(items)
+    assert [(v, w) for v, _, w in folded] == [((11.9,), "log:0"), ((12.4,), "log:5")]
+    assert _ranks_label(folded[0][1]) == "ranks 0-4,6-31, 31 workers + 1 unplaced"
+    assert _ranks_label(folded[1][1]) == "rank 5"

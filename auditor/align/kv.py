@@ -105,10 +105,10 @@ def predicted_kv(source: Any, plan: Any, engine: str, ranks_bytes: Any, logs: Lo
             w = int(round(ranks_bytes[r]))
             if w not in per_w:
                 per_w[w] = budget(float(w)).kv_available_bytes
-            pred, name = per_w[w], f"available KV rank {r}"
+            pred, name, rank = per_w[w], f"available KV rank {r}", r
         else:
-            pred, name = b.kv_available_bytes, "available KV (binding worker)"
-        compared.append({"figure": name, "observed": a.bytes, "predicted": pred, "unit": "bytes",
+            pred, name, rank = b.kv_available_bytes, "available KV (binding worker)", None
+        compared.append({"figure": name, "rank": rank, "observed": a.bytes, "predicted": pred, "unit": "bytes",
                          "relative": _rel(a.bytes, pred), "where": str(a.where)})
     for t in logs.kv_tokens:
         compared.append({"figure": "KV tokens", "observed": t.tokens, "predicted": b.kv_tokens, "unit": "tokens",

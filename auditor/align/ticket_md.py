@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
+from ..report.ranges import ranges
+
 GiB = 1 << 30
 
 #: section headings, in order (the golden test checks them)
@@ -76,8 +78,8 @@ def render_ticket(t: dict) -> str:
         out += ["No log given.", ""]
     else:
         o = kv["observed"]
-        rows = [["available KV (rank %s)" % (a["rank"] if a["rank"] is not None else "?"), _g(a["bytes"]) + " GiB",
-                 a["where"]] for a in o["available_kv"][:8]]
+        rows = [[f"available KV ({_ranks_label(rs)})", _g(v) + " GiB", where]
+                for (v,), rs, where in _fold_ranks((a["rank"], (a["bytes"],), a["where"]) for a in o["available_kv"])]
         rows += [["KV tokens", f"{k['tokens']:,}", k["where"]] for k in o["kv_tokens"]]
         rows += [[f"concurrency @ {c['tokens_per_request']:,} tokens", f"{c['factor']:.2f}x", c["where"]]
                  for c in o["concurrency"]]
@@ -102,9 +104,13 @@ def render_ticket(t: dict) -> str:
             if kv["compared"]:
                 def fig(v, unit):
                     return _g(v) + " GiB" if unit == "bytes" else (f"{v:.2f}x" if unit == "x" else f"{v:,}")
-                out += [_table([[c["figure"], fig(c["observed"], c["unit"]), fig(c["predicted"], c["unit"]),
-                                 _pct(c["relative"])] for c in kv["compared"]],
-                               ["figure", "observed", "predicted", "deviation"]), ""]
+                per_rank = [c for c in kv["compared"] if c.get("rank") is not None]
+                rows = [[f"available KV ({_ranks_label(rs)})", fig(ob, "bytes"), fig(pr_, "bytes"), _pct(rel)]
+                        for (ob, pr_, rel), rs, _ in _fold_ranks((c["rank"], (c["observed"], c["predicted"], c["relative"]),
+                                                                  c["where"]) for c in per_rank)]
+                rows += [[c["figure"], fig(c["observed"], c["unit"]), fig(c["predicted"], c["unit"]), _pct(c["relative"])]
+                         for c in kv["compared"] if c.get("rank") is None]
+                out += [_table(rows, ["figure", "observed", "predicted", "deviation"]), ""]
     tm = t["time"]
     out += [f"## {SECTIONS[5]}", ""]
     if tm is None:
@@ -154,3 +160,21 @@ def render_ticket(t: dict) -> str:
     if t.get("figures"):
         out += ["Figures: " + ", ".join(f"`{f}`" for f in t["figures"]), ""]
     return "\n".join(out)
+
+
+def _fold_ranks(items) -> list[tuple[tuple, list, str]]:
+    """(rank, values, where) items -> one (values, ranks, first where) per distinct values, in first-seen
+    order: 32 workers printing the same figure make one row, not 32."""
+    groups: dict[tuple, tuple[list, str]] = {}
+    for rank, values, where in items:
+        ranks, first = groups.setdefault(values, ([], where))
+        ranks.append(rank)
+    return [(values, ranks, first) for values, (ranks, first) in groups.items()]
+
+
+def _ranks_label(ranks: list) -> str:
+    known = [r for r in ranks if r is not None]
+    if not known:
+        return "rank ?"
+    label = f"rank {known[0]}" if len(known) == 1 else f"ranks {ranges(known)}, {len(known)} workers"
+    return label + (f" + {len(ranks) - len(known)} unplaced" if len(known) < len(ranks) else "")
