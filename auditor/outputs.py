@@ -62,6 +62,13 @@ def check_output_path(path: str | Path, what: str = "--output") -> tuple[str, bo
     real = os.path.realpath(text)
     if _under_pseudo_fs(real):
         raise _fail(text, what, f"{real} is in a kernel pseudo-filesystem ({', '.join(PSEUDO_FILESYSTEMS)})")
+    _check_parent(text, what, real)
+    return real, False
+
+
+def _check_parent(text: str, what: str, real: str) -> None:
+    """The directory a new file or directory goes into must exist, be a directory and be writable
+    (audit never creates it)."""
     parent = os.path.dirname(real) or "."
     try:
         pst = os.stat(parent)
@@ -73,7 +80,6 @@ def check_output_path(path: str | Path, what: str = "--output") -> tuple[str, bo
         raise _fail(text, what, f"{parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise _fail(text, what, f"directory {parent} is not writable")
-    return real, False
 
 
 def _new_file_mode() -> int:
@@ -142,17 +148,7 @@ def check_output_dir(path: str | Path, what: str = "OUT_DIR") -> bool:
     try:
         st = os.stat(text)
     except FileNotFoundError:
-        parent = os.path.dirname(real) or "."
-        try:
-            pst = os.stat(parent)
-        except FileNotFoundError:
-            raise _fail(text, what, f"directory {parent} does not exist (audit does not create it)") from None
-        except OSError as exc:
-            raise _fail(text, what, f"{parent}: {_reason(exc)}") from None
-        if not stat.S_ISDIR(pst.st_mode):
-            raise _fail(text, what, f"{parent} is not a directory")
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise _fail(text, what, f"directory {parent} is not writable")
+        _check_parent(text, what, real)
         return False
     except OSError as exc:
         raise _fail(text, what, _reason(exc)) from None

@@ -10,29 +10,23 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from fresh import compile_package, run_fresh
 
 TARGET_S = 3.0
 
 
-def timed(argv: list[str]) -> float:
-    """Wall seconds of one fresh process; its CPU seconds (user + sys) go to CPU_SECONDS, which
-    says more than the wall time when other jobs share the 2 cores."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "auditor", *argv], check=True, capture_output=True)
-    wall = time.perf_counter() - t
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    CPU_SECONDS.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return wall
-
-
 CPU_SECONDS: list[float] = []
+
+
+def timed(argv: list[str]) -> float:
+    """Wall seconds of one fresh process; its CPU seconds go to CPU_SECONDS."""
+    wall, cpu = run_fresh(argv)
+    CPU_SECONDS.append(cpu)
+    return wall
 
 
 def main() -> int:
@@ -40,9 +34,7 @@ def main() -> int:
     ap.add_argument("--model-dir", type=Path, default=None)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    import auditor
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(auditor.__file__).parent)],
-                   check=True, capture_output=True)
+    compile_package()
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = args.model_dir
         if model_dir is None:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from fresh import compile_package, run_fresh
 
 TARGET_S = 1.5
 COMMANDS = {
@@ -27,28 +26,21 @@ COMMANDS = {
 }
 
 
-def timed(argv: list[str]) -> float:
-    """Wall seconds of one fresh process; its CPU seconds (user + sys) go to CPU_SECONDS, which
-    says more than the wall time when other jobs share the 2 cores."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "auditor", *argv], check=True, capture_output=True)
-    wall = time.perf_counter() - t
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    CPU_SECONDS.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return wall
-
-
 CPU_SECONDS: list[float] = []
+
+
+def timed(argv: list[str]) -> float:
+    """Wall seconds of one fresh process; its CPU seconds go to CPU_SECONDS."""
+    wall, cpu = run_fresh(argv)
+    CPU_SECONDS.append(cpu)
+    return wall
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    import auditor
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(auditor.__file__).parent)],
-                   check=True, capture_output=True)
+    compile_package()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for label, argv in COMMANDS.items():
