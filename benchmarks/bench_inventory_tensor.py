@@ -14,19 +14,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fresh import compile_package, run_fresh
+from fresh import CPU_SECONDS, compile_package, timed
 
 TARGET_S = 3.0
 
 
-CPU_SECONDS: list[float] = []
-
-
-def timed(argv: list[str]) -> float:
-    """Wall seconds of one fresh process; its CPU seconds go to CPU_SECONDS."""
-    wall, cpu = run_fresh(argv)
-    CPU_SECONDS.append(cpu)
-    return wall
 
 
 def main() -> int:

@@ -21,6 +21,16 @@ def run_fresh(argv: list[str]) -> tuple[float, float]:
     return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
+CPU_SECONDS: list[float] = []     # CPU seconds of every run_fresh/timed call, in order
+
+
+def timed(argv: list[str]) -> float:
+    """Wall seconds of one fresh process; its CPU seconds are appended to CPU_SECONDS."""
+    wall, cpu = run_fresh(argv)
+    CPU_SECONDS.append(cpu)
+    return wall
+
+
 def compile_package() -> None:
     """Byte-compile auditor first, as any install or first run does (PYTHONDONTWRITEBYTECODE shells
     would otherwise recompile it in every timed process)."""
