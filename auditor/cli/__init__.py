@@ -48,8 +48,9 @@ def usage_line(exc: click.ClickException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; return the exit code: 0 ok, 2 bad input (one ``audit: error:`` line on
-    stderr), 3 ``--budget`` exceeded."""
+    """Run the CLI; return the exit code: 0 ok, 2 bad input or usage (one ``audit: error:`` line on
+    stderr), 3 does not fit (``--budget`` exceeded, or one ``--max-model-len`` request has no room
+    for its KV cache), 4 ``--strict`` with an error finding or ``align --tolerance`` exceeded."""
     # A short-lived process that builds ~10^6 small objects for a full checkpoint: the cyclic GC
     # would rescan them over and over for nothing (nothing here makes reference cycles that matter).
     gc.disable()
