@@ -4,8 +4,7 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from ..report.ranges import ranges
-
-GiB = 1 << 30
+from ..report.units import gib, signed_gib
 
 #: section headings, in order (the golden test checks them)
 SECTIONS = ("Configuration", "Evidence", "Memory: observed vs predicted", "Candidate configurations", "KV cache",
@@ -13,11 +12,11 @@ SECTIONS = ("Configuration", "Evidence", "Memory: observed vs predicted", "Candi
 
 
 def _g(b) -> str:
-    return "-" if b is None else f"{b / GiB:.3f}"
+    return "-" if b is None else gib(b)
 
 
 def _sg(b) -> str:
-    return "-" if b is None else f"{b / GiB:+.3f}"
+    return "-" if b is None else signed_gib(b)
 
 
 def _ms(v) -> str:

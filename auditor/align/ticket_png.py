@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..report.figure import new_figure, save_png
-
-GiB = 1 << 30
+from ..report.units import GiB
 
 
 def write_memory_waterfall(group: dict, path: Path, title: str) -> None:

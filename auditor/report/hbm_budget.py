@@ -6,13 +6,8 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from ..runtime.activation import TERM_DOCS
-
-GiB = 1 << 30
-MiB = 1 << 20
-
-
-def _g(b: float) -> str:
-    return f"{b / GiB:.3f}"
+from .units import GiB, MiB
+from .units import gib as _g
 
 
 def budget_rows(rt: dict) -> list[list[str]]:
