@@ -33,9 +33,15 @@ N_PARAMS = 8
 LINEAR_K, LINEAR_N, LINEAR_ACT_BYTES, LINEAR_DYNAMIC, LINEAR_OUT_BYTES = range(5)
 BMM_HEADS, BMM_K, BMM_N = range(3)
 VEC_D, VEC_TENSORS, VEC_OPS = range(3)          # D, [T, D] tensors read+written, ops per element
-SFA_HEADS, SFA_LATENT, SFA_ROPE, SFA_CAP = range(4)
-IDX_HEADS, IDX_DIM = range(2)                   # indexer_score: index heads, index head dim
-TOPK_K = 0                                      # indexer_topk: top-k kept
+# sfa: local heads, latent and rope dims, top-k cap, query rows sharing one staged KV gather,
+# bytes of one cached entry (latent + rope, as stored)
+SFA_HEADS, SFA_LATENT, SFA_ROPE, SFA_CAP, SFA_TILE, SFA_ENTRY_BYTES = range(6)
+# indexer_score: index heads, index head dim, bytes of one cached key (+ its scale), query rows
+# sharing one read of a request's key cache, vector ops per (query, key, head) after the Cube
+IDX_HEADS, IDX_DIM, IDX_KEY_BYTES, IDX_TILE, IDX_VEC_PER_HEAD = range(5)
+# indexer_topk (fused into the indexer kernel: no launch of its own): top-k kept, vector
+# sort/merge element ops per candidate key and per kept entry
+TOPK_K, TOPK_PER_KEY, TOPK_PER_KEPT = range(3)
 ROUTER_E, ROUTER_K = range(2)
 GMM_H, GMM_I, GMM_TOPK, GMM_E, GMM_DOMAIN, GMM_ACT_BYTES, GMM_DYNAMIC = range(7)
 EMBED_H = 0
@@ -79,7 +85,9 @@ DTYPES = {"F32": DT_F32, "BF16": DT_BF16, "F16": DT_F16, "I8": DT_I8, "F8": DT_F
 # -- device vector (dev[N_DEV]) ------------------------------------------------------------------
 DEV_HBM, DEV_ETA_MEMORY, DEV_ETA_COMPUTE, DEV_ETA_SFA_KV, DEV_ETA_INDEXER_CACHE = range(5)
 DEV_STATIC_MMA, DEV_STATIC_GP, DEV_STATIC_COMM, DEV_VECTOR_PEAK = range(5, 9)
-DEV_MMA_PEAK = 9               # + dtype code: mma peak FLOP/s of that dtype (0 = absent -> BF16)
+DEV_VECTOR_SORT = 9            # vector sort/merge element ops per second (top-k selection)
+DEV_HOST_PREFILL, DEV_HOST_DECODE = 10, 11     # host overhead per forward step, seconds
+DEV_MMA_PEAK = 12              # + dtype code: mma peak FLOP/s of that dtype (0 = absent -> BF16)
 N_DEV = DEV_MMA_PEAK + len(DTYPES)
 
 # -- stream table (st[N_STREAMS, N_ST]) ----------------------------------------------------------
@@ -93,7 +101,7 @@ RND_NONE, RND_SFA_KV, RND_INDEXER_CACHE = range(3)
 
 # -- outputs: op_out[n, N_OUT], co_out[m, N_CO_OUT] ------------------------------------------------
 (OUT_TOKENS, OUT_MMA, OUT_VEC, OUT_BYTES, OUT_T_COMPUTE, OUT_T_MEMORY, OUT_TIME, OUT_COUNT,
- OUT_BOUND) = range(9)          # OUT_BOUND: 1.0 compute-bound, 0.0 memory-bound
-N_OUT = 9
+ OUT_BOUND, OUT_SORT) = range(10)   # OUT_BOUND: 1.0 compute-bound, 0.0 memory-bound; OUT_SORT: sort ops
+N_OUT = 10
 CO_BYTES, CO_TIME, CO_COUNT = range(3)
 N_CO_OUT = 3

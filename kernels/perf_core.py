@@ -39,23 +39,24 @@ import numpy as np
 from numba import njit, prange
 
 from .collectives import collective_time_s
-from .kinds import (ATTN, BMM, CAPPED, CO_BYTES, CO_COUNT, CO_TIME, COF_BYTES_PER_TOKEN, COF_CONST_BYTES,
-                    COF_COUNT, COI_DPMUL, COI_EXP, COI_GROUP, COI_KIND, COI_STREAM, DEV_ETA_COMPUTE,
-                    DEV_ETA_INDEXER_CACHE, DEV_ETA_MEMORY, DEV_ETA_SFA_KV, DEV_HBM, DEV_MMA_PEAK,
-                    DEV_STATIC_COMM, DEV_STATIC_GP, DEV_STATIC_MMA, DEV_VECTOR_PEAK, DT_BF16, EMBED, EMBED_H,
-                    GMM, GMM_ACT_BYTES, GMM_DOMAIN, GMM_DYNAMIC, GMM_E, GMM_H, GMM_I, GMM_TOPK,
-                    GRP_BW, GRP_LATENCY, GRP_SIZE, IDX_DIM, IDX_HEADS, IDX_SCORE, IDX_TOPK, LINEAR,
-                    LINEAR_ACT_BYTES, LINEAR_DYNAMIC, LINEAR_K, LINEAR_N, LINEAR_OUT_BYTES, ATTN_HEAD_DIM,
-                    ATTN_HEADS, ATTN_KV_HEADS, BMM_HEADS, BMM_K, BMM_N, MULT_ALWAYS, MULT_FIRST_MTP,
-                    N_CO_OUT, N_OUT, N_PARAMS, N_STREAMS, N_ST, OPF_COUNT, OPF_WEIGHT, OPI_DPMUL, OPI_DTYPE,
-                    OPI_EXP, OPI_KIND, OPI_STREAM, OUT_BOUND, OUT_BYTES, OUT_COUNT, OUT_MMA, OUT_T_COMPUTE,
-                    OUT_T_MEMORY, OUT_TIME, OUT_TOKENS, OUT_VEC, RND_INDEXER_CACHE, RND_NONE, RND_SFA_KV,
-                    ROUTER_E, ROUTER_K, ROUTER_TOPK, SFA, SFA_CAP, SFA_HEADS, SFA_LATENT, SFA_ROPE, ST_CONTEXT,
-                    ST_DECODE, ST_QUERIES, ST_REQUESTS, STREAM_MAIN, STREAM_MTP_LATER, STREAM_ROWS, TOPK_K,
-                    VEC, VEC_D, VEC_OPS, VEC_TENSORS, ZERO)
+from .kinds import (ATTN, ATTN_HEADS, ATTN_HEAD_DIM, ATTN_KV_HEADS, BMM, BMM_HEADS, BMM_K, BMM_N, CAPPED,
+                    COF_BYTES_PER_TOKEN, COF_CONST_BYTES, COF_COUNT, COI_DPMUL, COI_EXP, COI_GROUP, COI_KIND,
+                    COI_STREAM, CO_BYTES, CO_COUNT, CO_TIME, DEV_ETA_COMPUTE, DEV_ETA_INDEXER_CACHE,
+                    DEV_ETA_MEMORY, DEV_ETA_SFA_KV, DEV_HBM, DEV_HOST_DECODE, DEV_HOST_PREFILL, DEV_MMA_PEAK,
+                    DEV_STATIC_COMM, DEV_STATIC_GP, DEV_STATIC_MMA, DEV_VECTOR_PEAK, DEV_VECTOR_SORT, DT_BF16,
+                    EMBED, EMBED_H, GMM, GMM_ACT_BYTES, GMM_DOMAIN, GMM_DYNAMIC, GMM_E, GMM_H, GMM_I, GMM_TOPK,
+                    GRP_BW, GRP_LATENCY, GRP_SIZE, IDX_DIM, IDX_HEADS, IDX_KEY_BYTES, IDX_SCORE, IDX_TILE,
+                    IDX_TOPK, IDX_VEC_PER_HEAD, LINEAR, LINEAR_ACT_BYTES, LINEAR_DYNAMIC, LINEAR_K, LINEAR_N,
+                    LINEAR_OUT_BYTES, MULT_ALWAYS, MULT_FIRST_MTP, N_CO_OUT, N_OUT, N_PARAMS, N_ST, N_STREAMS,
+                    OPF_COUNT, OPF_WEIGHT, OPI_DPMUL, OPI_DTYPE, OPI_EXP, OPI_KIND, OPI_STREAM, OUT_BOUND,
+                    OUT_BYTES, OUT_COUNT, OUT_MMA, OUT_SORT, OUT_TIME, OUT_TOKENS, OUT_T_COMPUTE, OUT_T_MEMORY,
+                    OUT_VEC, RND_INDEXER_CACHE, RND_NONE, RND_SFA_KV, ROUTER_E, ROUTER_K, ROUTER_TOPK, SFA,
+                    SFA_CAP, SFA_ENTRY_BYTES, SFA_HEADS, SFA_LATENT, SFA_ROPE, SFA_TILE, STREAM_MAIN,
+                    STREAM_MTP_LATER, STREAM_ROWS, ST_CONTEXT, ST_DECODE, ST_QUERIES, ST_REQUESTS, TOPK_K,
+                    TOPK_PER_KEPT, TOPK_PER_KEY, VEC, VEC_D, VEC_OPS, VEC_TENSORS, ZERO)
 
 __all__ = ["N_OUT", "N_CO_OUT", "evaluate_program", "partial_time", "sweep_grid", "stream_table", "op_work",
-           "ops_time", "colls_time"]
+           "ops_time", "colls_time", "host_time", "context_dependent"]
 
 
 @njit(cache=True)
@@ -115,16 +116,18 @@ def mult(mode: int, mtp: float) -> float:
 
 @njit(cache=True)
 def op_work(kind: int, p: np.ndarray, w: float, t: float, frac: float, st: np.ndarray) -> tuple:
-    """(mma FLOPs, vector FLOPs, sequential bytes, random bytes, random kind) of one op.
+    """(mma FLOPs, vector FLOPs, vector sort ops, sequential bytes, random bytes, random kind,
+    launches) of one op.
 
     ``t`` = tokens the op processes on this rank; ``frac`` = t / stream tokens (the share of the
     stream's queries this rank owns, used for attention-like work); ``st`` = (requests, queries,
     context, is_decode) of its stream. Random kind: ``RND_*`` (none, SFA KV gather, indexer cache).
+    Prefill and decode share every formula: a decode step is a prefill of 1 + K queries, so
+    summing single-token steps over a context range gives the prefill of that range.
     """
     n = st[ST_REQUESTS]
     q = st[ST_QUERIES]
     c = st[ST_CONTEXT]
-    dec = st[ST_DECODE] > 0.5
     if kind == LINEAR:
         k = p[LINEAR_K]
         nn = p[LINEAR_N]
@@ -132,14 +135,14 @@ def op_work(kind: int, p: np.ndarray, w: float, t: float, frac: float, st: np.nd
         mma = 2.0 * t * k * nn
         vec = 4.0 * t * k if dyn else 0.0
         seq = t * k * p[LINEAR_ACT_BYTES] + w + t * nn * p[LINEAR_OUT_BYTES] + (t * k * 2.0 if dyn else 0.0)
-        return mma, vec, seq, 0.0, RND_NONE
+        return mma, vec, 0.0, seq, 0.0, RND_NONE, 1.0
     if kind == BMM:
         h = p[BMM_HEADS]
         mma = 2.0 * t * h * p[BMM_K] * p[BMM_N]
         seq = t * h * p[BMM_K] * 2.0 + w + t * h * p[BMM_N] * 2.0
-        return mma, 0.0, seq, 0.0, RND_NONE
+        return mma, 0.0, 0.0, seq, 0.0, RND_NONE, 1.0
     if kind == VEC:
-        return 0.0, t * p[VEC_D] * p[VEC_OPS], t * p[VEC_D] * 2.0 * p[VEC_TENSORS], 0.0, RND_NONE
+        return 0.0, t * p[VEC_D] * p[VEC_OPS], 0.0, t * p[VEC_D] * 2.0 * p[VEC_TENSORS], 0.0, RND_NONE, 1.0
     if kind == SFA:
         h = p[SFA_HEADS]
         dl = p[SFA_LATENT]
@@ -151,26 +154,25 @@ def op_work(kind: int, p: np.ndarray, w: float, t: float, frac: float, st: np.nd
         seq = t * h * (dl + dr) * 2.0 + t * h * dl * 2.0
         if cap < CAPPED:
             seq += t * cap * 4.0
-        if dec:
-            entries = n * math.ceil(q / 64.0) * min(c + q, cap) * frac
-            return mma, vec, seq, entries * (dl + dr) * 2.0, RND_SFA_KV
-        return mma, vec, seq + pairs * (dl + dr) * 2.0, 0.0, RND_NONE
+        # every query row gathers its own selected entries; rows of one tile share a staged set
+        entries = pairs / max(min(p[SFA_TILE], q), 1.0)
+        return mma, vec, 0.0, seq, entries * p[SFA_ENTRY_BYTES], RND_SFA_KV, 1.0
     if kind == IDX_SCORE:
         ih = p[IDX_HEADS]
         d = p[IDX_DIM]
         keys = causal_keys(n, q, c) * frac
         mma = 2.0 * keys * ih * d
-        vec = 3.0 * keys * ih
+        vec = p[IDX_VEC_PER_HEAD] * keys * ih
         seq = t * ih * d * 2.0 + t * ih * 4.0
-        if dec:
-            return mma, vec, seq, n * q * frac * (c + q) * d * 2.0, RND_INDEXER_CACHE
-        tiles = math.ceil(q * frac / 128.0)
-        return mma, vec, seq + n * tiles * (c + q) * d * 2.0, 0.0, RND_NONE
+        # a request's key cache is read once per tile of its (local) query rows
+        reads = n * math.ceil(q * frac / max(p[IDX_TILE], 1.0))
+        return mma, vec, 0.0, seq, reads * (c + q) * p[IDX_KEY_BYTES], RND_INDEXER_CACHE, 1.0
     if kind == IDX_TOPK:
         keys = causal_keys(n, q, c) * frac
-        return 0.0, keys, t * p[TOPK_K] * 4.0, 0.0, RND_NONE
+        srt = p[TOPK_PER_KEY] * keys + p[TOPK_PER_KEPT] * p[TOPK_K] * t
+        return 0.0, 0.0, srt, t * p[TOPK_K] * 4.0, 0.0, RND_NONE, 0.0
     if kind == ROUTER_TOPK:
-        return 0.0, 4.0 * t * p[ROUTER_E], t * p[ROUTER_E] * 4.0 + t * p[ROUTER_K] * 8.0, 0.0, RND_NONE
+        return 0.0, 4.0 * t * p[ROUTER_E], 0.0, t * p[ROUTER_E] * 4.0 + t * p[ROUTER_K] * 8.0, 0.0, RND_NONE, 1.0
     if kind == GMM:
         h = p[GMM_H]
         inter = p[GMM_I]
@@ -183,37 +185,37 @@ def op_work(kind: int, p: np.ndarray, w: float, t: float, frac: float, st: np.nd
             vec += 4.0 * rows * (h + inter)
         hit = 1.0 - (1.0 - k / p[GMM_E]) ** (t * p[GMM_DOMAIN]) if t > 0 else 0.0
         seq = rows * h * a + rows * 2.0 * inter * 2.0 + rows * inter * a + rows * h * 2.0 + w * hit
-        return mma, vec, seq, 0.0, RND_NONE
+        return mma, vec, 0.0, seq, 0.0, RND_NONE, 1.0
     if kind == EMBED:
-        return 0.0, 0.0, t * p[EMBED_H] * 4.0 + t * 4.0, 0.0, RND_NONE
+        return 0.0, 0.0, 0.0, t * p[EMBED_H] * 4.0 + t * 4.0, 0.0, RND_NONE, 1.0
     if kind == ATTN:        # dense causal flash attention
         h = p[ATTN_HEADS]
         hd = p[ATTN_HEAD_DIM]
         pairs = causal_keys(n, q, c) * frac
         mma = 4.0 * pairs * h * hd
         kv = n * (c + q) * p[ATTN_KV_HEADS] * hd * 4.0
-        return mma, 4.0 * pairs * h, t * h * hd * 4.0 + kv, 0.0, RND_NONE
-    return 0.0, 0.0, 0.0, 0.0, RND_NONE
+        return mma, 4.0 * pairs * h, 0.0, t * h * hd * 4.0 + kv, 0.0, RND_NONE, 1.0
+    return 0.0, 0.0, 0.0, 0.0, 0.0, RND_NONE, 0.0
 
 
 @njit(cache=True)
-def op_time(kind: int, dtype: int, mma: float, vec: float, seq: float, rnd: float, rkind: int,
-            dev: np.ndarray) -> tuple:
-    """(t_compute, t_memory, time) in seconds: max(compute, memory) + launch cost."""
+def op_time(kind: int, dtype: int, mma: float, vec: float, srt: float, seq: float, rnd: float, rkind: int,
+            launch: float, dev: np.ndarray) -> tuple:
+    """(t_compute, t_memory, time) in seconds: max(compute, memory) + launch cost. Compute adds the
+    matrix, vector and sort work (one core type waits for the other, as TensorCast assumes)."""
     if kind == ZERO:
         return 0.0, 0.0, 0.0
     peak = dev[DEV_MMA_PEAK + dtype]
     if peak <= 0.0:
         peak = dev[DEV_MMA_PEAK + DT_BF16]
-    tc = (mma / peak + vec / dev[DEV_VECTOR_PEAK]) / dev[DEV_ETA_COMPUTE]
-    bw = dev[DEV_HBM] * dev[DEV_ETA_MEMORY]
-    tm = seq / bw
+    tc = (mma / peak + vec / dev[DEV_VECTOR_PEAK] + srt / dev[DEV_VECTOR_SORT]) / dev[DEV_ETA_COMPUTE]
+    tm = seq / (dev[DEV_HBM] * dev[DEV_ETA_MEMORY])
     if rkind == RND_SFA_KV:
-        tm += rnd / (bw * dev[DEV_ETA_SFA_KV])
+        tm += rnd / (dev[DEV_HBM] * dev[DEV_ETA_SFA_KV])
     elif rkind == RND_INDEXER_CACHE:
-        tm += rnd / (bw * dev[DEV_ETA_INDEXER_CACHE])
+        tm += rnd / (dev[DEV_HBM] * dev[DEV_ETA_INDEXER_CACHE])
     static = dev[DEV_STATIC_MMA] if mma > 0.0 else dev[DEV_STATIC_GP]
-    return tc, tm, max(tc, tm) + static
+    return tc, tm, max(tc, tm) + static * launch
 
 
 # which ops a partial evaluation covers
@@ -247,8 +249,9 @@ def ops_time(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, st: np.ndarra
         base = st[s, ST_REQUESTS] * st[s, ST_QUERIES]
         t = op_tokens(base, op_i[i, OPI_EXP], op_i[i, OPI_DPMUL], tp)
         frac = t / base if base > 0 else 0.0
-        mma, vec, seq, rnd, rk = op_work(kind, op_f[i, :N_PARAMS], op_f[i, OPF_WEIGHT], t, frac, st[s])
-        tc, tm, tt = op_time(kind, op_i[i, OPI_DTYPE], mma, vec, seq, rnd, rk, dev)
+        mma, vec, srt, seq, rnd, rk, launch = op_work(kind, op_f[i, :N_PARAMS], op_f[i, OPF_WEIGHT], t, frac,
+                                                      st[s])
+        tc, tm, tt = op_time(kind, op_i[i, OPI_DTYPE], mma, vec, srt, seq, rnd, rk, launch, dev)
         if fill:
             op_out[i, OUT_TOKENS] = t
             op_out[i, OUT_MMA] = mma
@@ -259,6 +262,7 @@ def ops_time(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, st: np.ndarra
             op_out[i, OUT_TIME] = tt
             op_out[i, OUT_COUNT] = cnt
             op_out[i, OUT_BOUND] = 1.0 if tc >= tm else 0.0
+            op_out[i, OUT_SORT] = srt
         total += tt * cnt
     return total
 
@@ -289,16 +293,23 @@ def colls_time(co_i: np.ndarray, co_f: np.ndarray, co_m: np.ndarray, st: np.ndar
 
 
 @njit(cache=True)
+def host_time(decode: int, dev: np.ndarray) -> float:
+    """Host-side time of one forward step (scheduling, input preparation, graph launch, sampling),
+    during which the device idles: a per-step constant of the device profile."""
+    return dev[DEV_HOST_DECODE] if decode else dev[DEV_HOST_PREFILL]
+
+
+@njit(cache=True)
 def evaluate_program(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.ndarray,
                      co_f: np.ndarray, co_m: np.ndarray, decode: int, tp: float, tokens: float,
                      context: float, batch: float, mtp: float, dev: np.ndarray, grp: np.ndarray,
                      op_out: np.ndarray, co_out: np.ndarray) -> float:
     """Fill per-op rows ``op_out[n, N_OUT]`` and per-collective rows ``co_out[m, N_CO_OUT]`` for ONE
-    workload; return the phase time in seconds (ops and collectives are serialised: no
-    compute/communication overlap is assumed)."""
+    workload; return the phase time in seconds: ops, collectives and the host overhead of one step,
+    serialised (no compute/communication overlap is assumed)."""
     st = stream_table(decode, tokens, context, batch, mtp)
     total = ops_time(op_i, op_f, op_m, st, tp, mtp, dev, ALL_PARTS, True, op_out)
-    return colls_time(co_i, co_f, co_m, st, tp, mtp, grp, dev, True, co_out, total)
+    return colls_time(co_i, co_f, co_m, st, tp, mtp, grp, dev, True, co_out, total + host_time(decode, dev))
 
 
 @njit(cache=True)
@@ -307,12 +318,12 @@ def partial_time(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.
                  mtp: float, dev: np.ndarray, grp: np.ndarray, part: int) -> float:
     """Phase time (no per-op output), the inner loop of a sweep: every op and collective
     (``ALL_PARTS``), only the context-dependent ops (``CTX_PART``) or everything else including
-    the collectives (``REST_PART``); the last two sum to the first."""
+    the collectives and the host overhead (``REST_PART``); the last two sum to the first."""
     st = stream_table(decode, tokens, context, batch, mtp)
     total = ops_time(op_i, op_f, op_m, st, tp, mtp, dev, part, False, st)    # st: an unused out array
     if part == CTX_PART:
         return total
-    return colls_time(co_i, co_f, co_m, st, tp, mtp, grp, dev, False, st, total)
+    return colls_time(co_i, co_f, co_m, st, tp, mtp, grp, dev, False, st, total + host_time(decode, dev))
 
 
 @njit(cache=True, parallel=True)

@@ -50,7 +50,7 @@ def test_both_phases_and_mtp(tmp_path):
                   "--context", "2000", "--mtp", "3", "--quant", "w4a8")
     assert set(js) >= {"prefill", "decode"}
     dec = js["decode"]
-    assert dec["workload"] == {"phase": "decode", "tokens": 1024, "context": 2000, "batch": 1, "mtp": 3}
+    assert dec["workload"] == {"phase": "decode", "tokens": 1024, "context": 2000, "batch": 1, "mtp": 3, "acceptance": 1.0}
     # decode verifies 1 + 3 tokens; the MTP layer runs 3 times (pass 1 on 4 tokens, then 1 each)
     assert {o["tokens"] for o in dec["ops"] if o["name"] == "self_attn.sfa" and o["layer"] < 78} == {4}
     mtp_sfa = sorted((o["pass"], o["tokens"]) for o in dec["ops"] if o["name"] == "self_attn.sfa"
@@ -111,7 +111,7 @@ def test_measured_table_tags_ops(tmp_path):
     assert wq[0]["time_us"] == pytest.approx(1.0 + (256 - 16) / (1024 - 16) * 9.0)
     assert {o["source"] for o in js["ops"] if o["name"] == "self_attn.sfa"} == {"analytic"}
     t = sum(o["time_us"] for o in js["ops"]) + sum(c["time_us"] for c in js["collectives"])
-    assert js["totals"]["time_ms"] == pytest.approx(t / 1e3)
+    assert js["totals"]["time_ms"] == pytest.approx(t / 1e3 + js["totals"]["host_ms"])  # + host of the step
 
 
 def test_config_dir_model(tmp_path, shared_dir):

@@ -32,6 +32,7 @@ DEV = device_from_json(A3)
 ENGINE = "vllm-ascend@main"
 HBM = 1.6 * 2 ** 40          # 1.6 TiB/s
 I8, F32, BF16 = 752e12, 99.5e12, 353.9e12
+F32_VEC = 11e12
 ETA_C, ETA_M = 0.7, 0.6
 LINK = 196e9 * 0.7
 
@@ -102,11 +103,17 @@ def test_indexer_score_local_queries(prefill):
     keys = keys_all / 16                     # this rank owns 256 of the 4096 queries
     assert o["tokens"] == 256
     assert o["mma_flops"] == pytest.approx(2 * keys * 32 * 128)
-    assert o["vector_flops"] == pytest.approx(3 * keys * 32)
-    tiles = math.ceil(256 / 128)             # key cache streamed once per 128-query tile
+    # head weight Mul + head-sum Add in fp32 per (row, key, head): 2 element ops, each two bf16 lanes
+    # of a peak that counts a lane-cycle as 2 FLOPs -> 8 FLOP-equivalents
+    assert o["vector_flops"] == pytest.approx(8 * keys * 32)
+    tiles = math.ceil(256 / 8)               # bf16 kernel: key cache read once per 8-query-row tile
     assert o["bytes"] == pytest.approx(256 * 32 * 128 * 2 + 256 * 32 * 4 + tiles * 4096 * 128 * 2)
     topk = op(prefill, "self_attn.indexer.topk")
-    assert topk["vector_flops"] == pytest.approx(keys) and topk["bytes"] == 256 * 2048 * 4
+    sort_ops = 4.36 * keys + 3.32 * 2048 * 256          # report: 4.36 S_k + 3.32 k per query row
+    assert topk["vector_sort_ops"] == pytest.approx(sort_ops) and topk["bytes"] == 256 * 2048 * 4
+    # fused into the indexer: no launch cost; sort rate default = F32 vector peak / 16
+    assert topk["time_us"] == pytest.approx(sort_ops / (F32_VEC / 16) / ETA_C * 1e6)
+    assert o["context_dependent"] and topk["context_dependent"] and not op(prefill, "mlp.experts")["context_dependent"]
 
 
 def test_moe_gate_and_experts(prefill):
@@ -181,7 +188,8 @@ def test_efficiency_read_at_evaluate_time():
     plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True)
     wl = Workload("prefill", 4096)
     base = evaluate(SPEC, plan, ENGINE, wl, DEV, "w8a8").to_json()
-    slow = evaluate(SPEC, plan, ENGINE, wl, DEV.with_efficiency(memory=0.3), "w8a8").to_json()
+    # SFA's q/out streams run at 'memory', its KV gathers at 'sfa_kv' (fractions of HBM peak)
+    slow = evaluate(SPEC, plan, ENGINE, wl, DEV.with_efficiency(memory=0.3, sfa_kv=0.5), "w8a8").to_json()
     a, b = op(base, "self_attn.sfa"), op(slow, "self_attn.sfa")      # memory bound
     assert (b["time_us"] - 5) == pytest.approx(2 * (a["time_us"] - 5))
     nostatic = evaluate(SPEC, plan, ENGINE, wl, DEV.with_static(mma=0.0, gp=0.0), "w8a8").to_json()

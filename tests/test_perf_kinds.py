@@ -36,7 +36,7 @@ def test_parameter_slots_of_a_kind_are_distinct_and_fit(prefix):
 
 def test_output_columns_cover_the_output_rows():
     outs = [K.OUT_TOKENS, K.OUT_MMA, K.OUT_VEC, K.OUT_BYTES, K.OUT_T_COMPUTE, K.OUT_T_MEMORY, K.OUT_TIME,
-            K.OUT_COUNT, K.OUT_BOUND]
+            K.OUT_COUNT, K.OUT_BOUND, K.OUT_SORT]
     assert sorted(outs) == list(range(K.N_OUT))
     assert sorted([K.CO_BYTES, K.CO_TIME, K.CO_COUNT]) == list(range(K.N_CO_OUT))
     assert K.OPF_WEIGHT >= K.N_PARAMS and K.OPF_COUNT >= K.N_PARAMS     # never overlaps a parameter
@@ -68,6 +68,8 @@ def test_device_vector_and_group_table_by_name():
     assert v.shape == (K.N_DEV,)
     assert v[K.DEV_HBM] == dev.hbm_bytes_per_s
     assert v[K.DEV_STATIC_COMM] == dev.static_us["comm"] * 1e-6
+    assert v[K.DEV_VECTOR_SORT] == 48 * 1.8e9 * 8           # 48 AIV x 1.8 GHz x r_sort 8 (kernel_paths doc)
+    assert v[K.DEV_HOST_DECODE] == dev.host_ms["decode"] * 1e-3 > 0
     assert v[K.DEV_MMA_PEAK + K.DT_I8] == dev.mma_flops.get("I8", 0.0)
     g = group_table(dev, ParallelPlan(tp=8, dp=2, ep=16))
     assert (g[K.GROUP_TP, K.GRP_SIZE], g[K.GROUP_DP, K.GRP_SIZE], g[K.GROUP_EP, K.GRP_SIZE]) == (8, 2, 16)

@@ -35,10 +35,15 @@ def _phases(phase: str) -> list[str]:
               help="requests per DP rank (decode: each brings 1 + MTP tokens)")
 @click.option("--mtp", type=capped("--mtp"), default=0, show_default=True,
               help="speculative tokens K: decode verifies K+1 per request; the MTP layer runs K times")
+@click.option("--mtp-acceptance", "acceptance", type=capped_float("--mtp-acceptance"), default=1.0,
+              show_default=True, help="per-draft MTP acceptance a: a decode step yields 1 + a + ... + a^K tokens")
+@click.option("--contexts", default=None,
+              help="comma list of context lengths (4096 or 4k; e.g. 4k,32k,64k,128k): adds a table of ms per op "
+                   "class at each, a --tokens chunk for prefill and one step for decode")
 @click.option("--gpu-memory-utilization", "util", type=capped_float("--gpu-memory-utilization"), default=0.9, show_default=True,
               help="share of the device the engine may use (the HBM budget shown with the times)")
 @click.option("--kv-cache-dtype", type=click.Choice(["bf16", "c8-indexer", "c8"]), default="bf16",
-              show_default=True, help="KV cache variant of the HBM budget")
+              show_default=True, help="KV / indexer cache variant: the attention kernels' path and the HBM budget")
 @recipe_option("quantization recipe (default: the checkpoint's / preset's own); --quant is an alias")
 @click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True, help=DEVICE_HELP)
 @click.option("--graph", type=click.Choice(["expanded", "repetition"]), default="expanded", show_default=True,
@@ -50,8 +55,8 @@ def _phases(phase: str) -> list[str]:
 @click.option("--measured", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="measured kernel table CSV (ops it covers are tagged measured/interpolated)")
 @output_options
-def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tokens, context, batch, mtp, util,
-                 kv_cache_dtype, recipe, device_name, graph, trace, png, measured, fmt, output) -> None:
+def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tokens, context, batch, mtp, acceptance,
+                 contexts, util, kv_cache_dtype, recipe, device_name, graph, trace, png, measured, fmt, output) -> None:
     """Per-op time model: token layout, FLOPs, bytes, collectives and time of every op of every layer."""
     from ..devices.profiles import load_device
     from ..engines.profiles import resolve_engine
@@ -66,6 +71,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
     if mtp_drafter is False and mtp > 0:
         raise AuditInputError("--mtp", "speculative tokens need the MTP drafter (drop --no-mtp-drafter)")
     dev = load_device(device_name)
+    lengths = _context_list(contexts) if contexts else None
     table = None
     if measured is not None:
         from ..perf.measured import load_kernel_table
@@ -74,8 +80,8 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
     for ph in _phases(phase):
         # decode continues the prefill it follows: its context defaults to the prefill length
         ctx = context if context is not None else (tokens if ph == "decode" else 0)
-        wl = Workload(ph, tokens, ctx, batch, mtp)
-        phases[ph] = evaluate_phase(spec, plan, engine, wl, dev, src.scheme_recipe, graph, table)
+        wl = Workload(ph, tokens, ctx, batch, mtp, acceptance)
+        phases[ph] = evaluate_phase(spec, plan, engine, wl, dev, src.scheme_recipe, graph, table, kv_cache_dtype)
     first = next(iter(phases.values()))
     res = PerfResult(spec.name, plan, resolve_engine(engine)[0], src.scheme_recipe, dev.name, graph, phases,
                      result_notes(first.program, plan, mtp, engine))
@@ -89,13 +95,43 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
         from ..report.perf_png import write_png
         write_png(res, png)
         click.echo(f"wrote {png}", err=True)
+    growth = None
+    if lengths:
+        from ..perf.growth import context_growth
+        growth = context_growth(spec, plan, engine, src.scheme_recipe, dev, lengths, tokens, batch, mtp,
+                                kv_cache_dtype, tuple(phases))
+        res.growth = growth.to_json()
     text = render(res, fmt)
     if fmt in ("table", "markdown"):
+        if growth is not None:
+            from ..report.perf_text import growth_tables
+            text = text.rstrip("\n") + "\n\n" + growth_tables(growth, "github" if fmt == "markdown" else "simple")
         warn = "" if fit.fits else "WARNING: this configuration does not fit the device: "
         text = text.rstrip("\n") + f"\n\n{warn}{fit.summary()}\n"
     emit(text, output)
     if not fit.fits:
         click.echo(f"audit: warning: does not fit: {fit.verdict()}", err=True)
+
+
+def _context_list(text: str) -> list[int]:
+    """'4k,32k,65536' -> [4096, 32768, 65536] (k = 1024), strictly increasing, each within --context's cap."""
+    from ..limits import OPTION_CAPS
+    cap = OPTION_CAPS["--context"]
+    out = []
+    for part in text.split(","):
+        p = part.strip().lower()
+        try:
+            v = int(p[:-1]) * 1024 if p.endswith("k") else int(p)
+        except ValueError:
+            raise AuditInputError("--contexts", f"not a context length: {part.strip()!r} (e.g. 4096 or 4k)") from None
+        if not max(cap.lo, 1) <= v <= cap.hi:
+            raise AuditInputError("--contexts", f"{v} is outside 1..{cap.hi}")
+        out.append(v)
+    if not out or any(b <= a for a, b in zip(out, out[1:])):
+        raise AuditInputError("--contexts", "give increasing context lengths, e.g. 4k,32k,64k,128k")
+    if len(out) > 16:
+        raise AuditInputError("--contexts", "at most 16 context lengths")
+    return out
 
 
 def _workload_fit(spec, plan, engine, recipe, dev, phases, mtp, util, kv_cache_dtype):

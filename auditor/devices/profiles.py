@@ -28,6 +28,7 @@ DTYPES = ("F32", "BF16", "F16", "I8", "F8")
 #: efficiency keys every profile must define (fractions of peak, 0 < x <= 1 unless noted)
 EFFICIENCY_KEYS = ("compute", "memory", "sfa_kv", "indexer_cache", "comm")
 STATIC_KEYS = ("mma", "gp", "comm")
+HOST_KEYS = ("prefill", "decode")
 #: FULL_MESH tiers scale bandwidth by (n-1)/(dim-1); every other topology is a switch/ring
 TOPOLOGIES = ("CLOS", "SWITCH", "SIO", "FULL_MESH")
 
@@ -46,6 +47,12 @@ efficiency          {key: fraction}  compute (MMA+vector), memory (dense HBM str
                            'memory'), indexer_cache (LightningIndexer cache reads, relative to
                            'memory'), comm (link bandwidth); extra keys are kept and passed through
 static_us           {mma, gp, comm: microseconds}  fixed cost per kernel / per collective
+vector_sort_ops_per_s  float  sort/merge element ops per second of the vector cores (the indexer's
+                           fused top-k); optional, default vector_flops F32 / 16 (8 elements per
+                           cycle per core of 64 fp32 lanes, counted as 2 FLOPs each)
+host_ms             {prefill, decode: milliseconds}  host time per forward step the device idles
+                           (scheduling, input preparation, graph launch, the eager MTP drafter,
+                           sampling); optional, default 0
 grid                [int, ...]  ranks per topology dimension, outermost first
 tiers               [{name, topology, bytes_per_s, latency_us}, ...]  one per grid dimension;
                            bytes_per_s is unidirectional per rank
@@ -73,6 +80,16 @@ class Device:
     source: str = ""
     hbm_usable_bytes: int = 0                  # 0: same as hbm_capacity_bytes
     path: str = ""                             # file it was loaded from ("" for built-in copies)
+    vector_sort_ops_per_s: float = 0.0         # 0: vector_flops F32 / 16 (see SCHEMA)
+    host_ms: dict = field(default_factory=lambda: {"prefill": 0.0, "decode": 0.0})
+
+    @property
+    def sort_rate(self) -> float:
+        """Sort/merge element ops per second of the vector cores (the fused top-k)."""
+        if self.vector_sort_ops_per_s:
+            return self.vector_sort_ops_per_s
+        f32 = self.vector_flops.get("F32") or max(self.vector_flops.values()) / 2.0
+        return f32 / 16.0
 
     def with_efficiency(self, **kw: float) -> "Device":
         """A copy with some efficiency constants replaced (used by calibration)."""
@@ -80,6 +97,10 @@ class Device:
 
     def with_static(self, **kw: float) -> "Device":
         return replace(self, static_us={**self.static_us, **kw})
+
+    def with_host(self, **kw: float) -> "Device":
+        """A copy with some per-step host overheads (ms) replaced (used by calibration)."""
+        return replace(self, host_ms={**self.host_ms, **kw})
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document ``load_device`` reads back to an equal Device."""
@@ -94,6 +115,8 @@ class Device:
             **({"hbm_usable_bytes": self.hbm_usable_bytes} if self.hbm_usable_bytes else {}),
             "efficiency": dict(self.efficiency),
             "static_us": dict(self.static_us),
+            **({"vector_sort_ops_per_s": self.vector_sort_ops_per_s} if self.vector_sort_ops_per_s else {}),
+            "host_ms": dict(self.host_ms),
             "grid": list(self.grid),
             "tiers": [
                 {"name": n, "topology": t, "bytes_per_s": bw, "latency_us": lat * 1e6}
@@ -211,12 +234,16 @@ def device_from_json(doc: Any, where: Path | str = "<device>") -> Device:
     calib = doc.get("calibration", {})
     if not isinstance(calib, dict):
         raise AuditInputError(where, "'calibration' must be an object")
+    sort_rate = _num(doc, "vector_sort_ops_per_s", where) if "vector_sort_ops_per_s" in doc else 0.0
+    host = {"prefill": 0.0, "decode": 0.0}
+    if "host_ms" in doc:
+        host.update(_num_map(doc, "host_ms", where, HOST_KEYS, positive=False))
     return Device(
         name=name, label=str(doc.get("label", name)), mma_flops=mma, vector_flops=vec,
         hbm_bytes_per_s=_num(doc, "hbm_bytes_per_s", where), hbm_capacity_bytes=int(cap),
         efficiency=eff, static_us=static, tiers=tiers, grid=tuple(grid), calibration=calib,
         tier_topologies=tuple(topos), tier_names=tuple(names), source=str(doc.get("source", "")),
-        hbm_usable_bytes=int(usable),
+        hbm_usable_bytes=int(usable), vector_sort_ops_per_s=sort_rate, host_ms=host,
     )
 
 

@@ -22,6 +22,8 @@ from .program import GRAPHS, Program, build_program
 from ..model.recipes import check_recipe
 
 PHASES = ("prefill", "decode")
+#: op kinds whose cost grows with the cached context (kernels/perf_core.py::context_dependent)
+CONTEXT_KINDS = frozenset({K.SFA, K.IDX_SCORE, K.IDX_TOPK, K.ATTN})
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class Workload:
     context: int = 0
     batch: int = 1
     mtp: int = 0
+    acceptance: float = 1.0     # per-draft MTP acceptance: a decode step yields 1 + a + ... + a^K tokens
 
     def validate(self) -> "Workload":
         if self.phase not in PHASES:
@@ -45,6 +48,8 @@ class Workload:
         for k in ("context", "mtp"):
             if getattr(self, k) < 0:
                 raise AuditInputError(f"--{k}", "must not be negative")
+        if not 0.0 < self.acceptance <= 1.0:
+            raise AuditInputError("--mtp-acceptance", f"must be in (0, 1], got {self.acceptance}")
         return self
 
     def stream_tokens(self) -> tuple[int, int, int]:
@@ -70,7 +75,8 @@ class PhaseResult:
     program: Program
     op_out: np.ndarray      # [n, kinds.N_OUT]: columns kinds.OUT_* (tokens, mma, ..., time, count, bound)
     co_out: np.ndarray      # [m, kinds.N_CO_OUT]: columns kinds.CO_* (bytes, time, count)
-    time_s: float
+    time_s: float                                      # ops + collectives + host, one step
+    host_s: float = 0.0                                # host overhead of the step (device profile)
     sources: list[str] = field(default_factory=list)   # per op row
     _cache: dict = field(default_factory=dict, repr=False)
 
@@ -94,18 +100,27 @@ class PhaseResult:
         return float((c[:, K.CO_TIME] * c[:, K.CO_COUNT]).sum()) * 1e3
 
     @property
-    def tokens(self) -> int:
-        """Tokens this phase produces or consumes per DP rank (decode: all drafts accepted)."""
+    def tokens(self) -> float:
+        """Tokens this phase consumes (prefill) or emits (decode: 1 + a + ... + a^K per request with
+        per-draft acceptance a; every draft accepted by default) per DP rank."""
         w = self.workload
-        return w.batch * (w.tokens if self.phase == "prefill" else 1 + w.mtp)
+        if self.phase == "prefill":
+            return w.batch * w.tokens
+        from .mtp import expected_tokens
+        return w.batch * expected_tokens(w.mtp, w.acceptance)
 
     @property
     def tokens_per_s(self) -> float:
         return self.tokens / self.time_s if self.time_s > 0 else 0.0
 
+    @property
+    def host_ms(self) -> float:
+        return self.host_s * 1e3
+
     def totals(self) -> dict[str, Any]:
         return {"time_ms": self.time_ms, "flops": self.flops, "bytes": self.bytes,
-                "comm_ms": self.comm_ms, "tokens": self.tokens, "tokens_per_s": self.tokens_per_s}
+                "comm_ms": self.comm_ms, "host_ms": self.host_ms, "tokens": self.tokens,
+                "tokens_per_s": self.tokens_per_s}
 
     # -- expansion to one entry per op per layer ---------------------------------------------
     def _instances(self, mult: int, layers: list[int]) -> list[tuple[int | None, int | None]]:
@@ -140,7 +155,9 @@ class PhaseResult:
             "name": op.name, "kind": op.cls, "tokens": t_in, "layout": op.layout,
             "shape_in": _shapes(op.shapes_in, sym), "shape_out": _shapes(op.shapes_out, sym),
             "dtype": op.dtype, "flops": float(o[K.OUT_MMA] + o[K.OUT_VEC]), "mma_flops": float(o[K.OUT_MMA]),
-            "vector_flops": float(o[K.OUT_VEC]), "bytes": float(o[K.OUT_BYTES]), "weight_bytes": float(op.weight),
+            "vector_flops": float(o[K.OUT_VEC]), "vector_sort_ops": float(o[K.OUT_SORT]),
+            "bytes": float(o[K.OUT_BYTES]), "weight_bytes": float(op.weight),
+            "context_dependent": op.kind in CONTEXT_KINDS,
             "bound": bound, "time_us": float(o[K.OUT_TIME]) * 1e6,
             "source": self.sources[i] if self.sources else "analytic",
             "module": op.module,
@@ -206,6 +223,7 @@ class PerfResult:
     phases: dict[str, PhaseResult]
     notes: list[str] = field(default_factory=list)
     hbm: dict | None = None         # the rank's HBM budget for this workload (auditor.runtime)
+    growth: dict | None = None      # ms per op class across contexts (auditor.perf.growth), on request
 
     def to_json(self) -> dict[str, Any]:
         first = next(iter(self.phases.values()))
@@ -214,6 +232,8 @@ class PerfResult:
                 "graph": self.graph, "weights": first.program.weight_source, "notes": self.notes}
         if self.hbm is not None:
             head["hbm"] = self.hbm
+        if self.growth is not None:
+            head["context_growth"] = self.growth
         if len(self.phases) == 1:
             (name, ph), = self.phases.items()
             return {**head, "phase": name, "workload": ph.workload.__dict__, **ph.to_json()}
@@ -223,13 +243,13 @@ class PerfResult:
 
 @functools.lru_cache(maxsize=64)
 def cached_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, phase: str,
-                   graph: str, mtp_enabled: bool) -> Program:
+                   graph: str, mtp_enabled: bool, cache: Any = "bf16") -> Program:
     """The layer program is independent of the workload numbers and of the device."""
-    return build_program(spec, plan, engine, recipe, phase, graph, mtp_enabled)
+    return build_program(spec, plan, engine, recipe, phase, graph, mtp_enabled, cache)
 
 
 def evaluate_phase(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: Workload, device: Any,
-                   recipe: str, graph: str = "expanded", table: Any = None) -> PhaseResult:
+                   recipe: str, graph: str = "expanded", table: Any = None, cache: Any = "bf16") -> PhaseResult:
     from auditor_kernels.perf_core import evaluate_program   # lazy: numba import is slow
 
     from .device import device_vector, group_table
@@ -240,7 +260,7 @@ def evaluate_phase(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: W
     if workload.mtp and not spec.mtp_layers:
         raise AuditInputError("--mtp", f"{spec.name} has no MTP layer (num_nextn_predict_layers = 0)")
     # the MTP passes are always in the program; their multiplicity (K, K-1 or 0) is a kernel input
-    prog = cached_program(spec, plan, resolve_engine(engine)[0], recipe, workload.phase, graph, True)
+    prog = cached_program(spec, plan, resolve_engine(engine)[0], recipe, workload.phase, graph, True, cache)
     op_i, op_f, op_m, co_i, co_f, co_m = prog.arrays()
     op_out = np.empty((op_i.shape[0], K.N_OUT))
     co_out = np.empty((co_i.shape[0], K.N_CO_OUT))
@@ -248,16 +268,17 @@ def evaluate_phase(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: W
     total = evaluate_program(op_i, op_f, op_m, co_i, co_f, co_m, dec, float(plan.tp), float(workload.tokens),
                              float(workload.context), float(workload.batch), float(workload.mtp),
                              device_vector(device), group_table(device, plan), op_out, co_out)
-    res = PhaseResult(workload.phase, workload, prog, op_out, co_out, total)
+    host = float(getattr(device, "host_ms", {}).get(workload.phase, 0.0)) * 1e-3
+    res = PhaseResult(workload.phase, workload, prog, op_out, co_out, total, host)
     if table is not None:
         _apply_measured(res, table)
     return res
 
 
 def evaluate(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: Workload, device: Any,
-             recipe: str, graph: str = "expanded", table: Any = None) -> PerfResult:
+             recipe: str, graph: str = "expanded", table: Any = None, cache: Any = "bf16") -> PerfResult:
     """Evaluate one phase (``workload.phase``) and return a PerfResult (JSON via ``to_json``)."""
-    ph = evaluate_phase(spec, plan, engine, workload, device, recipe, graph, table)
+    ph = evaluate_phase(spec, plan, engine, workload, device, recipe, graph, table, cache)
     return PerfResult(spec.name, plan, resolve_engine(engine)[0], recipe, getattr(device, "name", str(device)),
                       graph, {workload.phase: ph}, result_notes(ph.program, plan, workload.mtp, engine))
 
@@ -270,7 +291,8 @@ def result_notes(prog: Program, plan: ParallelPlan, mtp: int, engine: str | None
     notes += list(prog.layout.assumptions) if prog.layout else []
     if mtp:
         notes.append(f"MTP: the drafter layer runs {mtp}x per step (pass 1 on the main tokens, later passes "
-                     "one token per request); decode tokens/s assumes every draft is accepted")
+                     "one token per request); decode tokens/s counts 1 + a + ... + a^K tokens per step "
+                     "(--mtp-acceptance a, default 1: every draft accepted)")
     if plan.pp > 1:
         notes.append("PP > 1: all stages' layers are summed (one micro-batch latency); no pipeline "
                      "overlap and no stage-to-stage transfer is modelled")
@@ -294,7 +316,8 @@ def _apply_measured(res: PhaseResult, table: Any) -> None:
     res.sources = srcs
     res._cache.clear()
     o, c = res.op_out, res.co_out
-    res.time_s = float((o[:, K.OUT_TIME] * o[:, K.OUT_COUNT]).sum() + (c[:, K.CO_TIME] * c[:, K.CO_COUNT]).sum())
+    res.time_s = float((o[:, K.OUT_TIME] * o[:, K.OUT_COUNT]).sum() + (c[:, K.CO_TIME] * c[:, K.CO_COUNT]).sum()
+                       + res.host_s)
 
 
 __all__ = ["Workload", "PerfResult", "PhaseResult", "evaluate", "evaluate_phase", "PHASES"]

@@ -14,13 +14,14 @@ linear (K->N)         mma 2TKN on the scheme's unit (I8 for W8A8/W4A8);         
 bmm (h, K->N)         mma 2ThKN (bf16; absorbed W_UK_T / W_UV)                  2ThK + W + 2ThN
 vector (D)            vec T D ops_per_elem                                      2 T D tensors
 sfa (h, 512+64)       pairs P = sum_i min(ctx+i, topk) per request;             q/out 2Th(Dl+Dr) + 2ThDl + 4T topk;
-                      mma 2Ph(Dl+Dr) + 2PhDl, vec 4Ph                          KV: prefill 2P(Dl+Dr) streamed,
-                                                                                decode ceil(q/64) min(ctx+q,topk)
-                                                                                entries per request, paged (sfa_kv)
-indexer_score         keys Kc = sum_i (ctx+i) (causal) x query share;           2T IH ID + 4T IH; cache: prefill
-                      mma 2 Kc IH ID, vec 3 Kc IH (relu x weight, head sum)     ceil(q/128) (ctx+q) ID 2 per request,
-                                                                                decode q (ctx+q) ID 2 (indexer_cache)
-indexer_topk          vec Kc                                                    4 T topk
+                      mma 2Ph(Dl+Dr) + 2PhDl, vec 4Ph                          KV gather: P / tile entries x entry
+                                                                                bytes (1152 bf16, 656 SFA-C8), every
+                                                                                query row its own (sfa_kv)
+indexer_score         keys Kc = sum_i (ctx+i) (causal) x query share;           2T IH ID + 4T IH; key cache read
+                      mma 2 Kc IH ID (bf16, int8 with LI-C8),                   once per tile of 8 query rows per
+                      vec v Kc IH (head weight + head sum; v = 8 bf16 path)     request: ceil(q/8) (ctx+q) key bytes
+                                                                                (indexer_cache)
+indexer_topk          sort ops 4.36 Kc + 3.32 topk T at the vector sort rate    4 T topk (fused: no launch)
 router_topk           vec 4 T E                                                 4 T E + 8 T k
 grouped_matmul        rows R = T k; mma 6 R H I; vec 3RI (+4R(H+I) dynamic)     R H a_in + 4 R I + R I a_in + 2RH
                                                                                 + W x (1-(1-k/E)^(T x ep)) experts hit
@@ -28,6 +29,10 @@ embedding             -                                                         
 attention (dense)     mma 4 Kc h d, vec 4 Kc h                                  4 T h d + 4 n (ctx+q) h_kv d
 layout (slice/pad)    0                                                         0 (graph-layout op, no launch)
 ====================  ========================================================  ===============================
+
+Prefill and decode use the same formulas (a decode step is a prefill of 1 + K queries). The
+constants of the context-dependent ops come from ``kernel_paths.py`` per cache variant, with
+citations in ``docs/long-context-kernels.md``.
 
 Measured-kernel names and keys per class: see ``keys.py`` (they follow the profiler importer in
 ``measured.py``).
@@ -132,9 +137,12 @@ def add_rms_norm(name: str, tok: Tok, d: int) -> Op:
     return vector(name, "add_rms_norm", tok, d, 4, 5, (("T", d), ("T", d)), (("T", d), ("T", d)))
 
 
-def sfa(name: str, tok: Tok, heads: int, dl: int, dr: int, cap: float) -> Op:
-    """Sparse flash attention over the latent cache, top-k capped, bf16 inputs (seed §3.6)."""
-    p = _params({K.SFA_HEADS: heads, K.SFA_LATENT: dl, K.SFA_ROPE: dr, K.SFA_CAP: cap})
+def sfa(name: str, tok: Tok, heads: int, dl: int, dr: int, cap: float, tile: float = 1.0,
+        entry_bytes: float | None = None) -> Op:
+    """Sparse flash attention over the latent cache, top-k capped, bf16 inputs (seed §3.6); each
+    query row gathers its own selected entries (``tile`` rows share one staged set)."""
+    p = _params({K.SFA_HEADS: heads, K.SFA_LATENT: dl, K.SFA_ROPE: dr, K.SFA_CAP: cap, K.SFA_TILE: tile,
+                 K.SFA_ENTRY_BYTES: (dl + dr) * 2.0 if entry_bytes is None else entry_bytes})
     return Op(name, "sfa", SFA, tok, tok, p, (("T", heads, dl + dr),),
               (("T", heads, dl),), 0.0, "BF16", None, "sparse_flash_attention")
 
@@ -145,14 +153,21 @@ def dense_attention(name: str, tok: Tok, heads: int, kv_heads: int, hd: int) -> 
               (("T", heads, hd),), 0.0, "BF16", None, "flash_attention")
 
 
-def indexer_score(name: str, tok: Tok, ih: int, d: int) -> Op:
-    """q . k over the causal key range, relu, per-head weights, sum over index heads."""
-    return Op(name, "indexer_score", IDX_SCORE, tok, tok, _params({K.IDX_HEADS: ih, K.IDX_DIM: d}),
-              (("T", ih, d), ("T", ih)), (("T", "K"),), 0.0, "BF16", None, "lightning_indexer")
+def indexer_score(name: str, tok: Tok, ih: int, d: int, key_bytes: float | None = None, tile: float = 8.0,
+                  vec_per_head: float = 8.0, dtype: str = "BF16") -> Op:
+    """LightningIndexer: q . k over the causal key range on the Cube (ReLU in its Fixpipe), then
+    per-head weights and the sum over index heads on the Vector cores; a request's key cache is
+    read once per ``tile`` query rows."""
+    p = _params({K.IDX_HEADS: ih, K.IDX_DIM: d, K.IDX_KEY_BYTES: d * 2.0 if key_bytes is None else key_bytes,
+                 K.IDX_TILE: tile, K.IDX_VEC_PER_HEAD: vec_per_head})
+    return Op(name, "indexer_score", IDX_SCORE, tok, tok, p, (("T", ih, d), ("T", ih)), (("T", "K"),), 0.0, dtype,
+              None, "lightning_indexer")
 
 
-def indexer_topk(name: str, tok: Tok, topk: int) -> Op:
-    return Op(name, "indexer_topk", IDX_TOPK, tok, tok, _params({K.TOPK_K: topk}), (("T", "K"),),
+def indexer_topk(name: str, tok: Tok, topk: int, per_key: float = 4.36, per_kept: float = 3.32) -> Op:
+    """Exact top-k fused into the indexer kernel: sort/merge on the Vector cores, no launch."""
+    return Op(name, "indexer_topk", IDX_TOPK, tok, tok,
+              _params({K.TOPK_K: topk, K.TOPK_PER_KEY: per_key, K.TOPK_PER_KEPT: per_kept}), (("T", "K"),),
               (("T", topk),), 0.0, "BF16", None, "indexer_topk")
 
 

@@ -35,6 +35,7 @@ from ..engines.resolve import Placement, resolve_placement
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
 from . import ops as O
+from .kernel_paths import KernelPath, indexer_tile, indexer_vec_per_head, kernel_path, sfa_entry_bytes
 from .tokens import MAIN, MTP_LATER, ROWS, ContractError, State, Tok, require_same
 from .quant import FLOAT, scheme
 from .weights import weight_bytes
@@ -101,8 +102,9 @@ class _Builder:
     """Emits ops/collectives for one phase; decoder layers are built by ``layer``."""
 
     def __init__(self, spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, phase: str,
-                 lay: Placement, weights: dict[tuple[int, str], int]):
+                 lay: Placement, weights: dict[tuple[int, str], int], path: KernelPath):
         self.spec, self.plan, self.recipe, self.phase, self.lay = spec, plan, recipe, phase, lay
+        self.path = path
         self.prof = get_profile(engine)
         self.w = weights
         self.tp = plan.tp
@@ -209,7 +211,8 @@ class _Builder:
         uk = kvb * s.Dn / (s.Dn + s.Dv)
         self.op(O.bmm("self_attn.q_absorb", h, hl, s.Dn, s.Lkv, uk, "self_attn.kv_b_proj(W_UK_T)"))
         cap = float(s.topk_tokens) if s.dsa else K.NO_CAP
-        self.op(O.sfa("self_attn.sfa", h, hl, s.Lkv, s.Dr, cap))
+        kp = self.path
+        self.op(O.sfa("self_attn.sfa", h, hl, s.Lkv, s.Dr, cap, kp.sfa_tile_rows, sfa_entry_bytes(kp, s.Lkv, s.Dr)))
         self.op(O.bmm("self_attn.v_up", h, hl, s.Lkv, s.Dv, kvb - uk, "self_attn.kv_b_proj(W_UV)"))
         return self.o_proj(L, h, hl, s.Dv, shard, sa)
 
@@ -257,8 +260,11 @@ class _Builder:
         self.op(O.vector("self_attn.indexer.q_rope", "rope", q, s.IH * s.Dr, 2, 4))
         self.op(O.linear("self_attn.indexer.weights_proj", q, s.H, s.IH, FLOAT,
                          self.wb(L, "self_attn.indexer.weights_proj"), "self_attn.indexer.weights_proj"))
-        self.op(O.indexer_score("self_attn.indexer.score", q, s.IH, s.ID))
-        self.op(O.indexer_topk("self_attn.indexer.topk", q, s.topk_tokens))
+        kp = self.path
+        self.op(O.indexer_score("self_attn.indexer.score", q, s.IH, s.ID,
+                                s.ID * kp.indexer_key_bytes_per_dim + kp.indexer_key_scale_bytes,
+                                indexer_tile(kp, s.IH), indexer_vec_per_head(kp, s.IH), kp.indexer_dtype))
+        self.op(O.indexer_topk("self_attn.indexer.topk", q, s.topk_tokens, kp.topk_per_key, kp.topk_per_kept))
 
     def o_proj(self, L: int, h: Tok, hl: int, dv: int, shard: bool, sa) -> Tok:
         s, lay, tp = self.spec, self.lay, self.tp
@@ -368,13 +374,15 @@ def layer_kinds(spec: ModelSpec) -> list[LayerKind]:
 
 
 def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, phase: str,
-                  graph: str = "expanded", mtp_enabled: bool = True) -> Program:
-    """Build the op program of one phase ("prefill" or "decode") in one graph form."""
+                  graph: str = "expanded", mtp_enabled: bool = True, cache: str | KernelPath = "bf16") -> Program:
+    """Build the op program of one phase ("prefill" or "decode") in one graph form; ``cache`` is the
+    KV/indexer cache variant (``--kv-cache-dtype``), which picks the attention kernels' path."""
     if graph not in GRAPHS:
         raise ValueError(f"graph must be one of {GRAPHS}")
     lay = resolve_placement(spec, plan, get_profile(engine))
     weights, wsrc = weight_bytes(spec, plan, engine, recipe, lay)
-    b = _Builder(spec, plan, engine, recipe, phase, lay, weights)
+    path = cache if isinstance(cache, KernelPath) else kernel_path(cache)
+    b = _Builder(spec, plan, engine, recipe, phase, lay, weights, path)
     shard = phase == "prefill" and plan.sp and plan.tp > 1
     main = Tok(MAIN)
     b.layers = []

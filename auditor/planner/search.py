@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..perf.mtp import expected_tokens
 from ..errors import AuditInputError
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
@@ -98,12 +99,6 @@ class PlanResult:
     def best(self, k: int = 10) -> list[Config]:
         ok = [c for c in self.configs if c.meets_sla]
         return sorted(ok, key=lambda c: -c.tok_s_die)[:k]
-
-
-def expected_tokens(k: np.ndarray, a: float) -> np.ndarray:
-    """Tokens per request per decode step with K drafts of acceptance a: sum_{i<=K} a^i."""
-    k = np.asarray(k, dtype=np.float64)
-    return (1 - a ** (k + 1)) / (1 - a) if a < 1 else k + 1
 
 
 class _Kernel:

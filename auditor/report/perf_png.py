@@ -24,6 +24,13 @@ OTHER_COLOUR = "#b0b0b0"
 MIN_SHARE = 0.01
 BAR_WIDTH = 0.9
 MODEL_LAYER = -1     # x position of ops outside decoder layers (embedding, lm_head)
+CTX_HATCH = "///"    # classes whose cost grows with the cached context
+CTX_SUFFIX = " (grows with context)"
+
+
+def context_classes(res: PerfResult) -> set[str]:
+    """Op classes whose cost depends on the cached context (SFA, indexer score and top-k, ...)."""
+    return {e["kind"] for ph in res.phases.values() for e in ph.op_entries() if e.get("context_dependent")}
 
 
 def class_times(res: PerfResult) -> dict[str, dict[str, dict[int, float]]]:
@@ -75,6 +82,7 @@ def perf_figure(res: PerfResult) -> Any:
     times = class_times(res)
     majors = major_classes(times)
     colours = class_colours(majors)
+    growing = context_classes(res)
     fig = new_figure((15, 3.8 * len(times) + 0.6))
     axes = fig.subplots(len(times), 1, squeeze=False)[:, 0]
     used: list[str] = []
@@ -95,20 +103,27 @@ def perf_figure(res: PerfResult) -> Any:
             if not ys.any():
                 continue
             # one collection per class instead of one Rectangle per bar: ~2,000 patches cost seconds
+            hatch = CTX_HATCH if cls in growing else None
             ax.add_collection(PolyCollection(_bar_vertices(x, bottom, ys, BAR_WIDTH), facecolors=colours[cls],
-                                             edgecolors="none", linewidths=0, label=cls))
+                                             edgecolors="white" if hatch else "none", linewidths=0, hatch=hatch,
+                                             label=cls))
             bottom = bottom + ys
             if cls not in used:
                 used.append(cls)
         ax.set_xlim(x.min() - 0.6, x.max() + 0.6)
         ax.set_ylim(0, float(bottom.max()) * 1.04 or 1.0)
         ph = res.phases[name]
-        ax.set_title(f"{res.model} {name}: {ph.time_ms:.2f} ms ({res.plan.describe()}, {res.recipe}); "
-                     f"layer {MODEL_LAYER} = embedding / lm_head", fontsize=9)
+        w = ph.workload
+        ax.set_title(f"{res.model} {name}, context {w.context}: {ph.time_ms:.2f} ms incl. host {ph.host_ms:.2f} ms "
+                     f"({res.plan.describe()}, {res.recipe}); layer {MODEL_LAYER} = embedding / lm_head; "
+                     f"hatched = grows with context", fontsize=9)
         ax.set_xlabel("layer")
         ax.set_ylabel("ms")
     order = [c for c in majors if c in used] + ([OTHER] if OTHER in used else [])
-    fig.legend(handles=[Patch(color=colours[c], label=c) for c in order], loc="outside right upper",
+    fig.legend(handles=[Patch(facecolor=colours[c], edgecolor="white" if c in growing else colours[c],
+                              hatch=CTX_HATCH if c in growing else None,
+                              label=c + (CTX_SUFFIX if c in growing else "")) for c in order],
+               loc="outside right upper",
                fontsize=8, title="op class", title_fontsize=8, frameon=False)
     return fig
 

@@ -64,18 +64,20 @@ def ops_rows(ph: PhaseResult) -> list[list]:
         if g.get("pass"):
             where += f" (MTP pass {'1' if g['pass'] == 1 else '2..'})"
         rows.append([g["name"], where, g["count"], _shape(g["shape_in"]), _shape(g["shape_out"]), g["layout"],
-                     _si(g["flops"]), binary(g["bytes"]), g["bound"], f"{g['time_us']:.1f}",
+                     _si(g["flops"]), binary(g["bytes"]), g["bound"], "grows" if g["context_dependent"] else "",
+                     f"{g['time_us']:.1f}",
                      f"{g['time_us'] * g['count'] / 1e3:.3f}", g["source"]])
     return rows
 
 
-OPS_HEADERS = ["op", "layers", "n", "in", "out", "layout", "FLOPs", "bytes", "bound", "us each", "ms total",
-               "source"]
+OPS_HEADERS = ["op", "layers", "n", "in", "out", "layout", "FLOPs", "bytes", "bound", "context", "us each",
+               "ms total", "source"]
 COLL_HEADERS = ["collective", "group", "tensor", "n", "bytes/rank", "us each", "ms total"]
 LAYER_HEADERS = ["layers", "n", "ops ms each", "comm ms each", "total ms each", "total ms"]
-TOTAL_HEADERS = ["phase", "time ms", "time is", "comm ms", "FLOPs", "bytes", "tokens/DP rank", "tokens/s/DP rank"]
+TOTAL_HEADERS = ["phase", "time ms", "time is", "comm ms", "host ms", "FLOPs", "bytes", "tokens/DP rank",
+                 "tokens/s/DP rank"]
 _NUMERIC = {"n", "FLOPs", "bytes", "us each", "ms total", "bytes/rank", "ops ms each", "comm ms each",
-            "total ms each", "total ms", "time ms", "comm ms", "tokens/DP rank", "tokens/s/DP rank"}
+            "total ms each", "total ms", "time ms", "comm ms", "host ms", "tokens/DP rank", "tokens/s/DP rank"}
 
 
 def _table(rows: list[list], headers: list[str], tf: str) -> str:
@@ -117,6 +119,8 @@ def layer_rows(ph: PhaseResult) -> list[list]:
             flush()
             run = [L]
     flush()
+    # host time of the step (device profile host_ms): the device idles, no layer owns it
+    rows.append(["host", 1, "-", "-", f"{ph.host_ms:.3f}", f"{ph.host_ms:.3f}"])
     return rows
 
 
@@ -135,8 +139,8 @@ def totals_rows(res: PerfResult) -> list[list]:
     rows = []
     for name, ph in res.phases.items():
         label = "TTFT" if name == "prefill" else "decode step"
-        rows.append([name, f"{ph.time_ms:.3f}", label, f"{ph.comm_ms:.3f}", _si(ph.flops), binary(ph.bytes),
-                     ph.tokens, f"{ph.tokens_per_s:.1f}"])
+        rows.append([name, f"{ph.time_ms:.3f}", label, f"{ph.comm_ms:.3f}", f"{ph.host_ms:.3f}", _si(ph.flops),
+                     binary(ph.bytes), f"{ph.tokens:g}", f"{ph.tokens_per_s:.1f}"])
     return rows
 
 
@@ -164,6 +168,29 @@ def render(res: PerfResult, fmt: str, per_layer: bool = True) -> str:
     for n in res.notes:
         out.append(f"note: {n}")
     return "\n".join(out) + "\n"
+
+
+def growth_tables(g: Any, tf: str = "simple") -> str:
+    """One table per phase: ms per step of every op class (rows) at every context (columns), the
+    context-dependent classes marked, largest growth first; then the step total."""
+    out = []
+    for phase, rows in g.phases.items():
+        head = ["op class", "context"] + [f"{c:,}" for c in g.contexts] + [f"x{g.contexts[-1]:,}/{g.contexts[0]:,}"]
+        body = []
+        for cls, ms in sorted(rows.items(), key=lambda kv: -(kv[1][-1] - kv[1][0])):
+            if max(ms) < 0.0005:
+                continue
+            ratio = f"{ms[-1] / ms[0]:.2f}" if ms[0] > 0 else "-"
+            body.append([cls, "grows" if cls in g.growing else ""] + [f"{v:.3f}" for v in ms] + [ratio])
+        tot = g.totals[phase]
+        body.append(["total", ""] + [f"{v:.3f}" for v in tot] + [f"{tot[-1] / tot[0]:.2f}"])
+        what = (f"a {g.tokens}-token chunk ending at the context" if phase == "prefill"
+                else f"one step of {1 + g.mtp} tokens per request at the context")
+        out.append(f"== context growth, {phase} (ms per step; {what}; batch {g.batch}, MTP {g.mtp})")
+        align = ["left", "left"] + ["right"] * (len(head) - 2)
+        out.append(tabulate(body, head, tablefmt=tf, disable_numparse=True, colalign=align))
+        out.append("")
+    return "\n".join(out)
 
 
 def render_csv(res: PerfResult) -> str:

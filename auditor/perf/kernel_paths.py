@@ -1,0 +1,102 @@
+"""How the engine's context-dependent kernels run, as data: one row per cache variant.
+
+Why a table: the costs of the lightning indexer, its fused top-k and sparse flash attention
+depend on the kernel path vLLM-Ascend picks (bf16 caches, LI-C8 indexer cache, SFA-C8 latent
+cache), not on the model. Every constant below is read from the engine's code or the operator
+report and cited in ``docs/long-context-kernels.md`` (section in brackets); the kernel formulas
+that use them are in ``kernels/perf_core.py::op_work``. Choices the public sources do not settle
+are marked UNSETTLED here and listed with their alternatives in the doc and the perf notes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..errors import AuditInputError
+
+#: --kv-cache-dtype values (the runtime's cache variants, auditor.runtime.kvspec.KV_DTYPES)
+CACHE_VARIANTS = ("bf16", "c8-indexer", "c8")
+
+
+@dataclass(frozen=True)
+class KernelPath:
+    """Constants of one cache variant's indexer / top-k / SFA kernels."""
+
+    name: str
+    #: LightningIndexer score matmul dtype (Cube): bf16 q.k, or int8 q.k with LI-C8 [§1]
+    indexer_dtype: str
+    #: bytes of one cached indexer key per index head dim: bf16 2; LI-C8 int8 1 (+ the scale) [§1, §4]
+    indexer_key_bytes_per_dim: float
+    #: extra bytes per cached indexer key: LI-C8's fp16 per-token scale [runtime spec §1.1]
+    indexer_key_scale_bytes: float
+    #: query rows per index head group sharing one read of a request's key cache: the bf16
+    #: kernel's s1BaseSize = 8 rows; LI-C8 M_BASE_SIZE 256 / index heads [§1 tiling, §4]
+    indexer_tile_rows: float
+    indexer_tile_rows_per_head: float
+    #: vector work after the Cube per (query row, key, index head), in FLOP-equivalents of the
+    #: device's bf16 vector peak. bf16 path: fp32 Mul by the head weight + Add into the head sum
+    #: = 2 fp32 element ops; an fp32 op takes two bf16 lanes and the peak counts a lane-cycle as
+    #: 2 FLOPs (FMA), so 2 ops x 4 = 8. LI-C8 ("Mat-Duce") weights and sums on the Cube, leaving
+    #: one fp32 k-scale multiply per (row, key): 4 / index heads per head. ReLU is applied by the
+    #: Cube's Fixpipe on the way out (free). [§1]
+    indexer_vec_per_head: float
+    #: fused exact top-k on the Vector cores: sort/merge element ops per query row
+    #: = per_key x keys scored + per_kept x top-k ("totalCount = 4.36 S_k + 3.32 k") [§2]
+    topk_per_key: float
+    topk_per_kept: float
+    #: SFA gathers every query row's own top-k entries (one Cube tile = one token x its local
+    #: heads, no KV reuse across query rows) [§3, §4]: rows sharing one staged gather
+    sfa_tile_rows: float
+    #: bytes of one gathered latent entry: k_nope 512 + k_pe 64 in bf16 = 1152; SFA-C8 packed
+    #: rows 656 [§3; runtime spec §1.2]
+    sfa_entry_bytes: float
+
+
+#: UNSETTLED choices (docs/long-context-kernels.md): the sort rate r_sort (device profile), whether
+#: the indexer's per-tile score workspace and key re-reads stay in L2 (modelled: key re-reads are
+#: HBM reads at the indexer_cache efficiency, the fp32 workspace stays in L2), Cube/Vector overlap
+#: inside the indexer (modelled serial, as TensorCast), SFA's gather cost (modelled as bytes at the
+#: sfa_kv efficiency) and the prefill top-k path (the report's formula for every row count).
+PATHS: dict[str, KernelPath] = {p.name: p for p in (
+    KernelPath("bf16", "BF16", 2.0, 0.0, 8.0, 0.0, 8.0, 4.36, 3.32, 1.0, 1152.0),
+    KernelPath("c8-indexer", "I8", 1.0, 2.0, 0.0, 256.0, 4.0, 4.36, 3.32, 1.0, 1152.0),
+    KernelPath("c8", "I8", 1.0, 2.0, 0.0, 256.0, 4.0, 4.36, 3.32, 1.0, 656.0),
+)}
+
+
+def kernel_path(cache: str) -> KernelPath:
+    """The kernel path of a ``--kv-cache-dtype`` value."""
+    try:
+        return PATHS[cache]
+    except KeyError:
+        raise AuditInputError("--kv-cache-dtype", f"unknown cache variant {cache!r} "
+                                                  f"(known: {', '.join(CACHE_VARIANTS)})") from None
+
+
+def indexer_tile(path: KernelPath, index_heads: int) -> float:
+    """Query rows sharing one key-cache read: a fixed row count, or M_BASE_SIZE / heads (>= 1)."""
+    if path.indexer_tile_rows_per_head:
+        return max(path.indexer_tile_rows_per_head // max(index_heads, 1), 1.0)
+    return path.indexer_tile_rows
+
+
+def indexer_vec_per_head(path: KernelPath, index_heads: int) -> float:
+    """Vector FLOP-equivalents per (row, key, head); LI-C8's one op per (row, key) spread over heads."""
+    if path.name == "bf16":
+        return path.indexer_vec_per_head
+    return path.indexer_vec_per_head / max(index_heads, 1)
+
+
+def sfa_entry_bytes(path: KernelPath, latent: int, rope: int) -> float:
+    """Bytes of one gathered entry: the path's figure for the 512 + 64 layout, else bf16 rows."""
+    if (latent, rope) == (512, 64):
+        return path.sfa_entry_bytes
+    return (latent + rope) * 2.0
+
+
+def with_overrides(path: KernelPath, **kw: float) -> KernelPath:
+    """A copy with some constants replaced (sensitivity studies)."""
+    return replace(path, **kw)
+
+
+__all__ = ["CACHE_VARIANTS", "KernelPath", "PATHS", "kernel_path", "indexer_tile", "indexer_vec_per_head",
+           "sfa_entry_bytes", "with_overrides"]

@@ -1,0 +1,18 @@
+"""Speculative decoding arithmetic: how MTP acceptance turns decode steps into tokens.
+
+A step verifies 1 + K tokens per request; draft i is kept only if drafts 1..i-1 were, so with a
+per-draft acceptance a the expected tokens per step are 1 + a + a^2 + ... + a^K (docs/long-context-
+kernels.md §5). Shared by ``audit perf`` (tokens/s of a step) and ``audit plan`` (throughput)."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def expected_tokens(k, a: float):
+    """Tokens per request per decode step with K drafts of acceptance a: sum_{i<=K} a^i."""
+    k = np.asarray(k, dtype=np.float64)
+    out = (1 - a ** (k + 1)) / (1 - a) if a < 1 else k + 1
+    return float(out) if out.ndim == 0 else out
+
+
+__all__ = ["expected_tokens"]
