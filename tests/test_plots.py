@@ -61,13 +61,17 @@ def test_perf_png_has_one_distinct_colour_per_class(tmp_path, captured):
             assert colour_of.setdefault(label, rgba) == rgba, f"{label} changes colour between panels"
     classes = sorted(colour_of)
     assert {"sfa", "indexer_score", "grouped_matmul", "comm:all_to_all"} <= set(classes)
-    assert len(classes) > 10                      # more classes than the old 10-colour cycle
+    assert len(classes) >= 8                      # every class at >= 1 % of a phase has a colour of its own
     assert len(set(colour_of.values())) == len(classes), "two op classes share a colour"
     # the legend names exactly the classes drawn, each in its bar colour
     leg = fig.legends[0]
-    legend_colour = {t.get_text(): tuple(np.round(h.get_facecolor(), 4))
+    from auditor.report.perf_png import CTX_SUFFIX
+    legend_colour = {t.get_text().removesuffix(CTX_SUFFIX): tuple(np.round(h.get_facecolor(), 4))
                      for t, h in zip(leg.get_texts(), leg.legend_handles)}
     assert legend_colour == colour_of
+    # the classes that grow with the context are hatched and say so in the legend
+    hatched = {t.get_text() for t, h in zip(leg.get_texts(), leg.legend_handles) if h.get_hatch()}
+    assert hatched == {c + CTX_SUFFIX for c in ("sfa", "indexer_score", "indexer_topk") if c in colour_of}
     # and those colours are really in the saved image
     img = (matplotlib.image.imread(png)[..., :3] * 255).round().astype(int).reshape(-1, 3)
     present = {tuple(p) for p in np.unique(img, axis=0)}
