@@ -26,6 +26,9 @@ GMM = 8           # routed experts: grouped matmul gate_up + SwiGLU + down
 EMBED = 9         # embedding lookup
 ZERO = 10         # graph-layout op (slice, pad, select): no work, no launch
 ATTN = 11         # dense causal flash attention (non-MLA models)
+#: kinds whose cost grows with the cached context (everything else depends only on token counts,
+#: so a sweep evaluates it once per (tokens, batch, mtp)); reports mark them "grows"
+CONTEXT_KINDS = (SFA, IDX_SCORE, IDX_TOPK, ATTN)
 
 
 # -- parameter slots per kind (op_f[:, slot]; at most N_PARAMS) --------------------------------

@@ -41,7 +41,7 @@ from numba import njit, prange
 from .collectives import collective_time_s
 from .kinds import (ATTN, ATTN_HEADS, ATTN_HEAD_DIM, ATTN_KV_HEADS, BMM, BMM_HEADS, BMM_K, BMM_N, CAPPED,
                     COF_BYTES_PER_TOKEN, COF_CONST_BYTES, COF_COUNT, COI_DPMUL, COI_EXP, COI_GROUP, COI_KIND,
-                    COI_STREAM, CO_BYTES, CO_COUNT, CO_TIME, DEV_ETA_COMPUTE, DEV_ETA_INDEXER_CACHE,
+                    COI_STREAM, CONTEXT_KINDS, CO_BYTES, CO_COUNT, CO_TIME, DEV_ETA_COMPUTE, DEV_ETA_INDEXER_CACHE,
                     DEV_ETA_MEMORY, DEV_ETA_SFA_KV, DEV_HBM, DEV_HOST_DECODE, DEV_HOST_PREFILL, DEV_MMA_PEAK,
                     DEV_STATIC_COMM, DEV_STATIC_GP, DEV_STATIC_MMA, DEV_VECTOR_PEAK, DEV_VECTOR_SORT, DT_BF16,
                     EMBED, EMBED_H, GMM, GMM_ACT_BYTES, GMM_DOMAIN, GMM_DYNAMIC, GMM_E, GMM_H, GMM_I, GMM_TOPK,
@@ -224,9 +224,8 @@ ALL_PARTS, CTX_PART, REST_PART = 0, 1, 2
 
 @njit(cache=True)
 def context_dependent(kind: int) -> bool:
-    """Op kinds whose cost depends on the cached context (everything else depends only on the
-    token counts, so a sweep evaluates it once per (tokens, batch, mtp))."""
-    return kind == SFA or kind == IDX_SCORE or kind == IDX_TOPK or kind == ATTN
+    """Op kinds whose cost depends on the cached context (``kinds.CONTEXT_KINDS``)."""
+    return kind in CONTEXT_KINDS
 
 
 @njit(cache=True)

@@ -22,8 +22,7 @@ from .program import GRAPHS, Program, build_program
 from ..model.recipes import check_recipe
 
 PHASES = ("prefill", "decode")
-#: op kinds whose cost grows with the cached context (kernels/perf_core.py::context_dependent)
-CONTEXT_KINDS = frozenset({K.SFA, K.IDX_SCORE, K.IDX_TOPK, K.ATTN})
+CONTEXT_KINDS = frozenset(K.CONTEXT_KINDS)    # op kinds whose cost grows with the cached context
 
 
 @dataclass(frozen=True)

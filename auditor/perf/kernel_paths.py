@@ -32,13 +32,14 @@ class KernelPath:
     #: kernel's s1BaseSize = 8 rows; LI-C8 M_BASE_SIZE 256 / index heads [§1 tiling, §4]
     indexer_tile_rows: float
     indexer_tile_rows_per_head: float
-    #: vector work after the Cube per (query row, key, index head), in FLOP-equivalents of the
-    #: device's bf16 vector peak. bf16 path: fp32 Mul by the head weight + Add into the head sum
-    #: = 2 fp32 element ops; an fp32 op takes two bf16 lanes and the peak counts a lane-cycle as
-    #: 2 FLOPs (FMA), so 2 ops x 4 = 8. LI-C8 ("Mat-Duce") weights and sums on the Cube, leaving
-    #: one fp32 k-scale multiply per (row, key): 4 / index heads per head. ReLU is applied by the
-    #: Cube's Fixpipe on the way out (free). [§1]
+    #: vector work after the Cube, in FLOP-equivalents of the device's bf16 vector peak (an fp32
+    #: element op takes two bf16 lanes and the peak counts a lane-cycle as 2 FLOPs, so 4 each),
+    #: per (query row, key, index head) and per (query row, key). bf16 path: fp32 Mul by the head
+    #: weight + Add into the head sum = 2 ops x 4 = 8 per head. LI-C8 ("Mat-Duce") weights and
+    #: sums on the Cube, leaving one fp32 k-scale multiply per (row, key) = 4. ReLU is applied by
+    #: the Cube's Fixpipe on the way out (free). [§1]
     indexer_vec_per_head: float
+    indexer_vec_per_key: float
     #: fused exact top-k on the Vector cores: sort/merge element ops per query row
     #: = per_key x keys scored + per_kept x top-k ("totalCount = 4.36 S_k + 3.32 k") [§2]
     topk_per_key: float
@@ -57,9 +58,9 @@ class KernelPath:
 #: inside the indexer (modelled serial, as TensorCast), SFA's gather cost (modelled as bytes at the
 #: sfa_kv efficiency) and the prefill top-k path (the report's formula for every row count).
 PATHS: dict[str, KernelPath] = {p.name: p for p in (
-    KernelPath("bf16", "BF16", 2.0, 0.0, 8.0, 0.0, 8.0, 4.36, 3.32, 1.0, 1152.0),
-    KernelPath("c8-indexer", "I8", 1.0, 2.0, 0.0, 256.0, 4.0, 4.36, 3.32, 1.0, 1152.0),
-    KernelPath("c8", "I8", 1.0, 2.0, 0.0, 256.0, 4.0, 4.36, 3.32, 1.0, 656.0),
+    KernelPath("bf16", "BF16", 2.0, 0.0, 8.0, 0.0, 8.0, 0.0, 4.36, 3.32, 1.0, 1152.0),
+    KernelPath("c8-indexer", "I8", 1.0, 2.0, 0.0, 256.0, 0.0, 4.0, 4.36, 3.32, 1.0, 1152.0),
+    KernelPath("c8", "I8", 1.0, 2.0, 0.0, 256.0, 0.0, 4.0, 4.36, 3.32, 1.0, 656.0),
 )}
 
 
@@ -80,10 +81,8 @@ def indexer_tile(path: KernelPath, index_heads: int) -> float:
 
 
 def indexer_vec_per_head(path: KernelPath, index_heads: int) -> float:
-    """Vector FLOP-equivalents per (row, key, head); LI-C8's one op per (row, key) spread over heads."""
-    if path.name == "bf16":
-        return path.indexer_vec_per_head
-    return path.indexer_vec_per_head / max(index_heads, 1)
+    """Vector FLOP-equivalents per (row, key, head): the per-key work spread over the heads."""
+    return path.indexer_vec_per_head + path.indexer_vec_per_key / max(index_heads, 1)
 
 
 def sfa_entry_bytes(path: KernelPath, latent: int, rope: int) -> float:
