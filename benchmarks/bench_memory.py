@@ -32,9 +32,7 @@ def build_checkpoint(root: Path) -> Path:
 
 
 def in_process_split(model_dir: Path) -> dict[str, float]:
-    from auditor.engines.materialize import Materializer
-    from auditor.engines.profiles import get_profile
-    from auditor.engines.resolve import resolve_placement
+    from auditor.engines.registry import as_engine
     from auditor.engines.stored import StoredIndex
     from auditor.memory.ledger import build_ledger
     from auditor.model.classify import classify
@@ -53,10 +51,10 @@ def in_process_split(model_dir: Path) -> dict[str, float]:
     ct = classify(src.table, src.spec.Lyr, src.desc)
     out["classify"] = time.perf_counter() - t
     t = time.perf_counter()
-    prof = get_profile("vllm-ascend@main")
-    layout = resolve_placement(src.spec, plan, prof)
+    eng = as_engine("vllm-ascend@main")
+    layout = eng.placement(src.spec, plan)
     stored = StoredIndex(ct)
-    mat = Materializer(src.spec, plan, prof, layout, stored, src.desc).run()
+    mat = eng.materializer(src.spec, plan, layout, stored, src.desc).run()
     build_ledger(mat, src.spec, plan, layout)
     out["materialize + ledger"] = time.perf_counter() - t
     t = time.perf_counter()

@@ -21,7 +21,7 @@ from auditor.parallel import ParallelPlan
 from auditor.perf.api import Workload, evaluate_phase
 from auditor.perf.calibrate import fit, load_scenarios, uncalibrated
 from auditor.perf.growth import context_growth, prefill_workload
-from auditor.perf.kernel_paths import kernel_path, with_overrides
+from auditor.engines.vllm_ascend.kernel_paths import kernel_path, with_overrides
 from auditor.report.perf_text import growth_tables
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "glm-5.1-a3-latency-calibration.csv"

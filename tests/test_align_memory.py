@@ -13,7 +13,7 @@ from auditor.align.evidence.logs import parse_log_text
 from auditor.align.memory_fit import LedgerCache, fit_memory
 from auditor.align.ranks import global_rank, observed_weights, sizes_from_workers
 from auditor.align.evidence.workers import split_prefix
-from auditor.engines.profiles import get_profile
+from auditor.engines.registry import as_engine
 from auditor.memory.audit import run_memory_audit
 from auditor.parallel import ParallelPlan
 from auditor.source import open_model
@@ -90,7 +90,7 @@ def test_known_configuration_ranks_first(cache, engine, opts):
     obs = observed_weights(parse_log_text(_log(list(cache.totals(plan, engine)))), BASE)
     best = fit_memory(cache, BASE, obs, {"sp": True}).fits[0]
     named = [(best.candidate.engine, best.candidate.plan)] + [(e.engine, e.plan) for e in best.equivalent]
-    assert (get_profile(engine).name, plan) in named
+    assert (as_engine(engine).name, plan) in named
     assert best.max_abs <= 0.00005 * GiB + 1
 
 

@@ -148,7 +148,7 @@ TENSORCAST_MAPE = 28.7      # TensorCast's analytic model on this family of scen
 
 
 def _glm_evaluator():
-    from auditor.engines.profiles import DEFAULT_ENGINE
+    from auditor.cli.options import DEFAULT_ENGINE
     from auditor.model.presets import preset_spec
     from auditor.parallel import ParallelPlan
 

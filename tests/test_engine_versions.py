@@ -8,7 +8,7 @@ import json
 import pytest
 
 from auditor.cli import main
-from auditor.engines.profiles import parse_version, resolve_engine
+from auditor.engines.registry import parse_version, resolve_engine
 from auditor.errors import AuditInputError
 
 EXACT = [

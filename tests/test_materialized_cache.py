@@ -12,9 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from auditor.engines.materialize import Materializer
-from auditor.engines.profiles import get_profile
-from auditor.engines.resolve import resolve_placement
+from auditor.engines.registry import as_engine
 from auditor.memory import materialized
 from auditor.memory.api import _RENAME, _SKIP_PREFIXES, _SPLITS, module_bytes, synthesized_stored
 from auditor.memory.ledger import build_ledger
@@ -32,10 +30,10 @@ def spec():
 
 
 def _direct_pass(spec, plan, engine):
-    prof = get_profile(engine)
-    pl = resolve_placement(spec, plan, prof)
+    eng = as_engine(engine)
+    pl = eng.placement(spec, plan)
     stored, desc = synthesized_stored(spec, RECIPE)
-    return Materializer(spec, plan, prof, pl, stored, desc).run(), pl      # no shared row cache
+    return eng.materializer(spec, plan, pl, stored, desc).run(), pl      # no shared row cache
 
 
 def _direct_module_bytes(spec, plan, engine, rank):

@@ -84,7 +84,7 @@ def test_issue_command_lists_disaggregated_configs_that_fit(tmp_path, capsys):
                             step_tokens=c["batch"] * (1 + c["mtp"]), mtp=c["mtp"]).fits
     # the launch of a P/D winner is what was modelled: P without a drafter, each role's own batched tokens
     from auditor.planner.search import Config
-    from auditor.planner.serve import serve_launch
+    from auditor.planner.launch import serve_launch
     cfg = Config("disagg", 32, 32, "", dis[0]["batch"], dis[0]["mtp"], 0, 0, 0, 0, 0, 0, 0, 0, True,
                  {k: dis[0][k] for k in ("n_prefill", "n_decode", "p_tp", "p_dp", "p_ep", "p_sp",
                                          "p_max_num_batched_tokens", "p_max_model_len", "tp", "dp", "ep", "sp",

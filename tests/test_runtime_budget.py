@@ -3,19 +3,19 @@ from __future__ import annotations
 
 import pytest
 
-from auditor.engines.runtime_profiles import get_runtime_profile
+from auditor.engines.registry import as_engine
 from auditor.errors import AuditInputError
 from auditor.model.presets import preset_spec
 from auditor.parallel import ParallelPlan
-from auditor.runtime import loglines
-from auditor.runtime.activation import activation_peak, activation_terms
+from auditor.engines.vllm_ascend import loglines
+from auditor.engines.vllm_ascend.activation import activation_peak, activation_terms
 from auditor.runtime.budget import rank_budget
-from auditor.runtime.hccl import non_torch_terms
-from auditor.runtime.kvspec import kv_spec
+from auditor.engines.vllm_ascend.hccl import non_torch_terms
+from auditor.engines.vllm_ascend.kv import kv_spec
 
 GiB = 1 << 30
-MAIN = get_runtime_profile("vllm-ascend@main")
-V018 = get_runtime_profile("vllm-ascend@0.18")
+MAIN = as_engine("vllm-ascend@main").profile
+V018 = as_engine("vllm-ascend@0.18").profile
 
 
 @pytest.fixture(scope="module")

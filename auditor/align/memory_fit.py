@@ -9,8 +9,9 @@ only matches the mean.
 
 Speed: the model is classified and indexed once (``LedgerCache``); per candidate only placement,
 materialization and a per-rank sum run. The materializer's per-module row cache is shared between
-candidates with the same (NZ mode, model dtype, gate dtype), the only inputs of a row besides the
-module's own arguments; configurations whose placement decisions coincide are materialized once.
+candidates with the same row-cache key (``memory.materialized.row_cache_key``: model dtype, NZ mode
+and the engine's declared materializer fields), the only inputs of a row besides the module's own
+arguments; configurations whose placement decisions coincide are materialized once.
 """
 from __future__ import annotations
 
@@ -21,13 +22,15 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from ..engines.materialize import Materialization, Materializer, nz_nbytes
-from ..engines.profiles import PROFILES, EngineProfile, get_profile
-from ..engines.resolve import Placement, resolve_placement
+from ..engines.base import Engine
+from ..engines.materialize import Materialization, nz_nbytes
+from ..engines.placement import Placement
+from ..engines.registry import as_engine, families
 from ..engines.stored import StoredIndex
 from ..errors import AuditInputError
 from ..memory.audit import MemoryAudit, run_memory_audit
 from ..memory.ledger import experts_per_slot
+from ..memory.materialized import _PLACEMENT_WORDING, row_cache_key
 from ..model.classify import classify
 from ..model.spec import DTYPE_BYTES
 from ..parallel import ParallelPlan
@@ -37,7 +40,7 @@ from .ranks import Observed
 #: the engine-behaviour space searched for options the user did not pin (order = preference on ties:
 #: earlier values are the defaults, so the simpler configuration wins an exact tie)
 SEARCH_SPACE: dict[str, tuple] = {
-    "engine": tuple(PROFILES),
+    "engine": tuple(k for cls in families().values() for k in cls.profiles),
     "role": ("mixed", "prefill", "decode"),
     "sp": (False, True),
     "dsa_cp": (None, False),                       # None: inferred from SP + structure (the engine default)
@@ -47,10 +50,6 @@ SEARCH_SPACE: dict[str, tuple] = {
     "nz_mode": (1, 0, 2),
 }
 PLAN_OPTIONS = ("role", "sp", "dsa_cp", "layer_sharding", "shared_expert_dp", "mtp", "nz_mode")
-# profile fields the materializer reads (engines/materialize.py): configurations that agree on these,
-# on the placement and on the plan's sizes hold the same bytes
-_PROFILE_KEYS = ("gate_dtype", "indexer_fused_wk", "o_proj_dsa_cp", "o_proj_gather_input_copy")
-_PLACEMENT_SKIP = {"assumptions", "findings", "kv_role"}   # kv_role only words an MLAPO note
 
 
 @dataclass(frozen=True)
@@ -75,7 +74,7 @@ class Candidate:
 
     def describe(self) -> str:
         p = self.plan
-        bits = [get_profile(self.engine).label, f"role {p.role}"]
+        bits = [as_engine(self.engine).label, f"role {p.role}"]
         if p.sp:
             bits.append("SP")
         if p.dsa_cp is False:
@@ -137,24 +136,25 @@ class LedgerCache:
         self.nz_padded: set[str] = set()        # tensors whose shape FRACTAL_NZ would pad (any pass so far)
         self._nz_checked: dict[tuple, bool] = {}
 
-    def _key(self, plan: ParallelPlan, prof: EngineProfile, pl: Placement) -> tuple:
-        return (tuple(getattr(prof, k) for k in _PROFILE_KEYS),
-                tuple((f.name, getattr(pl, f.name)) for f in fields(pl) if f.name not in _PLACEMENT_SKIP),
+    def _key(self, plan: ParallelPlan, eng: Engine, pl: Placement) -> tuple:
+        # configurations that agree on the engine's materializer fields, on the placement and on the
+        # plan's sizes hold the same bytes (kv_role only words an MLAPO note)
+        return (eng.materializer_key(),
+                tuple((f.name, getattr(pl, f.name)) for f in fields(pl) if f.name not in _PLACEMENT_WORDING),
                 plan.tp, plan.dp, plan.ep, plan.pp, plan.mtp, plan.nz_mode, plan.redundant_experts,
                 plan.max_num_batched_tokens, plan.fused_mc2)
 
     def totals(self, plan: ParallelPlan, engine: str) -> np.ndarray:
         """Resident bytes per global rank for one configuration."""
         spec = self.source.spec
-        prof = get_profile(engine)
-        pl = resolve_placement(spec, plan, prof)
-        key = self._key(plan, prof, pl)
+        eng = as_engine(engine)
+        pl = eng.placement(spec, plan)
+        key = self._key(plan, eng, pl)
         hit = self._totals.get(key)
         if hit is not None:
             return hit
-        m = Materializer(spec, plan, prof, pl, self.classified[1], self.source.desc)
-        m._emitted = self._rows.setdefault((plan.nz_mode, prof.gate_dtype, spec.pd), {})
-        mat = m.run()
+        rows = self._rows.setdefault(row_cache_key(spec, plan, eng), {})
+        mat = eng.materializer(spec, plan, pl, self.classified[1], self.source.desc, row_cache=rows).run()
         out = rank_totals(mat, spec, plan)
         self._note_nz(mat)
         self.materialized += 1
@@ -238,12 +238,13 @@ def candidates(spec, base: ParallelPlan, pinned: dict, engines: tuple[str, ...] 
     names = list(dims)
     for values in itertools.product(*(dims[n] for n in names)):
         opt = dict(zip(names, values))
-        prof = get_profile(opt["engine"])
+        eng = as_engine(opt["engine"])
+        prof = eng.profile
         if opt["dsa_cp"] is False and (not opt["sp"] or prof.dsa_cp_trigger == "sp") and "dsa_cp" not in pinned:
             continue     # "SP without DSA-CP" exists only where DSA-CP has its own flag
         plan = base.with_(**{k: opt[k] for k in PLAN_OPTIONS})
         try:
-            pl = resolve_placement(spec, plan, prof)
+            pl = eng.placement(spec, plan)
         except AuditInputError:
             continue
         if tuple(pl.layer_sharding) != tuple(plan.layer_sharding) and "layer_sharding" not in pinned:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engines.profiles import get_profile, resolve_engine
+from ..engines.registry import as_engine
 from ..parallel import ParallelPlan
 from ..report.ranges import ranges
 from .evidence.bench import read_bench
@@ -171,7 +171,8 @@ def run_align(req: AlignRequest) -> dict:
     engines = None
     engine = req.engine
     if "engine" in req.pinned:
-        engine, engine_note = resolve_engine(req.engine)
+        eng = as_engine(req.engine)
+        engine, engine_note = eng.key, eng.note
         engines = (engine,)
     memory = memory_section(source, plan, logs, req, engines) if logs is not None and logs.weights else None
     best = memory.pop("_best") if memory else None
@@ -206,7 +207,7 @@ def run_align(req: AlignRequest) -> dict:
     if time:
         assumptions.append(f"modelled workload {time['workload']} on {time['device']}; ops and collectives "
                            "serialised (no overlap)")
-    title_bits = [source.spec.name, plan_used.describe(), get_profile(engine).label]
+    title_bits = [source.spec.name, plan_used.describe(), as_engine(engine).label]
     if best is not None:
         title_bits.append(f"weights max residual {best.max_abs / 2**30:.3f} GiB")
     ticket = {
@@ -217,7 +218,7 @@ def run_align(req: AlignRequest) -> dict:
             "dsa_cp": plan_used.dsa_cp, "role": plan_used.role, "mtp_drafter": plan_used.mtp,
             "layer_sharding": list(plan_used.layer_sharding), "nz_mode": plan_used.nz_mode,
             "shared_expert_dp": plan_used.shared_expert_dp},
-            "engine": engine, "engine_label": get_profile(engine).label, "engine_note": engine_note,
+            "engine": engine, "engine_label": as_engine(engine).label, "engine_note": engine_note,
             "pinned": sorted(req.pinned), "source": "best candidate" if best is not None else "options"},
         "evidence": _evidence("log", req.logs) + _evidence("profile", req.profiles) + _evidence("bench", req.benches),
         "memory": memory, "kv": kv, "time": time,

@@ -50,7 +50,7 @@ def calibrate_command(measurements: Path, model: str, recipe: str, mtp: int, bat
     plan = plan.with_(mtp=mtp > 0).validate()
     names = [n.strip() for n in fit_names.split(",") if n.strip()]
     evaluate_fn = perf_evaluator(spec, plan, engine, recipe, mtp, batch)
-    provenance = {"source": measurements.name, "model": model, "recipe": recipe, "engine": engine,
+    provenance = {"source": measurements.name, "model": model, "recipe": recipe, "engine": str(engine),
                   "plan": plan.describe(), "mtp": mtp, "batch": batch, "fitted_on_commit": git_head()}
     if note:
         provenance["note"] = note

@@ -8,7 +8,7 @@ from typing import Callable
 
 import click
 
-from ..engines.profiles import DEFAULT_ENGINE, ENGINE_HELP, resolve_engine
+from ..engines.registry import as_engine, engine_help
 from ..errors import AuditInputError
 from ..limits import FLOAT_OPTION_CAPS, OPTION_CAPS
 from ..model.recipes import RECIPES
@@ -16,6 +16,7 @@ from ..outputs import check_output_path, write_output
 from ..parallel import ParallelPlan
 
 FORMATS = ("table", "markdown", "json", "csv")
+DEFAULT_ENGINE = "vllm-ascend@main"
 
 
 class FiniteFloatRange(click.FloatRange):
@@ -90,16 +91,16 @@ def plan_options(f: Callable) -> Callable:
 def _check_engine(ctx: click.Context, param: click.Parameter, value: str) -> str:
     """Validate ``--engine`` now (one-line error) and say on stderr which profile a version
     resolves to; the text itself is passed on, so the report can carry the same note."""
-    _, note = resolve_engine(value)
-    if note:
-        click.echo(f"audit: note: {note}", err=True)
-    return value
+    eng = as_engine(value)
+    if eng.note:
+        click.echo(f"audit: note: {eng.note}", err=True)
+    return eng
 
 
 def engine_option() -> Callable[[Callable], Callable]:
-    """``--engine vllm-ascend@X.Y[.Z][rcN] | main`` (resolution: ``engines.profiles.resolve_engine``)."""
+    """``--engine vllm-ascend@X.Y[.Z][rcN] | main`` (resolution: ``engines.registry``): the resolved Engine is passed down."""
     return click.option("--engine", default=DEFAULT_ENGINE, show_default=True, callback=_check_engine,
-                        metavar="vllm-ascend@VERSION", help=ENGINE_HELP)
+                        metavar="FAMILY@VERSION", help=engine_help())
 
 
 def output_options(f: Callable) -> Callable:

@@ -59,7 +59,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
                  contexts, util, kv_cache_dtype, recipe, device_name, graph, trace, png, measured, fmt, output) -> None:
     """Per-op time model: token layout, FLOPs, bytes, collectives and time of every op of every layer."""
     from ..devices.profiles import load_device
-    from ..engines.profiles import resolve_engine
+    from ..engines.registry import as_engine
     from ..perf.api import PerfResult, Workload, evaluate_phase, result_notes
     from ..report.perf_text import render
     from ..source import open_model
@@ -83,7 +83,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
         wl = Workload(ph, tokens, ctx, batch, mtp, acceptance)
         phases[ph] = evaluate_phase(spec, plan, engine, wl, dev, src.scheme_recipe, graph, table, kv_cache_dtype)
     first = next(iter(phases.values()))
-    res = PerfResult(spec.name, plan, resolve_engine(engine)[0], src.scheme_recipe, dev.name, graph, phases,
+    res = PerfResult(spec.name, plan, as_engine(engine).key, src.scheme_recipe, dev.name, graph, phases,
                      result_notes(first.program, plan, mtp, engine))
     fit = _workload_fit(spec, plan, engine, src.scheme_recipe, dev, phases, mtp, util, kv_cache_dtype)
     res.hbm = fit.to_json()

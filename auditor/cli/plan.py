@@ -61,7 +61,7 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
     from ..devices.profiles import load_device
     from ..planner.report import render_plan, write_pareto_png
     from ..planner.search import PlanSpace, run_plan
-    from ..planner.serve import serve_launch
+    from ..planner.launch import serve_launch
     from ..planner.workload import from_csv, from_lengths
     from ..source import open_model
 
@@ -88,7 +88,7 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
     launch = serve_launch(best[0], model or src.spec.name, engine, util=util, max_model_len=wl.max_len, isl=wl.isl,
                           kv_cache_dtype=kv_cache_dtype) if best else []
     head = {"tool": "audit plan", "model": src.spec.name, "recipe": src.scheme_recipe, "device": dev.name,
-            "engine": engine, "dies": space.dies, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
+            "engine": str(engine), "dies": space.dies, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
             "mtp_acceptance": mtp_acceptance}
     emit(render_plan(res, fmt, top, launch, head), output)
     if csv_path:

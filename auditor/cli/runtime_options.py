@@ -9,7 +9,7 @@ from typing import Callable
 import click
 
 from ..devices.profiles import DEFAULT_DEVICE
-from ..runtime.kvspec import KV_DTYPES
+from ..engines.vllm_ascend.kv import KV_DTYPES
 from .options import capped, capped_float
 
 

@@ -11,31 +11,15 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from ..inventory.quantdesc import QuantDescription
 from ..model.classify import OFFSET_SUFFIXES, SCALE_SUFFIXES, Finding
 from ..model.spec import DTYPE_BYTES, ModelSpec
 from ..parallel import ParallelPlan, stage_layers
-from . import rules as R
-from .profiles import EngineProfile
-from .resolve import Placement
+from .bridge import (BRIDGE_ORDER, C_BUFFERS, C_DTYPE, C_KVB, C_LSHARD, C_MISSING, C_MTPSHARE, C_OREP,  # noqa: F401
+                     C_PAD, C_QB, C_REDUNDANT, C_SCALES, C_SHARED)
 from .stored import StoredIndex, StoredModule
-
-C_DTYPE = "dtype cast on load (stored -> resident)"
-C_SCALES = "scales / offsets kept (stored)"
-C_PAD = "layout padding (NZ / vocab)"
-C_QB = "DSA-CP: q_b_proj replicated"
-C_SHARED = "shared experts replicated"
-C_OREP = "o_proj replicated (P node)"
-C_LSHARD = "layer sharding (owned layers + 2 windows)"
-C_MTPSHARE = "MTP shares embed_tokens / lm_head"
-C_REDUNDANT = "redundant experts (EPLB)"
-C_MISSING = "modules missing from checkpoint (modelled from config)"
-
-BRIDGE_ORDER = (C_DTYPE, C_SCALES, R.C_QPARAM, R.C_FP32, R.C_ACLNN, C_QB, R.C_KVB, R.C_OPROJ, C_OREP,
-                C_SHARED, R.C_MLAPO, R.C_NORMBIAS, C_PAD, R.C_BUFFERS, R.C_C8, C_REDUNDANT, C_LSHARD,
-                C_MTPSHARE, C_MISSING)
-
 
 @dataclass
 class Resident:
@@ -97,8 +81,17 @@ def nz_nbytes(shape: tuple[int, ...], itemsize: float) -> int:
 
 
 class Materializer:
-    def __init__(self, spec: ModelSpec, plan: ParallelPlan, prof: EngineProfile, layout: Placement,
-                 stored: StoredIndex, desc: QuantDescription | None):
+    """Walks the model's modules and emits every resident tensor of a rank through the engine's rules.
+
+    The walk (attention, MLP, experts, MTP, globals) is the engine-independent part; an engine
+    subclass supplies ``R`` (its rules module: LINEAR, NORM, KV_B, ROUTER, MOE, EMBEDDING, ...) and
+    overrides the hooks below for what only it creates (fused copies, pools, buffers)."""
+
+    #: the engine's rule tables (a module or namespace); set by the engine's subclass
+    R: Any = None
+
+    def __init__(self, spec: ModelSpec, plan: ParallelPlan, prof: Any, layout: Any,
+                 stored: StoredIndex, desc: QuantDescription | None, row_cache: dict | None = None):
         self.spec, self.plan, self.prof, self.layout, self.stored = spec, plan, prof, layout, stored
         self.rows: list[Resident] = []
         self.findings: list[Finding] = []
@@ -112,7 +105,8 @@ class Materializer:
         self._missing: set[str] = set()
         self._o_pool_schemes: set[str] = set()
         self._fp8_noted = False
-        self._emitted: dict[tuple, tuple] = {}
+        # rows per module signature; a caller may share one across passes whose engine key agrees
+        self._emitted: dict[tuple, tuple] = row_cache if row_cache is not None else {}
 
     # ---------------------------------------------------------------- helpers
     def dtype(self, tok: str, stored: str) -> str:
@@ -232,7 +226,7 @@ class Materializer:
         """kind: column | row | replicated (default-TP role, used for the naive estimate)."""
         sms = [self.lookup(layer, m) for m in members]
         scheme = "FLOAT" if force_float else self.scheme_of(sms, name, layer)
-        rules = R.LINEAR.get(scheme)
+        rules = self.R.LINEAR.get(scheme)
         if scheme.startswith("FP8") and not self._fp8_noted:
             self._fp8_noted = True
             self.findings.append(Finding("warning", None, "FP8 linears: vLLM-Ascend has no FP8 linear method (A2/A3 "
@@ -241,7 +235,7 @@ class Materializer:
         if rules is None:
             self.findings.append(Finding("warning", f"model.layers.{layer}.{name}",
                                          f"scheme {scheme} has no engine rule; modelled as stored FLOAT"))
-            rules = R.LINEAR["FLOAT"]
+            rules = self.R.LINEAR["FLOAT"]
         tp = self.plan.tp
         naive_shard = 1 if kind == "replicated" else tp
         shard = 1 if replicated else naive_shard
@@ -262,7 +256,7 @@ class Materializer:
 
     def norm(self, layer: int, block: str, name: str, dim: int, placement: str = "stage") -> None:
         sms = [self.lookup(layer, name)]
-        self.emit(R.NORM, layer=layer, block=block, module=name, env={"dim": dim}, stored=sms,
+        self.emit(self.R.NORM, layer=layer, block=block, module=name, env={"dim": dim}, stored=sms,
                   placement=placement, naive_shard=1, module_cause=None,
                   conditions={"norm_bias": self.norm_bias})
 
@@ -298,25 +292,10 @@ class Materializer:
         self.o_proj(layer, blk, mtp)
         if self._mlapo_applies(qkv, layer):
             env = {"Lkv": s.Lkv, "Dr": s.Dr, "Qr": s.Qr, "H": s.H, "Hl": L.heads_local, "Dq": s.Dq}
-            self.emit(R.MLAPO, layer=layer, block=blk, module="self_attn.mlapo", env=env, stored=[],
+            self.emit(self.R.MLAPO, layer=layer, block=blk, module="self_attn.mlapo", env=env, stored=[],
                       placement="stage", naive_shard=None, module_cause=None, conditions={})
         if s.layer_has_indexer(layer):
             self.indexer(layer, "mtp" if mtp else "indexer")
-
-    def _mlapo_applies(self, qkv_scheme: str, layer: int) -> bool:
-        if qkv_scheme != "W8A8" or self.layout.dsa_cp:
-            return False
-        if not self.norm_bias:
-            if layer == 0:
-                self.assumptions.append("MLAPO not modelled: it needs RMSNorm biases (no 'norm.bias' key in the "
-                                        "description)")
-            return False
-        if self.layout.kv_role == "kv_consumer" and self.plan.max_num_batched_tokens <= 1024:
-            # originals' weight/deq_scale/quant_bias are dropped; keep it simple: note it
-            if layer == 0:
-                self.assumptions.append("MLAPO on a pure decode node with max_num_batched_tokens <= 1024 drops the "
-                                        "original fused_qkv_a/q_b weights; not subtracted here")
-        return True
 
     def kv_b(self, layer: int, blk: str) -> None:
         s, L = self.spec, self.layout
@@ -327,31 +306,13 @@ class Materializer:
                                          f"kv_b_proj is {sm.scheme}; the SFA backend asserts an unquantized "
                                          "kv_b_proj (engine refuses to start)"))
         env = {"Hl": L.heads_local, "Dn": s.Dn, "Dv": s.Dv, "Lkv": s.Lkv}
-        self.emit(R.KV_B, layer=layer, block=blk, module="self_attn.kv_b_proj", env=env, stored=sms,
+        self.emit(self.R.KV_B, layer=layer, block=blk, module="self_attn.kv_b_proj", env=env, stored=sms,
                   placement="stage", naive_shard=None, module_cause=None, conditions={})
         naive = self.naive_of(sms, self.plan.tp)
         if naive:
             self.rows.append(Resident(layer, blk, "self_attn.kv_b_proj", "weight (disposed)", "float",
-                                      sm.weight_dtype if sm else s.pd, (0,), 0, naive, "stage", -1, R.C_KVB,
+                                      sm.weight_dtype if sm else s.pd, (0,), 0, naive, "stage", -1, C_KVB,
                                       "stored", "dispose_layer leaves 0-element tensors"))
-
-    def o_proj(self, layer: int, blk: str, mtp: bool) -> None:
-        s, L = self.spec, self.layout
-        Kf = s.NH * s.Dv
-        rep = L.o_proj_replicated
-        sharded = "o_proj" in L.layer_sharding and rep and not mtp
-        scheme = self.linear(layer, blk, "self_attn.o_proj", ["self_attn.o_proj"], s.H, Kf, "row", rep,
-                             module_cause=C_OREP if rep else None,
-                             layer_shard_owner=layer % self.plan.ranks_per_stage if sharded else -1)
-        if L.o_proj_gather_pool and not rep:
-            env = {"Kf": Kf, "K": Kf // self.plan.tp, "H": s.H}
-            if scheme == "W8A8" and self.prof.o_proj_dsa_cp != "p_node_replicated":
-                self.emit(R.O_PROJ_ACLNN_COPIES, layer=layer, block=blk, module="self_attn.o_proj", env=env,
-                          stored=[], placement="stage", naive_shard=None, module_cause=None, conditions={})
-            if scheme == "FLOAT" and self.prof.o_proj_gather_input_copy:
-                self.emit((R.O_PROJ_GATHER_INPUT,), layer=layer, block=blk, module="self_attn.o_proj", env=env,
-                          stored=[], placement="stage", naive_shard=None, module_cause=None, conditions={})
-            self._o_pool_schemes.add(scheme)
 
     def indexer(self, layer: int, blk: str) -> None:
         s = self.spec
@@ -373,12 +334,10 @@ class Materializer:
             self.linear(layer, blk, "self_attn.indexer.weights_proj", ["self_attn.indexer.weights_proj"], s.IH, s.H,
                         "replicated", True, force_float=True)
         sms = [self.lookup(layer, "self_attn.indexer.k_norm")]
-        self.emit(R.LAYERNORM_FP32, layer=layer, block=blk, module="self_attn.indexer.k_norm", env={"dim": s.ID},
+        self.emit(self.R.LAYERNORM_FP32, layer=layer, block=blk, module="self_attn.indexer.k_norm", env={"dim": s.ID},
                   stored=sms, placement="stage", naive_shard=1, module_cause=None,
                   conditions={})
-        if self.c8:
-            self.emit(R.INDEXER_C8, layer=layer, block=blk, module="self_attn.indexer", env={"ID": s.ID},
-                      stored=[], placement="stage", naive_shard=None, module_cause=None, conditions={})
+        self.indexer_extras(layer, blk)
 
     def mlp(self, layer: int, mtp: bool) -> None:
         s, L = self.spec, self.layout
@@ -390,7 +349,7 @@ class Materializer:
             return
         # router
         sms = [self.lookup(layer, "mlp.gate")]
-        self.emit(R.ROUTER, layer=layer, block="mtp" if mtp else "router", module="mlp.gate",
+        self.emit(self.R.ROUTER, layer=layer, block="mtp" if mtp else "router", module="mlp.gate",
                   env={"E": s.E, "H": s.H}, stored=sms, placement="stage", naive_shard=1,
                   module_cause=None, conditions={"router_bias": s.router_bias})
         self.experts(layer, "mtp" if mtp else "routed_experts")
@@ -408,11 +367,11 @@ class Materializer:
         s, L, plan = self.spec, self.layout, self.plan
         sms = [self.lookup(layer, f"mlp.experts.{p}") for p in ("gate_proj", "up_proj", "down_proj")]
         scheme = self.scheme_of(sms, "mlp.experts", layer)
-        rules = R.MOE.get(scheme)
+        rules = self.R.MOE.get(scheme)
         if rules is None:
             self.findings.append(Finding("warning", f"model.layers.{layer}.mlp.experts",
                                          f"MoE scheme {scheme} has no engine rule; modelled as FLOAT"))
-            rules = R.MOE["FLOAT"]
+            rules = self.R.MOE["FLOAT"]
         n_stored = max((sm.n_experts for sm in sms if sm), default=0)
         if n_stored and n_stored != s.E:
             self.findings.append(Finding("error", f"model.layers.{layer}.mlp.experts",
@@ -449,7 +408,7 @@ class Materializer:
                                           "_maybe_share_embeddings / _maybe_share_lm_head"))
         if self.rot_used:
             self.rows.append(Resident(layer, "mtp", "rot", "weight", "float", s.pd, (s.H, s.H),
-                                      s.H * s.H * DTYPE_BYTES[s.pd], 0, "stage", -1, R.C_BUFFERS, "created",
+                                      s.H * s.H * DTYPE_BYTES[s.pd], 0, "stage", -1, C_BUFFERS, "created",
                                       "QuaRot rotation (is_rot_used)"))
 
     # ---------------------------------------------------------------- globals
@@ -460,7 +419,7 @@ class Materializer:
             sms = [self.lookup(-1, module)]
             if module == "lm_head" and s.tie_embeddings and sms[0] is None:
                 continue
-            self.emit(R.EMBEDDING, layer=-1, block=block, module=module, env=env, stored=sms, placement=placement,
+            self.emit(self.R.EMBEDDING, layer=-1, block=block, module=module, env=env, stored=sms, placement=placement,
                       naive_shard=plan.tp, module_cause=None, conditions={})
             if self.has_desc and sms[0] is not None and f"{module}.weight" not in self.desc:
                 self.findings.append(Finding("error", f"{module}.weight",
@@ -468,59 +427,25 @@ class Materializer:
         self.norm(-1, "norm", "model.norm", s.H, placement="last")
         self.buffers()
 
+    # ---------------------------------------------------------------- engine hooks (defaults)
+    def _mlapo_applies(self, qkv_scheme: str, layer: int) -> bool:
+        """Whether the engine keeps fused MLA-preprocess copies of this layer (none by default)."""
+        return False
+
+    def o_proj(self, layer: int, blk: str, mtp: bool) -> None:
+        """o_proj: a row-parallel linear, replicated where the placement says so."""
+        s, L = self.spec, self.layout
+        self.linear(layer, blk, "self_attn.o_proj", ["self_attn.o_proj"], s.H, s.NH * s.Dv, "row",
+                    L.o_proj_replicated, module_cause=C_OREP if L.o_proj_replicated else None)
+
+    def indexer_extras(self, layer: int, blk: str) -> None:
+        """Engine-created tensors of an indexer besides its projections (none by default)."""
+
     def buffers(self) -> None:
-        s, plan, L = self.spec, self.plan, self.layout
-        rows: list[tuple[str, tuple[int, ...], str, str]] = []
-        if s.mla or s.head_dim:
-            rope = s.Dr if s.mla else s.head_dim
-            if s.rope_scaling_factor > 1 and s.rope_original_max:
-                n = int(s.rope_original_max * s.rope_scaling_factor)
-                inst = 2 if (s.dsa and not s.indexer_rope_interleave) else 1
-                for k in range(inst):
-                    for t in ("cos_sin_cache", "cos_cached", "sin_cached"):
-                        rows.append((f"rope{k}.{t}", (n, rope), s.pd, "DeepSeek yarn rotary cache"))
-                    rows.append((f"rope{k}.inv_freq", (rope // 2,), "F32", ""))
-            else:
-                rows.append(("rope.cos_sin_cache", (s.max_position, rope), s.pd, "default rotary cache"))
-                rows.append(("rope._cos_cache+_sin_cache", (2 * s.max_position, rope), s.pd,
-                             "global interleaved copy, ~2x (UNCONFIRMED duplication)"))
-                self.assumptions.append("default rope: a global _cos/_sin copy about 2x the cos_sin_cache is "
-                                        "counted (spec: exact duplication UNCONFIRMED)")
-            if s.mla:
-                for t in ("_cos_mla", "_sin_mla"):
-                    rows.append((t, (plan.max_num_batched_tokens, 1, 1, s.Dr), s.pd, "model-runner rope buffer"))
-        if s.dsa:
-            rows.append(("topk_indices_buffer", (plan.max_num_batched_tokens, s.topk_tokens), "I32",
-                         "one per model, shared with the MTP drafter"))
-        for name, shape, dt, note in rows:
-            self.rows.append(Resident(-1, "other", "buffers", name, "derived", dt, shape,
-                                      int(math.prod(shape) * DTYPE_BYTES[dt]), 0, "all", -1, R.C_BUFFERS,
-                                      "created", note))
-        # the pool is keyed by (attr, dtype, dim, full shape): one buffer per distinct o_proj dtype
-        # (an int8 one for quantized layers, a pd one for a FLOAT MTP layer)
-        pools = {R.O_PROJ_POOL_QUANT if sch in ("W8A8", "W8A8_DYNAMIC") else R.O_PROJ_POOL_FLOAT
-                 for sch in self._o_pool_schemes} if L.o_proj_gather_pool else set()
-        for rule in sorted(pools, key=lambda r: r.dtype):
-            self.emit((rule,), layer=-1, block="attention", module="o_proj_full_pool",
-                      env={"Kf": s.NH * s.Dv, "H": s.H}, stored=[], placement="all", naive_shard=None,
-                      module_cause=None, conditions={})
-        if self.c8:
-            for t in ("q_hadamard", "k_hadamard"):
-                self.rows.append(Resident(-1, "other", "buffers", t, "derived", "BF16", (128, 128), 128 * 128 * 2, 0,
-                                          "all", -1, R.C_C8, "created", "class-shared, one pair per process"))
+        """Model-wide buffers the engine creates (none by default)."""
 
     def layer_sharding_windows(self) -> None:
-        """§3.4: per series, 2 window buffers of the processed weight size on every rank."""
-        for series in self.layout.layer_sharding:
-            owned = [r for r in self.rows if r.placement == "owner" and r.module == f"self_attn.{series}"
-                     and r.tensor == "weight"]
-            if not owned:
-                continue
-            w = owned[0]
-            for k in range(2):
-                self.rows.append(Resident(-1, "attention", f"self_attn.{series}", f"layer_shard_window{k}",
-                                          "derived", w.dtype, w.shape, w.bytes, 0, "all", -1, C_LSHARD,
-                                          "created", "prefetch window (prefetch_step=1)"))
+        """Prefetch windows of layer-sharded series (none by default)."""
 
     # ---------------------------------------------------------------- driver
     def run(self) -> Materialization:

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
-from ..engines.materialize import BRIDGE_ORDER, Materialization, Materializer
-from ..engines.profiles import EngineProfile, get_profile, resolve_engine
-from ..engines.resolve import Placement, resolve_placement
+from ..engines.bridge import BRIDGE_ORDER
+from ..engines.materialize import Materialization
+from ..engines.placement import Placement
+from ..engines.registry import EngineLike, as_engine
 from ..engines.stored import StoredIndex
 from ..model.classify import CATEGORIES, ClassifiedTable, Finding, classify
 from ..model.names import BLOCKS
@@ -20,7 +22,7 @@ from .ledger import Ledger, build_ledger
 class MemoryAudit:
     source: ModelSource
     plan: ParallelPlan
-    profile: EngineProfile
+    profile: Any
     layout: Placement
     classified: ClassifiedTable
     mat: Materialization
@@ -97,26 +99,27 @@ def _rank_shape(shape: tuple[int, ...], placement: str, units: float) -> list[in
     return list(shape)
 
 
-def run_memory_audit(source: ModelSource, plan: ParallelPlan, engine: str,
+def run_memory_audit(source: ModelSource, plan: ParallelPlan, engine: EngineLike,
                      classified: tuple[ClassifiedTable, StoredIndex] | None = None) -> MemoryAudit:
     """``classified``: the (classified table, stored index) of ``source`` when the caller already
     has them (they depend on the source only; ``audit align`` audits many plans of one source)."""
     spec = source.spec
-    profile = get_profile(engine)
-    layout = resolve_placement(spec, plan, profile)
+    eng = as_engine(engine)
+    profile = eng.profile
+    layout = eng.placement(spec, plan)
     desc = source.desc
     if classified is None:
         ct = classify(source.table, spec.Lyr, desc)
         stored = StoredIndex(ct)
     else:
         ct, stored = classified
-    mat = Materializer(spec, plan, profile, layout, stored, desc).run()
+    mat = eng.materializer(spec, plan, layout, stored, desc).run()
     ledger = build_ledger(mat, spec, plan, layout)
     findings = list(source.findings) + [Finding(s, None, m) for s, m in layout.findings] + ct.findings + mat.findings
     assumptions = []
     if source.synthesized:
         assumptions.append(source.describe())
-    version_note = resolve_engine(engine)[1]
+    version_note = eng.note
     assumptions += [f"engine {profile.label}"] + ([version_note] if version_note else [])
     assumptions += list(profile.notes) + layout.assumptions + mat.assumptions
     if spec.mtp_layers and not plan.mtp:

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..engines.materialize import BRIDGE_ORDER, Materialization
-from ..engines.resolve import Placement
+from ..engines.bridge import BRIDGE_ORDER
+from ..engines.materialize import Materialization
+from ..engines.placement import Placement
 from ..model.classify import CATEGORIES
 from ..model.names import BLOCKS
 from ..model.spec import ModelSpec

@@ -14,16 +14,17 @@ a mixed node both keep o_proj TP-sharded with the gather pool) share a pass too.
 EPLB and PP.
 
 Passes also share the materializer's per-module row cache: a module's rows depend, besides the
-module's own arguments (its key), only on the model dtype, the profile's gate dtype and the NZ mode.
+module's own arguments (its key), only on the model dtype, the NZ mode and the version-row fields
+the engine declares its materializer reads (``Engine.materializer_key``): a new field there cannot
+silently reuse rows cached for another version.
 """
 from __future__ import annotations
 
 import functools
 from dataclasses import fields, replace
 
-from ..engines.materialize import Materialization, Materializer
-from ..engines.profiles import get_profile
-from ..engines.resolve import resolve_placement
+from ..engines.materialize import Materialization
+from ..engines.registry import EngineLike, as_engine
 from ..model.spec import ModelSpec
 from ..parallel import ROLES, ParallelPlan
 from .ledger import RowArrays, row_arrays
@@ -31,15 +32,16 @@ from .ledger import RowArrays, row_arrays
 _ROW_CACHES: dict[tuple, dict] = {}
 
 
-_PLACEMENT_WORDING = {"assumptions", "findings", "kv_role"}     # kv_role only words an MLAPO note
+#: Placement fields that only word notes (kv_role only words an MLAPO note)
+_PLACEMENT_WORDING = {"assumptions", "findings", "kv_role"}
 
 
-def _placement_key(spec: ModelSpec, plan: ParallelPlan, engine: str) -> tuple:
-    pl = resolve_placement(spec, plan, get_profile(engine))
+def _placement_key(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike) -> tuple:
+    pl = as_engine(engine).placement(spec, plan)
     return tuple(getattr(pl, f.name) for f in fields(pl) if f.name not in _PLACEMENT_WORDING)
 
 
-def reference_plan(plan: ParallelPlan, spec: ModelSpec | None = None, engine: str | None = None) -> ParallelPlan:
+def reference_plan(plan: ParallelPlan, spec: ModelSpec | None = None, engine: EngineLike | None = None) -> ParallelPlan:
     """The plan whose Materializer pass holds the same bytes as ``plan``'s: DP (and with it EP) and
     the redundant expert count normalised when only the ledger's expert multipliers depend on
     them; with ``spec`` and ``engine``, also the first role (mixed, prefill, decode) whose placement
@@ -60,20 +62,25 @@ def reference_plan(plan: ParallelPlan, spec: ModelSpec | None = None, engine: st
 
 
 @functools.lru_cache(maxsize=128)
-def _materialize(spec: ModelSpec, ref: ParallelPlan, engine: str, recipe: str) -> tuple[Materialization, RowArrays]:
+def _materialize(spec: ModelSpec, ref: ParallelPlan, engine: EngineLike, recipe: str
+                 ) -> tuple[Materialization, RowArrays]:
     from .api import synthesized_stored
-    prof = get_profile(engine)
+    eng = as_engine(engine)
     stored, desc = synthesized_stored(spec, recipe)
-    m = Materializer(spec, ref, prof, resolve_placement(spec, ref, prof), stored, desc)
-    m._emitted = _ROW_CACHES.setdefault((spec.pd, prof.gate_dtype, ref.nz_mode), {})
-    mat = m.run()
+    cache = _ROW_CACHES.setdefault(row_cache_key(spec, ref, eng), {})
+    mat = eng.materializer(spec, ref, eng.placement(spec, ref), stored, desc, row_cache=cache).run()
     return mat, row_arrays(mat)
 
 
-def materialize(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str) -> tuple[Materialization, RowArrays]:
+def row_cache_key(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike) -> tuple:
+    """What a module's resident rows depend on besides the module's own arguments."""
+    return (spec.pd, plan.nz_mode) + as_engine(engine).materializer_key()
+
+
+def materialize(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe: str) -> tuple[Materialization, RowArrays]:
     """(the rows of ``plan``'s Materializer pass for a recipe's synthesized checkpoint, their ledger
     columns), for their bytes: the pass's assumptions and findings may word the reference's role.
     Shared and cached: callers must not modify them. Build the ledger with ``plan`` itself (and its
-    own ``resolve_placement``), never with the reference."""
+    own placement), never with the reference."""
     plan.validate()
     return _materialize(spec, reference_plan(plan, spec, engine), engine, recipe)

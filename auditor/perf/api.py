@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from auditor_kernels import kinds as K
 
-from ..engines.profiles import resolve_engine
+from ..engines.registry import as_engine
 from ..errors import AuditInputError
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
@@ -259,7 +259,7 @@ def evaluate_phase(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: W
     if workload.mtp and not spec.mtp_layers:
         raise AuditInputError("--mtp", f"{spec.name} has no MTP layer (num_nextn_predict_layers = 0)")
     # the MTP passes are always in the program; their multiplicity (K, K-1 or 0) is a kernel input
-    prog = cached_program(spec, plan, resolve_engine(engine)[0], recipe, workload.phase, graph, True, cache)
+    prog = cached_program(spec, plan, as_engine(engine).key, recipe, workload.phase, graph, True, cache)
     op_i, op_f, op_m, co_i, co_f, co_m = prog.arrays()
     op_out = np.empty((op_i.shape[0], K.N_OUT))
     co_out = np.empty((co_i.shape[0], K.N_CO_OUT))
@@ -278,14 +278,14 @@ def evaluate(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: Workloa
              recipe: str, graph: str = "expanded", table: Any = None, cache: Any = "bf16") -> PerfResult:
     """Evaluate one phase (``workload.phase``) and return a PerfResult (JSON via ``to_json``)."""
     ph = evaluate_phase(spec, plan, engine, workload, device, recipe, graph, table, cache)
-    return PerfResult(spec.name, plan, resolve_engine(engine)[0], recipe, getattr(device, "name", str(device)),
+    return PerfResult(spec.name, plan, as_engine(engine).key, recipe, getattr(device, "name", str(device)),
                       graph, {workload.phase: ph}, result_notes(ph.program, plan, workload.mtp, engine))
 
 
 def result_notes(prog: Program, plan: ParallelPlan, mtp: int, engine: str | None = None) -> list[str]:
     """Assumptions a reader of the numbers must know (engine version resolution, layout resolution
     plus model choices)."""
-    version_note = resolve_engine(engine)[1] if engine else None
+    version_note = as_engine(engine).note if engine else None
     notes = [version_note] if version_note else []
     notes += list(prog.layout.assumptions) if prog.layout else []
     if mtp:

@@ -347,15 +347,8 @@ KEY_FUNCTIONS: dict[str, KeyFn] = {
     "LightningIndexerVllm": lightning_indexer_key,
 }
 
-#: default Type -> our kernel name, used by ``audit kernels import`` without --map
-DEFAULT_MAPPING: dict[str, str] = {
-    "QuantBatchMatmulV3": "matmul_w8a8",
-    "MatMulV2": "matmul_bf16",
-    "MatMulV3": "matmul_bf16",
-    "GroupedMatmul": "grouped_matmul",
-    "SparseFlashAttention": "sparse_flash_attention",
-    "LightningIndexer": "lightning_indexer",
-}
+from ..engines.vllm_ascend.profiler import DEFAULT_MAPPING  # noqa: E402  (the engine's kernel Types)
+
 
 
 def import_kernel_details(path: str | Path, mapping: dict, stats: dict | None = None) -> KernelTable:

@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from auditor_kernels import kinds as K
 
-from ..engines.profiles import get_profile
-from ..engines.resolve import Placement, resolve_placement
+from ..engines.placement import Placement
+from ..engines.registry import as_engine
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
 from . import ops as O
-from .kernel_paths import KernelPath, indexer_tile, indexer_vec_per_head, kernel_path, sfa_entry_bytes
+from ..engines.vllm_ascend.kernel_paths import KernelPath, indexer_tile, indexer_vec_per_head, sfa_entry_bytes
 from .tokens import MAIN, MTP_LATER, ROWS, ContractError, State, Tok, require_same
 from .quant import FLOAT, scheme
 from .weights import weight_bytes
@@ -105,7 +105,7 @@ class _Builder:
                  lay: Placement, weights: dict[tuple[int, str], int], path: KernelPath):
         self.spec, self.plan, self.recipe, self.phase, self.lay = spec, plan, recipe, phase, lay
         self.path = path
-        self.prof = get_profile(engine)
+        self.prof = as_engine(engine).profile
         self.w = weights
         self.tp = plan.tp
         self.ops: list[O.Op] = []
@@ -379,9 +379,10 @@ def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
     KV/indexer cache variant (``--kv-cache-dtype``), which picks the attention kernels' path."""
     if graph not in GRAPHS:
         raise ValueError(f"graph must be one of {GRAPHS}")
-    lay = resolve_placement(spec, plan, get_profile(engine))
+    eng = as_engine(engine)
+    lay = eng.placement(spec, plan)
     weights, wsrc = weight_bytes(spec, plan, engine, recipe, lay)
-    path = cache if isinstance(cache, KernelPath) else kernel_path(cache)
+    path = cache if isinstance(cache, KernelPath) else eng.kernel_path(cache)
     b = _Builder(spec, plan, engine, recipe, phase, lay, weights, path)
     shard = phase == "prefill" and plan.sp and plan.tp > 1
     main = Tok(MAIN)

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from ..engines.profiles import resolve_engine
+from ..engines.registry import as_engine
 from ..errors import AuditInputError
 from ..limits import OPTION_CAPS
 from ..model.spec import ModelSpec
@@ -74,7 +74,8 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
 
     from .device import device_vector, group_table
     recipe = check_recipe(recipe)
-    engine, version_note = resolve_engine(engine)       # one program cache entry per profile
+    eng = as_engine(engine)
+    engine, version_note = eng.key, eng.note            # one program cache entry per profile
     keys = np.array(list(itertools.product(tokens, batches, mtps)), dtype=np.float64)
     ctx = np.array(list(contexts), dtype=np.float64)
     # rows in (tokens, batch, mtp) x context order, as the kernel returns them

@@ -9,7 +9,7 @@ module names relative to the layer ("self_attn.q_b_proj", "mlp.experts", ...);
 """
 from __future__ import annotations
 
-from ..engines.resolve import Placement
+from ..engines.placement import Placement
 from ..memory.api import module_bytes
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan

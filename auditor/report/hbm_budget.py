@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from ..runtime.activation import TERM_DOCS
+from ..engines.vllm_ascend.activation import TERM_DOCS
 from .units import GiB, MiB
 from .units import gib as _g
 

@@ -10,46 +10,25 @@ engine-vllm-ascend-runtime.md §3.2 and §1.4::
 ``M_total`` is the usable total the worker sees (device profile ``hbm_usable_bytes``), ``W`` the
 ledger's resident bytes of the worst rank of the stage (it already holds the top-k buffers, MLAPO
 copies and gather pools the engine measures as weights), ``P_act`` the profile-run activation
-peak (``activation.py``) and ``N_nontorch`` the HCCL buffers plus runtime (``hccl.py``). Items the
-engine allocates outside this budget must fit in ``M_total * (1 - util)`` minus what other
-processes held at start; ``headroom_bytes`` is what is left of it.
+peak and ``N_nontorch`` the communicator buffers plus runtime; both are the engine's terms
+(``Engine.activation_terms``, ``Engine.non_torch_terms``), as are the KV spec and the items it
+allocates outside this budget, which must fit in ``M_total * (1 - util)`` minus what other
+processes held at start; ``headroom_bytes`` is what is left of it. The arithmetic is here, once.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..engines.runtime_profiles import get_runtime_profile
+from ..engines.kv_interface import KVSpec
+from ..engines.registry import EngineLike, as_engine
 from ..errors import AuditInputError
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
-from . import hccl, loglines
-from .activation import TERM_DOCS, activation_peak, activation_terms
-from .kvspec import KVSpec, cdiv, kv_spec
 
 GiB = 1 << 30
-MiB = 1 << 20
 DEFAULT_UTIL = 0.9
 DEFAULT_MAX_NUM_SEQS = 256
-#: memory other processes hold on the die at start (spec §5 assumption 3, UNCONFIRMED)
-OTHERS_AT_START_BYTES = int(0.4 * GiB)
-#: ACL graph pool, FULL_DECODE_ONLY (public 0.44 GiB on A2 TP8; spec range 0.5-2 GiB, UNCONFIRMED)
-GRAPH_POOL_BYTES = GiB // 2
-#: ATB tiling pool from _warm_up_atb (vllm-ascend issue #14300, UNCONFIRMED)
-ATB_POOL_BYTES = 98 * MiB
-#: 2 MiB alignment slack per raw KV tensor with a kv_transfer_config (§1.5)
-KV_ALIGN_BYTES = 2 * MiB
-
-ASSUMPTIONS = (
-    "activation peak P_act estimated from named terms; fused-op workspaces calibrated on the spec's "
-    "A2 point (2.0 GiB at T=4096) and scaled linearly in T (UNCONFIRMED)",
-    *hccl.ASSUMPTIONS,
-    f"memory held by other processes at start {OTHERS_AT_START_BYTES / GiB:.1f} GiB (spec §5, UNCONFIRMED)",
-    f"ACL graph pool {GRAPH_POOL_BYTES / GiB:.1f} GiB outside the budget (UNCONFIRMED); ATB pool 98 MiB",
-    "GPU KV cache size = int(concurrency x max_model_len) (newer upstream form; equals num_blocks x "
-    "block_size x DCP when the block divides max_model_len / DCP) (UNCONFIRMED)",
-    "LI-C8 applies to every indexer layer (no per-layer filter from the quant description)",
-)
 
 
 @dataclass
@@ -78,6 +57,7 @@ class RuntimeBudget:
     stage_blocks: list[int] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
     injected: tuple[str, ...] = ()
+    engine: Any = None              # the Engine whose log lines and errors these are
 
     # ------------------------------------------------------------ derived figures
     @property
@@ -123,8 +103,13 @@ class RuntimeBudget:
         """(1 - util) * total - others at start - every unbudgeted item (negative: OOM risk)."""
         return int(self.total_bytes - self.requested_bytes - self.others_bytes - self.unbudgeted_bytes)
 
+    @property
+    def _lines(self) -> Any:
+        return as_engine(self.engine if self.engine is not None else "main").loglines
+
     def error(self) -> str | None:
         """The ValueError the engine raises at start-up, or None."""
+        loglines = self._lines
         if self.kv_available_bytes <= 0:
             return loglines.no_memory_error()
         if not self.fits:
@@ -140,6 +125,7 @@ class RuntimeBudget:
         return np.asarray(requests) * blocks <= self.num_blocks
 
     def log_lines(self) -> list[str]:
+        loglines = self._lines
         lines = [loglines.weights_line(self.weights_bytes), loglines.available_kv_line(self.kv_available_bytes)]
         err = self.error()
         if err:
@@ -182,37 +168,13 @@ def usable_total(device: Any) -> int:
     return int(getattr(device, "hbm_usable_bytes", 0) or device.hbm_capacity_bytes)
 
 
-def unbudgeted_items(spec: ModelSpec, plan: ParallelPlan, kv: KVSpec, *, max_model_len: int, max_num_seqs: int,
-                     max_num_batched_tokens: int, mtp: int, graph_deducted: bool,
-                     drafter_workspace: bool) -> list[tuple[str, int]]:
-    """Allocations outside the KV budget (spec §3.3, §4.3-§4.6)."""
-    L, S, T, dcp = max_model_len, max_num_seqs, max_num_batched_tokens, kv.dcp
-    items = [("runner buffers (mc2_mask, MLA cos/sin)", T + 2 * T * max(spec.Dr, 1) * 2)]
-    if spec.mla:
-        bs = kv.block_size
-        ws = max(min(max(8 * L, 4 * S * bs), 131072), S * bs)
-        per = int(ws * (1 + (1 / dcp if dcp > 1 else 0)) * (spec.Lkv + spec.Dr) * 2)
-        n = 2 if (mtp and drafter_workspace and spec.mtp_layers) else 1
-        items.append((f"MLA chunked-prefill workspace x{n}", per * n))
-    if dcp > 1:
-        dcp_bytes = S * (1 + mtp) * L + (S + 1) * cdiv(L, kv.block_size) * dcp * 4 + T * 4 + spec.topk_tokens * 4
-        items.append(("DCP buffers (mtp mask, replicated block table, slot map)", dcp_bytes))
-    if plan.role != "mixed":
-        items.append(("KV 2 MiB alignment (kv_transfer_config)", kv.tensors_per_layer * kv.cache_layers * KV_ALIGN_BYTES))
-    if not graph_deducted:
-        items.append(("ACL graph pool (FULL_DECODE_ONLY)", GRAPH_POOL_BYTES))
-    items.append(("ATB tiling pool", ATB_POOL_BYTES))
-    items.append(("sampler fp32 logits + sort buffers", S * (1 + mtp) * spec.V * 16))
-    return items
-
-
-def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: str, *, weights_bytes: float | Sequence[float],
+def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, *, weights_bytes: float | Sequence[float],
                 device: Any = None, total_bytes: int | None = None, util: float = DEFAULT_UTIL,
                 max_model_len: int | None = None, max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
                 max_num_batched_tokens: int | None = None, kv_cache_dtype: str = "bf16", dcp: int = 1,
-                hccl_buffsize_mb: int = hccl.DEFAULT_HCCL_BUFFSIZE_MB, mtp: int = 0, dsa_cp: bool | None = None,
+                hccl_buffsize_mb: int | None = None, mtp: int = 0, dsa_cp: bool | None = None,
                 activation_bytes: float | None = None, non_torch_bytes: float | None = None,
-                others_bytes: int = OTHERS_AT_START_BYTES) -> RuntimeBudget:
+                others_bytes: int | None = None) -> RuntimeBudget:
     """The KV budget of one DP engine of ``plan``.
 
     ``weights_bytes``: the worst rank's resident bytes (the memory ledger), one number or one per PP
@@ -220,7 +182,11 @@ def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: str, *, weights_byt
     given. ``activation_bytes`` / ``non_torch_bytes`` replace the estimates (e.g. figures measured
     from an engine log); ``max_model_len`` defaults to the model's max_position_embeddings.
     """
-    rprof = get_runtime_profile(engine)
+    eng = as_engine(engine)
+    if hccl_buffsize_mb is None:
+        hccl_buffsize_mb = eng.default_hccl_buffsize_mb
+    if others_bytes is None:
+        others_bytes = eng.others_at_start_bytes
     if total_bytes is None:
         from ..devices.profiles import load_device
         total_bytes = usable_total(load_device(device))
@@ -247,26 +213,26 @@ def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: str, *, weights_byt
     if len(ws) != plan.pp:
         raise ValueError(f"weights_bytes: one value or one per PP stage ({plan.pp}), got {len(ws)}")
     injected = []
-    terms = activation_terms(spec, tokens=T, seqs=max_num_seqs, mtp=mtp, tp=plan.tp, dp=plan.dp, ep=plan.ep,
+    terms = eng.activation_terms(spec, tokens=T, seqs=max_num_seqs, mtp=mtp, tp=plan.tp, dp=plan.dp, ep=plan.ep,
                              sp=plan.sp, dsa_cp=dsa_cp)
     terms = {k: float(v) for k, v in terms.items()}
     if activation_bytes is None:
-        p_act = int(round(float(activation_peak(terms))))
+        p_act = int(round(float(eng.activation_peak(terms))))
     else:
         p_act, terms = int(activation_bytes), {"given": float(activation_bytes)}
         injected.append("activation_peak_bytes")
-    nt_terms = hccl.non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp)
+    nt_terms = eng.non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp)
     if non_torch_bytes is None:
         n_nt = sum(nt_terms.values())
     else:
         n_nt, nt_terms = int(non_torch_bytes), {"given": int(non_torch_bytes)}
         injected.append("non_torch_bytes")
     requested = int(total_bytes * util)
-    graph = GRAPH_POOL_BYTES if rprof.graph_deducted else 0
+    graph = eng.graph_deducted_bytes()
     best = None
     stage_blocks = []
     for s in range(plan.pp):
-        kv = kv_spec(spec, plan, rprof, variant=kv_cache_dtype, dcp=dcp, mtp=mtp > 0, stage=s)
+        kv = eng.kv_spec(spec, plan, variant=kv_cache_dtype, dcp=dcp, mtp=mtp > 0, stage=s)
         avail = int(requested - ws[s] - p_act - n_nt - graph)
         blocks = max(0, avail // kv.page_block_bytes) if avail > 0 else 0
         stage_blocks.append(int(blocks))
@@ -274,17 +240,17 @@ def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: str, *, weights_byt
         if best is None or key < best[0]:
             best = (key, s, kv, avail)
     _, stage, kv, avail = best
-    unb = unbudgeted_items(spec, plan, kv, max_model_len=L, max_num_seqs=max_num_seqs, max_num_batched_tokens=T,
-                           mtp=mtp, graph_deducted=rprof.graph_deducted, drafter_workspace=rprof.drafter_workspace)
-    assumptions = list(ASSUMPTIONS) + list(rprof.notes)
+    unb = eng.unbudgeted_items(spec, plan, kv, max_model_len=L, max_num_seqs=max_num_seqs, max_num_batched_tokens=T,
+                               mtp=mtp)
+    assumptions = list(eng.budget_assumptions())
     return RuntimeBudget(
         total_bytes=int(total_bytes), util=util, requested_bytes=requested, weights_bytes=int(round(ws[stage])),
         activation_terms=terms, activation_peak_bytes=p_act, non_torch_terms=nt_terms, non_torch_bytes=int(n_nt),
         graph_deducted_bytes=graph, kv_available_bytes=avail, kv=kv, num_blocks=min(stage_blocks),
         max_model_len=L, max_num_seqs=max_num_seqs, max_num_batched_tokens=T, mtp=mtp, unbudgeted=unb,
         others_bytes=others_bytes, stage=stage, stage_blocks=stage_blocks, assumptions=assumptions,
-        injected=tuple(injected),
+        injected=tuple(injected), engine=eng,
     )
 
 
-__all__ = ["RuntimeBudget", "rank_budget", "usable_total", "unbudgeted_items", "TERM_DOCS"]
+__all__ = ["RuntimeBudget", "rank_budget", "usable_total"]

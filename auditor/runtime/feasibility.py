@@ -15,9 +15,8 @@ import numpy as np
 
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
-from .activation import activation_peak, activation_terms
+from ..engines.registry import EngineLike, as_engine
 from .budget import RuntimeBudget, rank_budget, usable_total
-from .hccl import non_torch_terms
 from .weights import plan_weights
 
 GiB = 1 << 30
@@ -62,7 +61,7 @@ class WorkloadFit:
                 "runtime": self.budget.to_json()}
 
 
-def workload_fit(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, device: Any, *, batch: int,
+def workload_fit(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe: str, device: Any, *, batch: int,
                  request_tokens: int, step_tokens: int, mtp: int = 0, util: float = 0.9,
                  kv_cache_dtype: str = "bf16", dcp: int = 1, hccl_buffsize_mb: int = 200,
                  dsa_cp: bool | None = None) -> WorkloadFit:
@@ -78,27 +77,26 @@ def workload_fit(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, 
     return WorkloadFit(b, int(batch), int(request_tokens), need)
 
 
-def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, device: Any, *,
+def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe: str, device: Any, *,
                 batch: np.ndarray, request_tokens: np.ndarray, step_tokens: np.ndarray, mtp: np.ndarray,
                 util: float = 0.9, kv_cache_dtype: str = "bf16", dsa_cp: bool | None = None,
                 hccl_buffsize_mb: int = 200) -> dict[str, Any]:
     """Vectorised budget over many workloads of one plan. Weights come once per plan; the activation
     peak, A_kv, the block count and the KV left after the batch's requests are array expressions.
     Keys: weights, kv_available, num_blocks, page_block, block_tokens, kv_free (negative: short)."""
-    from ..engines.runtime_profiles import get_runtime_profile
-    from .kvspec import kv_spec
+    eng = as_engine(engine)
     has_mtp = bool(spec.mtp_layers) and bool(np.any(np.asarray(mtp) > 0))
     wplan = plan.with_(mtp=plan.mtp or has_mtp)
     W = float(max(plan_weights(spec, wplan, engine, recipe)))
     if dsa_cp is None:
         dsa_cp = bool(spec.dsa and plan.sp and plan.tp > 1)
     T = np.maximum(float(plan.max_num_batched_tokens), step_tokens)
-    terms = activation_terms(spec, tokens=T, seqs=batch, mtp=mtp, tp=plan.tp, dp=plan.dp, ep=plan.ep, sp=plan.sp,
+    terms = eng.activation_terms(spec, tokens=T, seqs=batch, mtp=mtp, tp=plan.tp, dp=plan.dp, ep=plan.ep, sp=plan.sp,
                              dsa_cp=dsa_cp)
-    p_act = activation_peak(terms)
-    n_nt = sum(non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb).values())
-    avail = usable_total(device) * util - W - p_act - n_nt
-    kv = kv_spec(spec, wplan, get_runtime_profile(engine), variant=kv_cache_dtype, mtp=has_mtp)
+    p_act = eng.activation_peak(terms)
+    n_nt = sum(eng.non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb).values())
+    avail = usable_total(device) * util - W - p_act - n_nt - eng.graph_deducted_bytes()
+    kv = eng.kv_spec(spec, wplan, variant=kv_cache_dtype, mtp=has_mtp)
     page = float(kv.page_block_bytes)
     blocks = np.floor(np.maximum(avail, 0.0) / page)
     per_req = np.ceil(np.ceil(np.asarray(request_tokens) / kv.dcp) / kv.block_size)
@@ -108,7 +106,7 @@ def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, d
             "block_tokens": kv.tokens_per_block, "kv_free": free}
 
 
-def grid_kv_free(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, device: Any, **kw: Any
+def grid_kv_free(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe: str, device: Any, **kw: Any
                  ) -> tuple[float, np.ndarray]:
     """(worst-rank weights, KV bytes left after each workload's requests; negative when short)."""
     g = grid_budget(spec, plan, engine, recipe, device, **kw)

@@ -12,8 +12,7 @@ from __future__ import annotations
 import functools
 import numpy as np
 
-from ..engines.profiles import get_profile
-from ..engines.resolve import resolve_placement
+from ..engines.registry import as_engine
 from ..memory.ledger import build_ledger, experts_per_slot
 from ..memory.materialized import materialize, reference_plan
 from ..model.spec import ModelSpec
@@ -29,7 +28,7 @@ def stage_worst(total: np.ndarray, plan: ParallelPlan) -> list[int]:
 def _reference(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str) -> tuple[tuple, tuple]:
     """(non-expert worst per stage, per-expert bytes per stage) of one ledger of an EP-on plan."""
     mat, arrays = materialize(spec, plan, engine, recipe)
-    led = build_ledger(mat, spec, plan, resolve_placement(spec, plan, get_profile(engine)), arrays=arrays)
+    led = build_ledger(mat, spec, plan, as_engine(engine).placement(spec, plan), arrays=arrays)
     R = plan.ranks_per_stage
     held = arrays.kind == "expert"                 # routed experts of every MoE layer, the MTP layer's too
     experts = (led.mult[held] * arrays.nbytes[held, None]).sum(axis=0).reshape(plan.pp, R)
@@ -53,5 +52,5 @@ def _plan_weights(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str)
         return tuple(int(round(o + e * n)) for o, e in zip(other, per_expert))
     # EP off (experts TP-sharded over DP x TP), layer sharding (owners by DP x TP), dense: DP counts
     mat, arrays = materialize(spec, plan, engine, recipe)
-    led = build_ledger(mat, spec, plan, resolve_placement(spec, plan, get_profile(engine)), arrays=arrays)
+    led = build_ledger(mat, spec, plan, as_engine(engine).placement(spec, plan), arrays=arrays)
     return tuple(stage_worst(led.total, plan))

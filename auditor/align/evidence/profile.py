@@ -25,26 +25,7 @@ from pathlib import Path
 from ...errors import AuditInputError
 from ...perf.measured import REQUIRED_COLUMNS, parse_shapes
 
-#: (substring of Type or Name, op class); first match wins, Type is tried before Name. Collective
-#: classes follow the perf model's collective kinds.
-KERNEL_CLASSES: tuple[tuple[str, str], ...] = (
-    ("SparseFlashAttention", "sfa"), ("LightningIndexer", "indexer_score"),
-    ("FusedInferAttention", "attention"), ("FlashAttention", "attention"), ("PagedAttention", "attention"),
-    ("GroupedMatmul", "grouped_matmul"), ("MoeGatingTopK", "router_topk"), ("TopK", "indexer_topk"),
-    ("BatchMatMul", "bmm"), ("QuantBatchMatmul", "linear"), ("MatMul", "linear"), ("Matmul", "linear"),
-    ("DynamicQuant", "linear"),
-    ("AddRmsNorm", "add_rms_norm"), ("RmsNorm", "rms_norm"), ("LayerNorm", "layer_norm"),
-    ("Swiglu", "swiglu"), ("SwiGlu", "swiglu"), ("Rope", "rope"), ("RotaryMul", "rope"), ("RotaryPosition", "rope"),
-    ("ReshapeAndCache", "cache_write"), ("ScatterPaKvCache", "cache_write"), ("KvRmsNormRopeCache", "cache_write"),
-    ("ScatterNdUpdate", "cache_write"),
-    ("GatherV2", "embedding"), ("Embedding", "embedding"),
-    ("MoeDistributeDispatch", "all_to_all"), ("MoeDistributeCombine", "all_to_all"), ("AllToAll", "all_to_all"),
-    ("AllGather", "all_gather"), ("ReduceScatter", "reduce_scatter"), ("AllReduce", "all_reduce"),
-    ("Add", "add"),
-)
-COLLECTIVE_CLASSES = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
-ANCHOR_CLASSES = ("sfa", "attention")
-NORM_CLASSES = ("rms_norm", "add_rms_norm")
+from ...engines.vllm_ascend.profiler import ANCHOR_CLASSES, COLLECTIVE_CLASSES, KERNEL_CLASSES, NORM_CLASSES  # noqa: F401
 
 
 def kernel_class(typ: str, name: str = "") -> str | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..parallel import ParallelPlan
+from ...parallel import ParallelPlan
 
 MiB = 1 << 20
 GiB = 1 << 30

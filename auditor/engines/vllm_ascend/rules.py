@@ -15,32 +15,9 @@ for a bf16 model (int64 for fp16), ``stored`` keeps the checkpoint dtype.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..bridge import (C_ACLNN, C_BUFFERS, C_C8, C_FP32, C_KVB, C_MLAPO, C_NORMBIAS, C_OPROJ,  # noqa: F401
+                      C_QPARAM, Rule)
 
-
-@dataclass(frozen=True)
-class Rule:
-    tensor: str
-    dtype: str
-    shape: str
-    category: str
-    source: str = "stored"          # stored | allocated | created
-    from_suffix: str | None = None  # checkpoint suffix a stored tensor comes from
-    nz: str = "never"               # never | quant (nz_mode >= 1) | bf16 (nz_mode == 2) | always
-    cause: str | None = None        # bridge step for allocated/created tensors
-    when: str | None = None         # named condition (see materialize.CONDITIONS)
-    note: str = ""
-
-
-C_QPARAM = "engine-allocated quant params (not in checkpoint)"
-C_FP32 = "fp32 / int64 scale copies"
-C_ACLNN = "aclnn_input_* expansions (W8A8 static)"
-C_KVB = "kv_b_proj -> W_UK_T / W_UV"
-C_OPROJ = "o_proj under DSA-CP (pool, copies)"
-C_MLAPO = "MLAPO fused copies"
-C_NORMBIAS = "RMSNorm biases (norm.bias in description)"
-C_BUFFERS = "rotary caches and model buffers"
-C_C8 = "indexer C8 rotations"
 
 LINEAR: dict[str, tuple[Rule, ...]] = {
     # §2.3 unquantized linear: not transposed, NZ only with nz_mode 2

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model.spec import ModelSpec
+from ...model.spec import ModelSpec
 
 #: fused-op workspace per batched token (see module docstring; UNCONFIRMED calibration)
 WORKSPACE_BYTES_PER_TOKEN = 300 * 1024

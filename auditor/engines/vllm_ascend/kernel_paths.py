@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..errors import AuditInputError
+from ...errors import AuditInputError
 
 #: --kv-cache-dtype values (the runtime's cache variants, auditor.runtime.kvspec.KV_DTYPES)
 CACHE_VARIANTS = ("bf16", "c8-indexer", "c8")

@@ -1,0 +1,121 @@
+"""An engine: every decision a serving engine makes, as hooks over the generic flow.
+
+The generic machinery (materializer traversal, ledger, budget arithmetic, layer program, serving
+model, renderers) asks an Engine, never tests an engine or version string. One subclass per engine
+family lives in its own folder (``engines/vllm_ascend/``); one instance per modelled version row,
+resolved once from ``--engine`` by ``engines/registry.py`` and passed down. A new family copies the
+folder and changes values (block size, cache entry bytes, communicator buffers, log lines, launch
+flags, kernel names), as aiconfigurator's backends do.
+
+Engines compare and hash by their profile key, so caches keyed on an Engine never mix versions.
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar, Sequence
+
+
+class Engine:
+    """One engine family at one version. Subclasses set the class attributes and the hooks."""
+
+    #: family name as typed in ``--engine FAMILY@VERSION``
+    family: ClassVar[str] = ""
+    #: version rows: key -> profile (a frozen dataclass with name, label, version, ...)
+    profiles: ClassVar[dict[str, Any]] = {}
+    #: other names of rows ("main", "head")
+    aliases: ClassVar[dict[str, str]] = {}
+    #: the engine's name for --kv-cache-dtype values (cache variants this family knows)
+    kv_dtypes: ClassVar[tuple[str, ...]] = ("bf16",)
+
+    def __init__(self, profile: Any, note: str | None = None) -> None:
+        self.profile = profile
+        self.note = note
+
+    # ------------------------------------------------------------ identity
+    @property
+    def key(self) -> str:
+        return self.profile.name
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+    @property
+    def label(self) -> str:
+        return self.profile.label
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Engine) and type(other) is type(self) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.key))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.key!r})"
+
+    def __str__(self) -> str:
+        return self.key
+
+    # ------------------------------------------------------------ weights
+    def placement(self, spec: Any, plan: Any) -> Any:
+        """What is replicated or sharded on a rank of ``plan`` (a Placement)."""
+        raise NotImplementedError
+
+    def materializer(self, spec: Any, plan: Any, layout: Any, stored: Any, desc: Any,
+                     row_cache: dict | None = None) -> Any:
+        """The object that emits every resident tensor of a rank (engines/materialize.py)."""
+        raise NotImplementedError
+
+    #: profile fields the materializer reads: two profiles equal on these share materialized rows
+    materializer_fields: ClassVar[tuple[str, ...]] = ()
+
+    def materializer_key(self) -> tuple:
+        """Cache key of what this engine's materializer depends on (derived from the declared fields)."""
+        return (self.family,) + tuple(getattr(self.profile, f) for f in self.materializer_fields)
+
+    # ------------------------------------------------------------ runtime memory
+    def kv_spec(self, spec: Any, plan: Any, *, variant: str = "bf16", dcp: int = 1, mtp: bool = False,
+                stage: int | None = None) -> Any:
+        """The KV cache of one worker (a KVCacheSpec)."""
+        raise NotImplementedError
+
+    def kv_switches(self, variant: str) -> dict:
+        """Engine configuration that selects a cache variant (empty when it needs none)."""
+        return {}
+
+    def activation_terms(self, spec: Any, **kw: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def activation_peak(self, terms: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def non_torch_terms(self, plan: Any, *, hccl_buffsize_mb: int, dcp: int = 1) -> dict[str, int]:
+        raise NotImplementedError
+
+    def unbudgeted_items(self, spec: Any, plan: Any, kv: Any, **kw: Any) -> list[tuple[str, int]]:
+        return []
+
+    #: bytes deducted from the KV budget besides W, P_act and non-torch (a graph pool on some versions)
+    def graph_deducted_bytes(self) -> int:
+        return 0
+
+    #: memory other processes hold on the die at start (outside the budget)
+    others_at_start_bytes: ClassVar[int] = 0
+    default_hccl_buffsize_mb: ClassVar[int] = 200
+    term_docs: ClassVar[dict[str, str]] = {}
+
+    def budget_assumptions(self) -> Sequence[str]:
+        return ()
+
+    # ------------------------------------------------------------ what the engine prints and takes
+    @property
+    def loglines(self) -> Any:
+        """The module of the engine's log-line formatters (weights, KV, concurrency, errors)."""
+        raise NotImplementedError
+
+    def launch(self, model: str, instance: Any) -> dict[str, Any]:
+        """The launch command of one instance: {'args': [...], 'env': {...}, 'command': str}."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ kernels
+    def kernel_path(self, variant: str) -> Any:
+        raise NotImplementedError

@@ -1,0 +1,146 @@
+"""Which engine a ``--engine`` text names: ``family@version`` resolved once into an Engine object.
+
+Every engine family registers its class here (``register``); the text is resolved once, by the
+command line, and the Engine object is passed down. Version order is generic: ``X.Y[.Z][rcN]``,
+a release candidate before its release, and a version resolves to the newest profile of its
+family at or below it.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from typing import TYPE_CHECKING, Union
+
+from ..errors import AuditInputError
+
+if TYPE_CHECKING:        # pragma: no cover
+    from .base import Engine
+
+_VERSION_RE = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:rc(\d{0,4}))?$")
+_FAMILIES: dict[str, type] = {}
+DEFAULT_FAMILY = "vllm-ascend"
+
+
+def register(cls: type) -> type:
+    """Make an engine family (an Engine subclass with ``family``, ``profiles`` and ``aliases``)
+    resolvable by name. Used as a class decorator; a test may register a toy family."""
+    _FAMILIES[cls.family] = cls
+    resolve.cache_clear()
+    return cls
+
+
+def unregister(family: str) -> None:
+    """Remove a family (tests that registered a toy one clean up after themselves)."""
+    _FAMILIES.pop(family, None)
+    resolve.cache_clear()
+
+
+def families() -> dict[str, type]:
+    _load_builtin()
+    return dict(_FAMILIES)
+
+
+def _load_builtin() -> None:
+    if DEFAULT_FAMILY not in _FAMILIES:
+        from . import vllm_ascend  # noqa: F401  (registers itself)
+
+
+def parse_version(text: str) -> tuple[int, int, int, int, int] | None:
+    """'0.26.0rc1' -> (0, 26, 0, 0, 1): an order key in which a release candidate sorts before its
+    release ('rc' without a number sorts before rc1) and a missing patch number is 0. None when
+    ``text`` is no version."""
+    m = _VERSION_RE.match(text.strip().lower())
+    if not m:
+        return None
+    x, y, z, rc = m.groups()
+    release = 1 if rc is None else 0
+    return int(x), int(y), int(z or 0), release, int(rc or 0) if rc is not None else 0
+
+
+def _versioned(cls: type) -> list[tuple[tuple[int, int, int, int, int], object]]:
+    out = [(parse_version(p.version), p) for p in cls.profiles.values() if p.version is not None]
+    return sorted(out, key=lambda vp: vp[0])
+
+
+def _resolve_in(cls: type, raw: str, low: str, ver: str) -> tuple[str, str | None]:
+    name = cls.family
+    if ver in cls.aliases:
+        return cls.aliases[ver], None
+    if f"{name}@{ver}" in cls.profiles:          # "0.18": a profile's own short name
+        return f"{name}@{ver}", None
+    key = parse_version(ver)
+    versioned = _versioned(cls)
+    if key is None:
+        raise AuditInputError("--engine", f"cannot read engine version {raw!r} (expected {name}@X.Y[.Z][rcN], "
+                                          f"e.g. {name}@0.23.0 or {name}@0.26.0rc1, or {name}@main)")
+    oldest, newest = versioned[0][1], versioned[-1][1]
+    if key < versioned[0][0]:
+        known = ", ".join(p.version for _, p in versioned)
+        raise AuditInputError("--engine", f"{raw} is older than the oldest modelled release: supported are "
+                                          f"{name}@{oldest.version} and newer (profiles {known}; a version "
+                                          f"resolves to the newest profile at or below it) and {name}@main")
+    pv, prof = [vp for vp in versioned if vp[0] <= key][-1]
+    rc_series = pv[3] == 0 and pv[4] == 0 and prof.version.endswith("rc")
+    if key == pv or (rc_series and key[:4] == pv[:4]):
+        return prof.name, None
+    shown = f"{name}@{ver.lstrip('v')}"
+    if prof is newest and key[:3] > pv[:3]:
+        return prof.name, (f"{shown} is newer than the newest versioned profile: modelled as {prof.label} "
+                           f"({prof.name}); --engine {name}@main models the development head")
+    return prof.name, f"{shown} modelled as {prof.label} ({prof.name}), the newest profile at or below it"
+
+
+def resolve_engine(text: str) -> tuple[str, str | None]:
+    """``--engine`` text -> (profile key, note or None).
+
+    Accepts ``family@X.Y[.Z][rcN]`` (a leading 'v' allowed; the family optional, default
+    vllm-ascend), ``main``/``head`` and the profile keys themselves. A version newer than every
+    numbered profile resolves to the newest one (the development head is only chosen by name).
+    Older than the oldest profile, not a version, or an unknown family: AuditInputError."""
+    _load_builtin()
+    raw = str(text).strip()
+    low = raw.lower()
+    for cls in _FAMILIES.values():
+        if low in cls.profiles:
+            return low, None
+        if low in cls.aliases:
+            return cls.aliases[low], None
+    name, at, ver = low.rpartition("@")
+    family = name if at else DEFAULT_FAMILY
+    cls = _FAMILIES.get(family)
+    if cls is None:
+        known = ", ".join(sorted(_FAMILIES))
+        raise AuditInputError("--engine", f"unknown engine {raw!r}: modelled engines are {known} "
+                                          f"(FAMILY@X.Y[.Z][rcN] or FAMILY@main)")
+    return _resolve_in(cls, raw, low, ver)
+
+
+@functools.lru_cache(maxsize=None)
+def resolve(text: str) -> "Engine":
+    """The Engine object an ``--engine`` text names (one object per profile and note)."""
+    key, note = resolve_engine(text)
+    family = key.partition("@")[0]
+    cls = _FAMILIES[family]
+    return cls(cls.profiles[key], note=note)
+
+
+EngineLike = Union[str, "Engine"]
+
+
+def as_engine(engine: EngineLike) -> "Engine":
+    """An Engine from an Engine or its ``--engine`` text (library callers may pass either)."""
+    from .base import Engine
+    if isinstance(engine, Engine):
+        return engine
+    return resolve(str(engine))
+
+
+def engine_help() -> str:
+    _load_builtin()
+    parts = []
+    for cls in _FAMILIES.values():
+        shown = ", ".join((p.version or "main").replace(".0rc", " (rc)").replace(".0", "")
+                          if p.version else "main" for p in cls.profiles.values())
+        parts.append(f"{cls.family} (profiles: {shown})")
+    return ("engine and version: FAMILY@X.Y[.Z][rcN] or FAMILY@main, resolved to the newest profile at or "
+            "below it; " + "; ".join(parts))

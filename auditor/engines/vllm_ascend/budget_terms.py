@@ -1,0 +1,60 @@
+"""What vLLM-Ascend allocates besides weights, KV, activation and communicators, and where it sits.
+
+engine-vllm-ascend-runtime.md §3.3 and §4.3-§4.6: items outside the KV budget must fit in
+``M_total * (1 - util)`` minus what other processes held at start; some versions deduct the ACL
+graph pool from the budget instead (``EngineProfile.graph_deducted``).
+"""
+from __future__ import annotations
+
+from ...model.spec import ModelSpec
+from ...parallel import ParallelPlan
+from ..kv_interface import KVSpec, cdiv
+from . import hccl
+
+GiB = 1 << 30
+MiB = 1 << 20
+DEFAULT_UTIL = 0.9
+DEFAULT_MAX_NUM_SEQS = 256
+#: memory other processes hold on the die at start (spec §5 assumption 3, UNCONFIRMED)
+OTHERS_AT_START_BYTES = int(0.4 * GiB)
+#: ACL graph pool, FULL_DECODE_ONLY (public 0.44 GiB on A2 TP8; spec range 0.5-2 GiB, UNCONFIRMED)
+GRAPH_POOL_BYTES = GiB // 2
+#: ATB tiling pool from _warm_up_atb (vllm-ascend issue #14300, UNCONFIRMED)
+ATB_POOL_BYTES = 98 * MiB
+#: 2 MiB alignment slack per raw KV tensor with a kv_transfer_config (§1.5)
+KV_ALIGN_BYTES = 2 * MiB
+
+ASSUMPTIONS = (
+    "activation peak P_act estimated from named terms; fused-op workspaces calibrated on the spec's "
+    "A2 point (2.0 GiB at T=4096) and scaled linearly in T (UNCONFIRMED)",
+    *hccl.ASSUMPTIONS,
+    f"memory held by other processes at start {OTHERS_AT_START_BYTES / GiB:.1f} GiB (spec §5, UNCONFIRMED)",
+    f"ACL graph pool {GRAPH_POOL_BYTES / GiB:.1f} GiB outside the budget (UNCONFIRMED); ATB pool 98 MiB",
+    "GPU KV cache size = int(concurrency x max_model_len) (newer upstream form; equals num_blocks x "
+    "block_size x DCP when the block divides max_model_len / DCP) (UNCONFIRMED)",
+    "LI-C8 applies to every indexer layer (no per-layer filter from the quant description)",
+)
+
+
+def unbudgeted_items(spec: ModelSpec, plan: ParallelPlan, kv: KVSpec, *, max_model_len: int, max_num_seqs: int,
+                     max_num_batched_tokens: int, mtp: int, graph_deducted: bool,
+                     drafter_workspace: bool) -> list[tuple[str, int]]:
+    """Allocations outside the KV budget (spec §3.3, §4.3-§4.6)."""
+    L, S, T, dcp = max_model_len, max_num_seqs, max_num_batched_tokens, kv.dcp
+    items = [("runner buffers (mc2_mask, MLA cos/sin)", T + 2 * T * max(spec.Dr, 1) * 2)]
+    if spec.mla:
+        bs = kv.block_size
+        ws = max(min(max(8 * L, 4 * S * bs), 131072), S * bs)
+        per = int(ws * (1 + (1 / dcp if dcp > 1 else 0)) * (spec.Lkv + spec.Dr) * 2)
+        n = 2 if (mtp and drafter_workspace and spec.mtp_layers) else 1
+        items.append((f"MLA chunked-prefill workspace x{n}", per * n))
+    if dcp > 1:
+        dcp_bytes = S * (1 + mtp) * L + (S + 1) * cdiv(L, kv.block_size) * dcp * 4 + T * 4 + spec.topk_tokens * 4
+        items.append(("DCP buffers (mtp mask, replicated block table, slot map)", dcp_bytes))
+    if plan.role != "mixed":
+        items.append(("KV 2 MiB alignment (kv_transfer_config)", kv.tensors_per_layer * kv.cache_layers * KV_ALIGN_BYTES))
+    if not graph_deducted:
+        items.append(("ACL graph pool (FULL_DECODE_ONLY)", GRAPH_POOL_BYTES))
+    items.append(("ATB tiling pool", ATB_POOL_BYTES))
+    items.append(("sampler fp32 logits + sort buffers", S * (1 + mtp) * spec.V * 16))
+    return items

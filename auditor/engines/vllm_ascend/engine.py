@@ -1,0 +1,78 @@
+"""vLLM-Ascend as an Engine: its version rows plus the hooks the generic flow calls.
+
+Each hook delegates to the module of this folder that holds the fact (placement, materializer
+rules, KV cache, activation and communicator terms, unbudgeted items, log lines, launch command,
+kernel paths). Nothing outside this folder knows a vLLM-Ascend fact.
+"""
+from __future__ import annotations
+
+from typing import Any, ClassVar, Sequence
+
+from ..base import Engine
+from ..registry import register
+from . import activation, budget_terms, hccl, kernel_paths, kv, launch, loglines, versions
+from .materializer import AscendMaterializer
+from .placement import resolve_placement
+
+
+@register
+class VllmAscend(Engine):
+    family: ClassVar[str] = "vllm-ascend"
+    profiles: ClassVar[dict[str, Any]] = versions.PROFILES
+    aliases: ClassVar[dict[str, str]] = versions.ALIASES
+    kv_dtypes: ClassVar[tuple[str, ...]] = kv.KV_DTYPES
+    block_size: ClassVar[int] = kv.BLOCK_SIZE
+    others_at_start_bytes: ClassVar[int] = budget_terms.OTHERS_AT_START_BYTES
+    default_hccl_buffsize_mb: ClassVar[int] = hccl.DEFAULT_HCCL_BUFFSIZE_MB
+    term_docs: ClassVar[dict[str, str]] = activation.TERM_DOCS
+    #: version-row fields ``AscendMaterializer`` reads (placement fields are keyed separately)
+    materializer_fields: ClassVar[tuple[str, ...]] = ("gate_dtype", "indexer_fused_wk", "o_proj_dsa_cp",
+                                                      "o_proj_gather_input_copy")
+
+    # ------------------------------------------------------------ weights
+    def placement(self, spec: Any, plan: Any) -> Any:
+        return resolve_placement(spec, plan, self.profile)
+
+    def materializer(self, spec: Any, plan: Any, layout: Any, stored: Any, desc: Any,
+                     row_cache: dict | None = None) -> AscendMaterializer:
+        return AscendMaterializer(spec, plan, self.profile, layout, stored, desc, row_cache)
+
+    # ------------------------------------------------------------ runtime memory
+    def kv_spec(self, spec: Any, plan: Any, *, variant: str = "bf16", dcp: int = 1, mtp: bool = False,
+                stage: int | None = None) -> Any:
+        return kv.kv_spec(spec, plan, self.profile, variant=variant, dcp=dcp, mtp=mtp, stage=stage,
+                          block_size=self.block_size)
+
+    def kv_switches(self, variant: str) -> dict:
+        return dict(self.profile.kv_switches.get(variant, {}))
+
+    def activation_terms(self, spec: Any, **kw: Any) -> dict[str, Any]:
+        return activation.activation_terms(spec, **kw)
+
+    def activation_peak(self, terms: dict[str, Any]) -> Any:
+        return activation.activation_peak(terms)
+
+    def non_torch_terms(self, plan: Any, *, hccl_buffsize_mb: int, dcp: int = 1) -> dict[str, int]:
+        return hccl.non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp)
+
+    def unbudgeted_items(self, spec: Any, plan: Any, kvs: Any, **kw: Any) -> list[tuple[str, int]]:
+        return budget_terms.unbudgeted_items(spec, plan, kvs, graph_deducted=self.profile.graph_deducted,
+                                             drafter_workspace=self.profile.drafter_workspace, **kw)
+
+    def graph_deducted_bytes(self) -> int:
+        return budget_terms.GRAPH_POOL_BYTES if self.profile.graph_deducted else 0
+
+    def budget_assumptions(self) -> Sequence[str]:
+        return tuple(budget_terms.ASSUMPTIONS) + tuple(self.profile.runtime_notes)
+
+    # ------------------------------------------------------------ what it prints and takes
+    @property
+    def loglines(self) -> Any:
+        return loglines
+
+    def launch(self, model: str, instance: Any, *, quantized: bool = False) -> dict[str, Any]:
+        return launch.launch_instance(model, instance, self.kv_switches(instance.kv_cache_dtype), quantized=quantized)
+
+    # ------------------------------------------------------------ kernels
+    def kernel_path(self, variant: str) -> Any:
+        return kernel_paths.kernel_path(variant)

@@ -1,0 +1,44 @@
+"""The ``vllm serve`` command vLLM-Ascend takes for one instance: arguments and environment.
+
+Flags are vLLM's (``--tensor-parallel-size``, ``--enable-expert-parallel``, ...); the engine's own
+switches go into ``--additional-config`` (DSA-CP, the C8 cache variants of the version row) and
+its environment (``HCCL_BUFFSIZE``, ``VLLM_ASCEND_ENABLE_FLASHCOMM1``). An msModelSlim
+checkpoint needs ``--quantization ascend``.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...deployment import InstancePlan
+
+KV_CONNECTOR = "MooncakeConnectorV1"
+
+
+def launch_instance(model: str, inst: InstancePlan, kv_switches: dict, *, quantized: bool) -> dict[str, Any]:
+    args = [f"vllm serve {model}", f"--tensor-parallel-size {inst.tp}", f"--data-parallel-size {inst.dp}"]
+    if inst.pp > 1:
+        args.append(f"--pipeline-parallel-size {inst.pp}")
+    if inst.ep > 1:
+        args.append("--enable-expert-parallel")
+    if inst.dcp > 1:
+        args.append(f"--decode-context-parallel-size {inst.dcp}")
+    if quantized:
+        args.append("--quantization ascend")
+    args += [f"--max-num-seqs {inst.max_num_seqs}", f"--max-num-batched-tokens {inst.max_num_batched_tokens}",
+             f"--max-model-len {inst.max_model_len}", f"--gpu-memory-utilization {inst.gpu_memory_utilization:g}"]
+    if inst.mtp:
+        args.append("--speculative-config '" + json.dumps({"method": "deepseek_mtp",
+                                                           "num_speculative_tokens": inst.mtp}) + "'")
+    extra: dict[str, Any] = dict(kv_switches)
+    if inst.sp:
+        extra["enable_dsa_cp"] = True
+    if extra:
+        args.append("--additional-config '" + json.dumps(extra) + "'")
+    if inst.kv_role:
+        args.append("--kv-transfer-config '" + json.dumps({"kv_connector": KV_CONNECTOR,
+                                                           "kv_role": inst.kv_role}) + "'")
+    env = {"HCCL_BUFFSIZE": str(inst.hccl_buffsize_mb)}
+    if inst.sp:
+        env["VLLM_ASCEND_ENABLE_FLASHCOMM1"] = "1"
+    return {"args": args, "env": env, "command": " \\\n    ".join(args)}

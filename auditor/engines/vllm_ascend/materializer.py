@@ -1,0 +1,110 @@
+"""vLLM-Ascend's materializer: the generic module walk plus what only this engine creates.
+
+MLAPO fused copies (§4.2 of engine-vllm-ascend.md), o_proj under DSA-CP (gather pool, aclnn
+copies, gather input), the indexer's C8 rotations, rotary caches and model buffers, and the
+layer-sharding prefetch windows (§3.4). Rule tables are in ``rules.py``.
+"""
+from __future__ import annotations
+
+import math
+
+from ...model.spec import DTYPE_BYTES
+from ..bridge import C_BUFFERS, C_C8, C_LSHARD, C_OREP
+from ..materialize import Materializer, Resident
+from . import rules as R
+
+
+class AscendMaterializer(Materializer):
+    R = R
+
+    def _mlapo_applies(self, qkv_scheme: str, layer: int) -> bool:
+        if qkv_scheme != "W8A8" or self.layout.dsa_cp:
+            return False
+        if not self.norm_bias:
+            if layer == 0:
+                self.assumptions.append("MLAPO not modelled: it needs RMSNorm biases (no 'norm.bias' key in the "
+                                        "description)")
+            return False
+        if self.layout.kv_role == "kv_consumer" and self.plan.max_num_batched_tokens <= 1024:
+            # originals' weight/deq_scale/quant_bias are dropped; keep it simple: note it
+            if layer == 0:
+                self.assumptions.append("MLAPO on a pure decode node with max_num_batched_tokens <= 1024 drops the "
+                                        "original fused_qkv_a/q_b weights; not subtracted here")
+        return True
+
+    def o_proj(self, layer: int, blk: str, mtp: bool) -> None:
+        s, L = self.spec, self.layout
+        Kf = s.NH * s.Dv
+        rep = L.o_proj_replicated
+        sharded = "o_proj" in L.layer_sharding and rep and not mtp
+        scheme = self.linear(layer, blk, "self_attn.o_proj", ["self_attn.o_proj"], s.H, Kf, "row", rep,
+                             module_cause=C_OREP if rep else None,
+                             layer_shard_owner=layer % self.plan.ranks_per_stage if sharded else -1)
+        if L.o_proj_gather_pool and not rep:
+            env = {"Kf": Kf, "K": Kf // self.plan.tp, "H": s.H}
+            if scheme == "W8A8" and self.prof.o_proj_dsa_cp != "p_node_replicated":
+                self.emit(R.O_PROJ_ACLNN_COPIES, layer=layer, block=blk, module="self_attn.o_proj", env=env,
+                          stored=[], placement="stage", naive_shard=None, module_cause=None, conditions={})
+            if scheme == "FLOAT" and self.prof.o_proj_gather_input_copy:
+                self.emit((R.O_PROJ_GATHER_INPUT,), layer=layer, block=blk, module="self_attn.o_proj", env=env,
+                          stored=[], placement="stage", naive_shard=None, module_cause=None, conditions={})
+            self._o_pool_schemes.add(scheme)
+
+    def indexer_extras(self, layer: int, blk: str) -> None:
+        if self.c8:
+            self.emit(R.INDEXER_C8, layer=layer, block=blk, module="self_attn.indexer", env={"ID": self.spec.ID},
+                      stored=[], placement="stage", naive_shard=None, module_cause=None, conditions={})
+
+    def buffers(self) -> None:
+        s, plan, L = self.spec, self.plan, self.layout
+        rows: list[tuple[str, tuple[int, ...], str, str]] = []
+        if s.mla or s.head_dim:
+            rope = s.Dr if s.mla else s.head_dim
+            if s.rope_scaling_factor > 1 and s.rope_original_max:
+                n = int(s.rope_original_max * s.rope_scaling_factor)
+                inst = 2 if (s.dsa and not s.indexer_rope_interleave) else 1
+                for k in range(inst):
+                    for t in ("cos_sin_cache", "cos_cached", "sin_cached"):
+                        rows.append((f"rope{k}.{t}", (n, rope), s.pd, "DeepSeek yarn rotary cache"))
+                    rows.append((f"rope{k}.inv_freq", (rope // 2,), "F32", ""))
+            else:
+                rows.append(("rope.cos_sin_cache", (s.max_position, rope), s.pd, "default rotary cache"))
+                rows.append(("rope._cos_cache+_sin_cache", (2 * s.max_position, rope), s.pd,
+                             "global interleaved copy, ~2x (UNCONFIRMED duplication)"))
+                self.assumptions.append("default rope: a global _cos/_sin copy about 2x the cos_sin_cache is "
+                                        "counted (spec: exact duplication UNCONFIRMED)")
+            if s.mla:
+                for t in ("_cos_mla", "_sin_mla"):
+                    rows.append((t, (plan.max_num_batched_tokens, 1, 1, s.Dr), s.pd, "model-runner rope buffer"))
+        if s.dsa:
+            rows.append(("topk_indices_buffer", (plan.max_num_batched_tokens, s.topk_tokens), "I32",
+                         "one per model, shared with the MTP drafter"))
+        for name, shape, dt, note in rows:
+            self.rows.append(Resident(-1, "other", "buffers", name, "derived", dt, shape,
+                                      int(math.prod(shape) * DTYPE_BYTES[dt]), 0, "all", -1, C_BUFFERS,
+                                      "created", note))
+        # the pool is keyed by (attr, dtype, dim, full shape): one buffer per distinct o_proj dtype
+        # (an int8 one for quantized layers, a pd one for a FLOAT MTP layer)
+        pools = {R.O_PROJ_POOL_QUANT if sch in ("W8A8", "W8A8_DYNAMIC") else R.O_PROJ_POOL_FLOAT
+                 for sch in self._o_pool_schemes} if L.o_proj_gather_pool else set()
+        for rule in sorted(pools, key=lambda r: r.dtype):
+            self.emit((rule,), layer=-1, block="attention", module="o_proj_full_pool",
+                      env={"Kf": s.NH * s.Dv, "H": s.H}, stored=[], placement="all", naive_shard=None,
+                      module_cause=None, conditions={})
+        if self.c8:
+            for t in ("q_hadamard", "k_hadamard"):
+                self.rows.append(Resident(-1, "other", "buffers", t, "derived", "BF16", (128, 128), 128 * 128 * 2, 0,
+                                          "all", -1, C_C8, "created", "class-shared, one pair per process"))
+
+    def layer_sharding_windows(self) -> None:
+        """§3.4: per series, 2 window buffers of the processed weight size on every rank."""
+        for series in self.layout.layer_sharding:
+            owned = [r for r in self.rows if r.placement == "owner" and r.module == f"self_attn.{series}"
+                     and r.tensor == "weight"]
+            if not owned:
+                continue
+            w = owned[0]
+            for k in range(2):
+                self.rows.append(Resident(-1, "attention", f"self_attn.{series}", f"layer_shard_window{k}",
+                                          "derived", w.dtype, w.shape, w.bytes, 0, "all", -1, C_LSHARD,
+                                          "created", "prefetch window (prefetch_step=1)"))

@@ -1,0 +1,103 @@
+"""vLLM-Ascend versions: what each modelled release does, weights and runtime, one row per version.
+
+Every row of the spec's version matrices (engine-vllm-ascend.md §0 for weights,
+engine-vllm-ascend-runtime.md §1.1 "Switches by version", §2.1, §3.4 for the runtime) is a field
+here; code elsewhere reads these fields and never tests a version string. Per-scheme tensor rules
+live in ``rules.py``; how a version text resolves to a row is generic (``engines/registry.py``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    name: str
+    label: str
+    # the oldest release this profile models ("X.Y.Z" or "X.Y.ZrcN"; "rc" alone = the whole rc series,
+    # ordered before rc1); None for the development head. ``resolve_engine`` orders by it.
+    version: str | None
+    # DSA-CP switch: "sp" (index_topk and enable_sp), "flag+sp" (additional_config and enable_sp),
+    # "flag" (additional_config only). audit infers the flag from --sp, --dsa-cp overrides.
+    dsa_cp_trigger: str
+    # o_proj under DSA-CP:
+    #   "p_node_replicated": kv_producer gets a full replicated o_proj; every other node is TP + one
+    #                        shared full-size gather pool (v0.18-v0.22)
+    #   "p_node_replicated_pool_if_no_kv": as above but the pool exists only without kv transfer (v0.23)
+    #   "tp_pool_if_no_kv_or_producer": always TP; the pool exists without kv transfer or on a producer
+    o_proj_dsa_cp: str
+    layer_sharding: bool              # additional_config.layer_sharding exists (v0.13-v0.23)
+    gate_dtype: str                   # router gate weight dtype: "pd" or "F32"
+    gate_dtype_confirmed: bool
+    indexer_fused_wk: bool            # wk + weights_proj fused into wk_weights_proj
+    # shared experts replicated when: "sp" (SP/FlashComm1 or SEDP), "sedp" (only --shared-expert-dp)
+    shared_experts_replicated: str
+    o_proj_gather_input_copy: bool    # unquantized o_proj keeps a per-layer transposed gather input
+    # --- runtime (KV cache, DCP, available-memory formula)
+    # KV spec layout of a DSA layer: "combined" (one spec, head_size Lkv+Dr+ID; v0.18-v0.23) or
+    # "split" (MLA spec + indexer spec sharing one block table; v0.24+). Byte totals agree.
+    kv_layout: str = "split"
+    # --kv-cache-dtype value -> additional_config switches that select it on this version;
+    # a value missing here does not exist on the version.
+    kv_switches: dict = field(default_factory=dict)
+    # per-rank bytes per token per layer under DCP:
+    #   "replicated_indexer": B_mla/DCP + B_idx  (indexer cache replicated, v0.23.0 and later)
+    #   "divided":            (B_mla + B_idx)/DCP (combined spec, no replication; UNCONFIRMED)
+    dcp_formula: str = "replicated_indexer"
+    # the ACL graph pool is deducted from the KV budget (v0.21-v0.22 only); otherwise it must fit
+    # in the (1 - util) headroom
+    graph_deducted: bool = False
+    # MTP drafter's MLA chunked-prefill workspace exists besides the main one (§4.6, UNCONFIRMED)
+    drafter_workspace: bool = True
+    # platform._validate_parallel_config: SFA DCP requires DCP == TP (HEAD)
+    dcp_must_equal_tp: bool = False
+    notes: tuple[str, ...] = ()
+    runtime_notes: tuple[str, ...] = ()
+
+    def __hash__(self) -> int:          # kv_switches is a dict: a row is identified by its name
+        return hash(self.name)
+
+
+PROFILES: dict[str, EngineProfile] = {
+    "vllm-ascend@0.18": EngineProfile(
+        name="vllm-ascend@0.18", label="vLLM-Ascend v0.18.0", version="0.18.0",
+        dsa_cp_trigger="sp", o_proj_dsa_cp="p_node_replicated", layer_sharding=True,
+        gate_dtype="pd", gate_dtype_confirmed=False, indexer_fused_wk=False,
+        shared_experts_replicated="sp", o_proj_gather_input_copy=False,
+        kv_layout="combined", kv_switches={"bf16": {}, "c8-indexer": {"enable_sparse_c8": True}},
+        dcp_formula="divided",
+        notes=("DSA-CP = index_topk and FlashComm1 (VLLM_ASCEND_ENABLE_FLASHCOMM1=1)",),
+        runtime_notes=("v0.18 KV spec: one combined spec per layer (head_size Lkv+Dr+ID); main-cache C8 does "
+                       "not exist; DCP divides the combined cache (spec arithmetic, UNCONFIRMED)",),
+    ),
+    "vllm-ascend@0.23": EngineProfile(
+        name="vllm-ascend@0.23", label="vLLM-Ascend v0.23.0", version="0.23.0",
+        dsa_cp_trigger="flag+sp", o_proj_dsa_cp="p_node_replicated_pool_if_no_kv", layer_sharding=True,
+        gate_dtype="F32", gate_dtype_confirmed=True, indexer_fused_wk=True,
+        shared_experts_replicated="sp", o_proj_gather_input_copy=True,
+        kv_layout="combined", kv_switches={"bf16": {}, "c8-indexer": {"enable_sparse_li_c8": True},
+                     "c8": {"enable_sparse_sfa_c8": True, "enable_sparse_li_c8": True}},
+    ),
+    "vllm-ascend@0.26": EngineProfile(
+        name="vllm-ascend@0.26", label="vLLM-Ascend v0.26.0rc", version="0.26.0rc",
+        dsa_cp_trigger="flag+sp", o_proj_dsa_cp="tp_pool_if_no_kv_or_producer", layer_sharding=False,
+        gate_dtype="F32", gate_dtype_confirmed=True, indexer_fused_wk=True,
+        shared_experts_replicated="sedp", o_proj_gather_input_copy=True,
+        kv_layout="split", kv_switches={"bf16": {}, "c8-indexer": {"enable_sparse_li_c8": True},
+                     "c8": {"enable_sparse_sfa_c8": True, "enable_sparse_li_c8": True}},
+        notes=("shared experts replicated only with SEDP / enable_sp_by_pass / vLLM disable_tp",),
+    ),
+    "vllm-ascend@main": EngineProfile(
+        name="vllm-ascend@main", label="vLLM-Ascend main @182b75ea", version=None,
+        dsa_cp_trigger="flag", o_proj_dsa_cp="tp_pool_if_no_kv_or_producer", layer_sharding=False,
+        gate_dtype="F32", gate_dtype_confirmed=True, indexer_fused_wk=True,
+        shared_experts_replicated="sedp", o_proj_gather_input_copy=True,
+        kv_layout="split", kv_switches={"bf16": {}, "c8-indexer": {"enable_sparse_li_c8": True},
+                     "c8": {"enable_sparse_sfa_c8": True, "enable_sparse_li_c8": True}}, dcp_must_equal_tp=True,
+    ),
+}
+
+ALIASES = {"vllm-ascend@head": "vllm-ascend@main", "head": "vllm-ascend@main", "main": "vllm-ascend@main"}
+DEFAULT = "vllm-ascend@main"
+
+
