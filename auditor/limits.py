@@ -64,6 +64,7 @@ OPTION_CAPS: dict[str, Cap] = {
     "--max-num-batched-tokens": Cap(1, 16_777_216),
     "--tokens": Cap(1, 16_777_216),
     "--context": Cap(0, 16_777_216),
+    "--contexts": Cap(1, 16_777_216),
     "--batch": Cap(1, 65_536),
     "--mtp": Cap(0, 16),
     "--top": Cap(1, 100_000),

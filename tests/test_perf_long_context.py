@@ -142,7 +142,7 @@ def test_perf_both_prints_host_line_and_context_column():
 
 def test_contexts_table_shows_which_ops_grow(tmp_path):
     out = tmp_path / "g.json"
-    args = ["perf", "--tp", "16", "--ep", "16", "--mtp", "3", "--recipe", "w4a8", "--contexts", "4k,32k,128k"]
+    args = ["perf", "--tp", "16", "--ep", "16", "--mtp", "3", "--recipe", "w4a8", "--contexts", "4K,32K,128K"]
     r = CliRunner().invoke(cli, args)
     assert r.exit_code == 0, r.output
     assert "== context growth, prefill" in r.output and "== context growth, decode" in r.output
@@ -162,7 +162,7 @@ def test_contexts_table_shows_which_ops_grow(tmp_path):
     assert sum(v[1] for v in pre.values()) == pytest.approx(g["totals_ms"]["prefill"][1])
 
 
-@pytest.mark.parametrize("bad", ["4k,2k", "x", "0", "4k,"])
+@pytest.mark.parametrize("bad", ["4K,2K", "x", "0", "4K,", "4.5"])
 def test_bad_contexts_one_line(bad, capsys):
     from auditor.cli import main
 

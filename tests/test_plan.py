@@ -102,7 +102,7 @@ def test_no_disaggregated_config_is_said_with_the_closest_instance(capsys):
     in each of 75 MoE layers at 37,806,080 B per W8A8_DYNAMIC expert (w13 + w2 int8, bf16
     scales/offsets, fp32 w13 scale copy) = 84.5 GiB before anything else, over 0.9 x 61.27 = 55.14 GiB."""
     assert main(["plan", "glm-5.1", "--dies", "16", "--isl", "4096", "--osl", "1024", "--ttft-ms", "2000",
-                 "--tpot-ms", "50", "--tp", "4,8", "--sp", "off", "--batch", "1,4", "--mtp", "0,3"]) == 0
+                 "--tpot-ms", "50", "--tp", "4,8", "--no-sp", "--batch", "1,4", "--mtp", "0,3"]) == 0
     out = capsys.readouterr().out
     line = next(l for l in out.splitlines() if l.startswith("disaggregated (P/D): none within 16 dies"))
     assert "no prefill instance of fewer than 16 dies fits" in line and "(8 dies)" in line
@@ -114,7 +114,7 @@ def test_no_disaggregated_config_is_said_with_the_closest_instance(capsys):
 def test_no_disaggregated_config_names_the_sla_side(capsys):
     """At 32 dies P and D both fit, but at TPOT 30 ms no D instance is fast enough: the verdict says
     TPOT, and the fastest D it names is slower than 30 ms per token."""
-    assert main(ISSUE[:-1] + ["30", "--tp", "8,16", "--sp", "off", "--batch", "1,4", "--mtp", "0,3"]) == 0
+    assert main(ISSUE[:-1] + ["30", "--tp", "8,16", "--no-sp", "--batch", "1,4", "--mtp", "0,3"]) == 0
     out = capsys.readouterr().out
     line = next(l for l in out.splitlines() if l.startswith("disaggregated (P/D): none within 32 dies"))
     assert "meets TPOT 30 ms" in line

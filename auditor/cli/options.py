@@ -14,6 +14,7 @@ from ..limits import FLOAT_OPTION_CAPS, OPTION_CAPS
 from ..model.recipes import RECIPES
 from ..outputs import check_output_path, write_output
 from ..parallel import ParallelPlan
+from .vocabulary import ExpertParallel, Length, ep_size
 
 FORMATS = ("table", "markdown", "json", "csv")
 DEFAULT_ENGINE = "vllm-ascend@main"
@@ -47,8 +48,8 @@ def plan_options(f: Callable) -> Callable:
     opts = [
         click.option("--tp", type=capped("--tp"), default=1, show_default=True, help="tensor parallel size"),
         click.option("--dp", type=capped("--dp"), default=1, show_default=True, help="data parallel size"),
-        click.option("--ep", type=capped("--ep"), default=1, show_default=True,
-                     help="expert parallel size (1 = off; otherwise DP x TP)"),
+        click.option("--ep", type=ExpertParallel(), default=1, show_default=True,
+                     help="expert parallel: on (= DP x TP, vLLM's --enable-expert-parallel), off, or the size"),
         click.option("--pp", type=capped("--pp"), default=1, show_default=True, help="pipeline parallel size"),
         click.option("--sp/--no-sp", default=False, show_default=True,
                      help="sequence parallel (FlashComm1); with a DSA model this turns DSA-CP on"),
@@ -66,15 +67,16 @@ def plan_options(f: Callable) -> Callable:
                      help="additional_config.enable_shared_expert_dp"),
         click.option("--redundant-experts", type=capped("--redundant-experts"), default=0, show_default=True,
                      help="EPLB redundant experts (added to the routed experts before EP split)"),
-        click.option("--max-num-batched-tokens", type=capped("--max-num-batched-tokens"), default=8192, show_default=True,
+        click.option("--max-num-batched-tokens", type=Length("--max-num-batched-tokens"), default=8192, show_default=True,
                      help="sizes topk_indices_buffer and rope buffers"),
     ]
 
     @functools.wraps(f)
     def wrapper(*args, **kw):
         ls = tuple(s.strip() for s in kw.pop("layer_sharding").split(",") if s.strip())
+        tp, dp = kw.pop("tp"), kw.pop("dp")
         plan = ParallelPlan(
-            tp=kw.pop("tp"), dp=kw.pop("dp"), ep=kw.pop("ep"), pp=kw.pop("pp"), sp=kw.pop("sp"),
+            tp=tp, dp=dp, ep=ep_size(kw.pop("ep"), tp, dp), pp=kw.pop("pp"), sp=kw.pop("sp"),
             dsa_cp=kw.pop("dsa_cp"), role=kw.pop("role"), mtp=bool(kw.get("mtp_drafter")),
             layer_sharding=ls, nz_mode=kw.pop("nz_mode"), shared_expert_dp=kw.pop("shared_expert_dp"),
             redundant_experts=kw.pop("redundant_experts"),
@@ -101,6 +103,18 @@ def engine_option() -> Callable[[Callable], Callable]:
     """``--engine vllm-ascend@X.Y[.Z][rcN] | main`` (resolution: ``engines.registry``): the resolved Engine is passed down."""
     return click.option("--engine", default=DEFAULT_ENGINE, show_default=True, callback=_check_engine,
                         metavar="FAMILY@VERSION", help=engine_help())
+
+
+#: per-draft MTP acceptance every command assumes unless told (vLLM-Ascend publishes none for these
+#: models; 0.7 is in the range public DeepSeek MTP reports give for the first draft)
+DEFAULT_ACCEPTANCE = 0.7
+
+
+def acceptance_option(f: Callable) -> Callable:
+    """``--mtp-acceptance A``: one name, range and default for perf, sweep, plan and bench."""
+    return click.option("--mtp-acceptance", "acceptance", type=capped_float("--mtp-acceptance"),
+                        default=DEFAULT_ACCEPTANCE, show_default=True,
+                        help="per-draft MTP acceptance a: a decode step yields 1 + a + ... + a^K tokens")(f)
 
 
 def output_options(f: Callable) -> Callable:

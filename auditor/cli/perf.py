@@ -9,11 +9,12 @@ from pathlib import Path
 
 import click
 
-from ..devices.profiles import DEFAULT_DEVICE
 from ..errors import AuditInputError
 from ..limits import MAX_SWEEP_CONFIGS
 from ..parallel import ParallelPlan
-from .options import capped, capped_float, emit, engine_option, guard_output, output_options, plan_options, recipe_option
+from .options import acceptance_option, capped, emit, engine_option, guard_output, output_options, plan_options, recipe_option
+from .runtime_options import runtime_options
+from .vocabulary import ExpertParallel, Length, parse_length_list
 
 DEVICE_HELP = "device profile: a name in auditor/devices (a3-752t, a2-376t, ...) or a JSON file"
 
@@ -27,25 +28,20 @@ def _phases(phase: str) -> list[str]:
 @plan_options
 @click.option("--phase", type=click.Choice(["prefill", "decode", "both"]), default="both", show_default=True,
               help="which phase to model: prefill (TTFT), decode (one step), or both")
-@click.option("--tokens", type=capped("--tokens"), default=4096, show_default=True,
+@click.option("--tokens", type=Length("--tokens"), default=4096, show_default=True,
               help="prefill query length per request")
-@click.option("--context", type=capped("--context"), default=None,
+@click.option("--context", type=Length("--context"), default=None,
               help="tokens already in the cache (default: prefill 0; decode the prefill length --tokens)")
 @click.option("--batch", type=capped("--batch"), default=1, show_default=True,
               help="requests per DP rank (decode: each brings 1 + MTP tokens)")
 @click.option("--mtp", type=capped("--mtp"), default=0, show_default=True,
               help="speculative tokens K: decode verifies K+1 per request; the MTP layer runs K times")
-@click.option("--mtp-acceptance", "acceptance", type=capped_float("--mtp-acceptance"), default=1.0,
-              show_default=True, help="per-draft MTP acceptance a: a decode step yields 1 + a + ... + a^K tokens")
+@acceptance_option
 @click.option("--contexts", default=None,
-              help="comma list of context lengths (4096 or 4k; e.g. 4k,32k,64k,128k): adds a table of ms per op "
+              help="comma list of context lengths (4096 or 4K = 4,096; e.g. 4K,32K,64K,128K): adds a table of ms per op "
                    "class at each, a --tokens chunk for prefill and one step for decode")
-@click.option("--gpu-memory-utilization", "util", type=capped_float("--gpu-memory-utilization"), default=0.9, show_default=True,
-              help="share of the device the engine may use (the HBM budget shown with the times)")
-@click.option("--kv-cache-dtype", type=click.Choice(["bf16", "c8-indexer", "c8"]), default="bf16",
-              show_default=True, help="KV / indexer cache variant: the attention kernels' path and the HBM budget")
 @recipe_option("quantization recipe (default: the checkpoint's / preset's own); --quant is an alias")
-@click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True, help=DEVICE_HELP)
+@runtime_options(mtp=False, seqs=False)
 @click.option("--graph", type=click.Choice(["expanded", "repetition"]), default="expanded", show_default=True,
               help="expanded: every layer built; repetition: one representative per layer kind x its count")
 @click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -56,7 +52,7 @@ def _phases(phase: str) -> list[str]:
               help="measured kernel table CSV (ops it covers are tagged measured/interpolated)")
 @output_options
 def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tokens, context, batch, mtp, acceptance,
-                 contexts, util, kv_cache_dtype, recipe, device_name, graph, trace, png, measured, fmt, output) -> None:
+                 contexts, device_name, runtime, recipe, graph, trace, png, measured, fmt, output) -> None:
     """Per-op time model: token layout, FLOPs, bytes, collectives and time of every op of every layer."""
     from ..devices.profiles import load_device
     from ..engines.registry import as_engine
@@ -71,6 +67,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
     if mtp_drafter is False and mtp > 0:
         raise AuditInputError("--mtp", "speculative tokens need the MTP drafter (drop --no-mtp-drafter)")
     dev = load_device(device_name)
+    kv_cache_dtype = runtime["kv_cache_dtype"]
     lengths = _context_list(contexts) if contexts else None
     table = None
     if measured is not None:
@@ -85,7 +82,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
     first = next(iter(phases.values()))
     res = PerfResult(spec.name, plan, as_engine(engine).key, src.scheme_recipe, dev.name, graph, phases,
                      result_notes(first.program, plan, mtp, engine))
-    fit = _workload_fit(spec, plan, engine, src.scheme_recipe, dev, phases, mtp, util, kv_cache_dtype)
+    fit = _workload_fit(spec, plan, engine, src.scheme_recipe, dev, phases, mtp, runtime)
     res.hbm = fit.to_json()
     if trace:
         from ..report.trace import write_trace
@@ -114,27 +111,14 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
 
 
 def _context_list(text: str) -> list[int]:
-    """'4k,32k,65536' -> [4096, 32768, 65536] (k = 1024), strictly increasing, each within --context's cap."""
-    from ..limits import OPTION_CAPS
-    cap = OPTION_CAPS["--context"]
-    out = []
-    for part in text.split(","):
-        p = part.strip().lower()
-        try:
-            v = int(p[:-1]) * 1024 if p.endswith("k") else int(p)
-        except ValueError:
-            raise AuditInputError("--contexts", f"not a context length: {part.strip()!r} (e.g. 4096 or 4k)") from None
-        if not max(cap.lo, 1) <= v <= cap.hi:
-            raise AuditInputError("--contexts", f"{v} is outside 1..{cap.hi}")
-        out.append(v)
-    if not out or any(b <= a for a, b in zip(out, out[1:])):
-        raise AuditInputError("--contexts", "give increasing context lengths, e.g. 4k,32k,64k,128k")
+    """'4K,32K,65536' -> [4096, 32768, 65536] (vLLM's lengths: K = 1,024, k = 1,000), increasing."""
+    out = parse_length_list(text, "--contexts", increasing=True)
     if len(out) > 16:
         raise AuditInputError("--contexts", "at most 16 context lengths")
     return out
 
 
-def _workload_fit(spec, plan, engine, recipe, dev, phases, mtp, util, kv_cache_dtype):
+def _workload_fit(spec, plan, engine, recipe, dev, phases, mtp, runtime):
     """HBM budget of the longest request and the batch the modelled phases imply."""
     from ..runtime.feasibility import workload_fit
     longest = max(ph.workload.context + (ph.workload.tokens if ph.phase == "prefill" else 1 + mtp)
@@ -143,32 +127,34 @@ def _workload_fit(spec, plan, engine, recipe, dev, phases, mtp, util, kv_cache_d
     step = max(ph.workload.batch * (1 + mtp) for ph in phases.values())
     batch = max(ph.workload.batch for ph in phases.values())
     return workload_fit(spec, plan, engine, recipe, dev, batch=batch, request_tokens=longest, step_tokens=step,
-                        mtp=mtp, util=util, kv_cache_dtype=kv_cache_dtype)
+                        mtp=mtp, util=runtime["util"], kv_cache_dtype=runtime["kv_cache_dtype"], dcp=runtime["dcp"],
+                        hccl_buffsize_mb=runtime["hccl_buffsize_mb"])
 
 
 @click.command("sweep", short_help="Grid of TP x DP x workloads: CSV and the best configurations.")
 @click.argument("model", required=False)
 @click.option("--tp", "tps", default="4,8,16", show_default=True, help="comma list of TP sizes")
 @click.option("--dp", "dps", default="1,2", show_default=True, help="comma list of DP sizes")
-@click.option("--ep", "ep_mode", type=click.Choice(["on", "off"]), default="on", show_default=True,
-              help="expert parallel: on = DP x TP, off = experts TP-sharded")
+@click.option("--ep", "ep_mode", type=ExpertParallel(), default="on", show_default=True,
+              help="expert parallel: on = DP x TP in every row, off (or 1) = experts TP-sharded")
 @click.option("--sp/--no-sp", default=False, show_default=True, help="sequence parallel (DSA-CP on DSA models)")
 @engine_option()
 @click.option("--role", type=click.Choice(["mixed", "prefill", "decode"]), default="mixed", show_default=True,
               help="prefill = kv_producer, decode = kv_consumer, mixed = no kv transfer")
-@click.option("--tokens", default="4096", show_default=True, help="comma list of prefill lengths")
+@click.option("--tokens", default="4096", show_default=True, help="comma list of prefill lengths (4096, 8K, ...)")
 @click.option("--context", default=None,
               help="comma list of cached tokens (default: prefill 0, decode continues at the prefill length)")
 @click.option("--batch", default="1", show_default=True, help="comma list of requests per DP rank")
 @click.option("--mtp", default="0", show_default=True, help="comma list of speculative tokens")
+@acceptance_option
 @recipe_option("quantization recipe (default: the checkpoint's / preset's own); --quant is an alias")
-@click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True, help=DEVICE_HELP)
+@runtime_options(mtp=False, seqs=False)
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="write every configuration to this CSV")
 @click.option("--top", type=capped("--top"), default=5, show_default=True, help="best configurations to print")
 @output_options
-def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, batch, mtp, recipe, device_name,
-                  csv_path, top, fmt, output) -> None:
+def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, batch, mtp, acceptance, recipe,
+                  device_name, runtime, csv_path, top, fmt, output) -> None:
     """Grid of TP x DP x workloads (batched kernel): the best configurations by TTFT and decode tok/s."""
     from ..devices.profiles import load_device
     from ..perf.sweep import parse_grid, run_sweep
@@ -179,8 +165,11 @@ def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, b
         guard_output(path, model, what)
     src = open_model(model, recipe, tables=False)
     follow = context is None
-    grids = {k: parse_grid(v, k) for k, v in (("tp", tps), ("dp", dps), ("tokens", tokens),
-                                                ("context", "0" if context is None else context), ("batch", batch), ("mtp", mtp))}
+    if ep_mode not in ("on", 1):
+        raise AuditInputError("--ep", f"sweep takes --ep on or off (EP = DP x TP in every row), got {ep_mode}")
+    grids = {k: parse_grid(v, k) for k, v in (("tp", tps), ("dp", dps), ("batch", batch), ("mtp", mtp))}
+    grids["tokens"] = parse_length_list(tokens, "--tokens")
+    grids["context"] = parse_length_list("0" if context is None else context, "--context")
     n_configs = 1
     for values in grids.values():
         n_configs *= len(values)
@@ -192,11 +181,13 @@ def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, b
     n_plans = len(grids["tp"]) * len(grids["dp"])
     args = (src.spec, base, engine, src.scheme_recipe, dev, grids["tp"], grids["dp"], grids["tokens"],
             grids["context"], grids["batch"], grids["mtp"], ep_mode == "on")
+    opts = dict(decode_follows_prefill=follow, util=runtime["util"], kv_cache_dtype=runtime["kv_cache_dtype"],
+                acceptance=acceptance)
     if sys.stderr.isatty():
         with click.progressbar(length=n_plans, label="sweep", file=sys.stderr) as bar:
-            res = run_sweep(*args, progress=bar.update, decode_follows_prefill=follow)
+            res = run_sweep(*args, progress=bar.update, **opts)
     else:
-        res = run_sweep(*args, decode_follows_prefill=follow)
+        res = run_sweep(*args, **opts)
     if csv_path:
         write_sweep_csv(res, csv_path)
         click.echo(f"wrote {csv_path} ({res.n_configs} configurations)", err=True)

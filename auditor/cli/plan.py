@@ -9,7 +9,7 @@ from ..devices.profiles import DEFAULT_DEVICE
 from ..errors import AuditInputError
 from ..limits import OPTION_CAPS
 from ..outputs import write_output
-from .options import capped, capped_float, emit, engine_option, guard_output, output_options, recipe_option
+from .options import acceptance_option, capped, capped_float, emit, engine_option, guard_output, output_options, recipe_option
 
 
 def _ints(text: str, name: str) -> list[int]:
@@ -33,14 +33,13 @@ def _ints(text: str, name: str) -> list[int]:
               default=None, help="CSV of requests (columns isl,osl) instead of --isl/--osl")
 @click.option("--ttft-ms", type=capped_float("--ttft-ms"), required=True, help="SLA: time to first token, ms")
 @click.option("--tpot-ms", type=capped_float("--tpot-ms"), required=True, help="SLA: time per output token, ms")
-@click.option("--mtp-acceptance", type=capped_float("--mtp-acceptance"), default=0.7, show_default=True,
-              help="per-draft acceptance rate of the MTP drafter")
+@acceptance_option
 @click.option("--tp", "tps", default="1,2,4,8,16", show_default=True, help="TP sizes to search")
 @click.option("--batch", "batches", default="1,2,4,8,16,24,32,48,64,96,128", show_default=True,
               help="batch per DP rank to search")
 @click.option("--mtp", "mtps", default="0,1,2,3", show_default=True, help="speculative tokens K to search")
-@click.option("--sp", "sp_mode", type=click.Choice(["on", "off", "both"]), default="both", show_default=True,
-              help="SP/FlashComm1 (DSA-CP on DSA models) in the searched plans")
+@click.option("--sp/--no-sp", "sp_mode", default=None,
+              help="pin SP/FlashComm1 (DSA-CP on DSA models) on or off; default: search both")
 @click.option("--disagg/--no-disagg", default=True, show_default=True, help="also search P/D-disaggregated")
 @engine_option()
 @click.option("--gpu-memory-utilization", "util", type=capped_float("--gpu-memory-utilization"), default=0.9,
@@ -54,7 +53,7 @@ def _ints(text: str, name: str) -> list[int]:
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="every memory-feasible configuration as CSV")
 @output_options
-def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot_ms, mtp_acceptance, tps, batches,
+def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot_ms, acceptance, tps, batches,
                  mtps, sp_mode, disagg, engine, util, kv_cache_dtype, recipe, top, png, csv_path, fmt, output) -> None:
     """Search aggregated and P/D-disaggregated deployments that fit the die's HBM and meet the SLA,
     ranked by output tokens/s per die; prints the winner's vllm serve launch."""
@@ -73,23 +72,23 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
         raise AuditInputError("--isl/--osl", "give both --isl and --osl, or --workload CSV")
     else:
         wl = from_lengths(isl, osl)
-    if not 0 < mtp_acceptance <= 1:
-        raise AuditInputError("--mtp-acceptance", f"must be in (0, 1], got {mtp_acceptance}")
+    if not 0 < acceptance <= 1:
+        raise AuditInputError("--mtp-acceptance", f"must be in (0, 1], got {acceptance}")
     if not 0 < util <= 1:
         raise AuditInputError("--gpu-memory-utilization", f"must be in (0, 1], got {util}")
     src = open_model(model, recipe, tables=False)
     dev = load_device(device_name)
-    sps = {"on": (True,), "off": (False,), "both": (True, False)}[sp_mode]
+    sps = (True, False) if sp_mode is None else (bool(sp_mode),)
     space = PlanSpace(dies=_ints(dies, "--dies"), tps=tuple(_ints(tps, "--tp")), batches=tuple(_ints(batches, "--batch")),
                       mtps=tuple(_ints(mtps, "--mtp")), sps=sps, util=util,
-                      kv_cache_dtype=kv_cache_dtype, acceptance=mtp_acceptance, disaggregated=disagg)
+                      kv_cache_dtype=kv_cache_dtype, acceptance=acceptance, disaggregated=disagg)
     res = run_plan(src.spec, engine, src.scheme_recipe, dev, wl, space, ttft_ms, tpot_ms)
     best = res.best(top)
     launch = serve_launch(best[0], model or src.spec.name, engine, util=util, max_model_len=wl.max_len, isl=wl.isl,
                           kv_cache_dtype=kv_cache_dtype) if best else []
     head = {"tool": "audit plan", "model": src.spec.name, "recipe": src.scheme_recipe, "device": dev.name,
             "engine": str(engine), "dies": space.dies, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
-            "mtp_acceptance": mtp_acceptance}
+            "mtp_acceptance": acceptance}
     emit(render_plan(res, fmt, top, launch, head), output)
     if csv_path:
         write_output(csv_path, render_plan(res, "csv", top, launch, head), "--csv")

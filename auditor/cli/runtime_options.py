@@ -11,6 +11,7 @@ import click
 from ..devices.profiles import DEFAULT_DEVICE
 from ..engines.vllm_ascend.kv import KV_DTYPES
 from .options import capped, capped_float
+from .vocabulary import Length
 
 
 def runtime_options(*, device: bool = True, mtp: bool = True, seqs: bool = True) -> Callable:
@@ -22,7 +23,7 @@ def runtime_options(*, device: bool = True, mtp: bool = True, seqs: bool = True)
         opts += [
             click.option("--gpu-memory-utilization", "util", type=capped_float("--gpu-memory-utilization"), default=0.9, show_default=True,
                          help="share of the device the engine may use (KV budget = util x total - the rest)"),
-            click.option("--max-model-len", type=capped("--max-model-len"), default=None,
+            click.option("--max-model-len", type=Length("--max-model-len"), default=None,
                          help="model length one request must fit (default: max_position_embeddings); "
                               "exit 3 with the engine's error when it does not fit"),
         ]

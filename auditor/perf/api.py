@@ -36,7 +36,7 @@ class Workload:
     context: int = 0
     batch: int = 1
     mtp: int = 0
-    acceptance: float = 1.0     # per-draft MTP acceptance: a decode step yields 1 + a + ... + a^K tokens
+    acceptance: float = 1.0     # per-draft MTP acceptance (the CLI's default: cli.options.DEFAULT_ACCEPTANCE)
 
     def validate(self) -> "Workload":
         if self.phase not in PHASES:
@@ -291,7 +291,7 @@ def result_notes(prog: Program, plan: ParallelPlan, mtp: int, engine: str | None
     if mtp:
         notes.append(f"MTP: the drafter layer runs {mtp}x per step (pass 1 on the main tokens, later passes "
                      "one token per request); decode tokens/s counts 1 + a + ... + a^K tokens per step "
-                     "(--mtp-acceptance a, default 1: every draft accepted)")
+                     "(--mtp-acceptance a)")
     if plan.pp > 1:
         notes.append("PP > 1: all stages' layers are summed (one micro-batch latency); no pipeline "
                      "overlap and no stage-to-stage transfer is modelled")

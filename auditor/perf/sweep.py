@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..engines.registry import as_engine
+from .mtp import expected_tokens
 from ..errors import AuditInputError
 from ..limits import OPTION_CAPS
 from ..model.spec import ModelSpec
@@ -68,7 +69,7 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
               tps: Iterable[int], dps: Iterable[int], tokens: Iterable[int], contexts: Iterable[int],
               batches: Iterable[int], mtps: Iterable[int], ep_on: bool = True,
               progress: Callable[[int], None] | None = None, decode_follows_prefill: bool = False,
-              util: float = 0.9, kv_cache_dtype: str = "bf16") -> SweepResult:
+              util: float = 0.9, kv_cache_dtype: str = "bf16", acceptance: float = 1.0) -> SweepResult:
     """TTFT and decode step time for every grid point; plans the model cannot take are skipped."""
     from auditor_kernels.perf_core import sweep_grid
 
@@ -125,7 +126,7 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
         block[:, 7] = t_pre * 1e3
         block[:, 8] = t_dec * 1e3
         block[:, 9] = work[:, 2] * work[:, 0] / t_pre / tp
-        block[:, 10] = work[:, 2] * (1 + work[:, 3]) / t_dec / tp
+        block[:, 10] = work[:, 2] * expected_tokens(work[:, 3], acceptance) / t_dec / tp
         block[:, 11] = dec_ctx
         block[:, 12] = weights / 2**30
         block[:, 13] = free / 2**30
