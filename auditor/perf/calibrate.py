@@ -92,7 +92,7 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
 )}
 #: what the shipped A3 752T profile fits: the two per-step host overheads, both flat in context.
 #: The context-dependent ops (indexer, fused top-k, SFA) keep their kernel-path constants
-#: (auditor/perf/kernel_paths.py) and the device's unfitted efficiencies, so the growth from 3.5k
+#: (auditor/engines/vllm_ascend/kernel_paths.py) and the device's unfitted efficiencies, so the growth from 3.5k
 #: to 32k context is predicted, not fitted; the profile's calibration note records the
 #: alternatives tried and what the host constants absorb.
 DEFAULT_FIT = ("host_prefill", "host_decode")

@@ -35,7 +35,7 @@ from ..engines.registry import as_engine
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
 from . import ops as O
-from ..engines.vllm_ascend.kernel_paths import KernelPath, indexer_tile, indexer_vec_per_head, sfa_entry_bytes
+from ..engines.vllm_ascend.kernel_paths import KernelPath, indexer_tile, indexer_vec_per_head
 from .tokens import MAIN, MTP_LATER, ROWS, ContractError, State, Tok, require_same
 from .quant import FLOAT, scheme
 from .weights import weight_bytes
@@ -105,13 +105,23 @@ class _Builder:
                  lay: Placement, weights: dict[tuple[int, str], int], path: KernelPath):
         self.spec, self.plan, self.recipe, self.phase, self.lay = spec, plan, recipe, phase, lay
         self.path = path
-        self.prof = as_engine(engine).profile
+        eng = as_engine(engine)
+        self.prof = eng.profile
+        # the engine's KV spec of this cache variant: the one definition of what a cached token takes
+        # (cache writes write it, SFA gathers it, the indexer reads its keys)
+        self.kv = eng.kv_spec(spec, plan, variant=path.name)
         self.w = weights
         self.tp = plan.tp
         self.ops: list[O.Op] = []
         self.colls: list[O.Coll] = []
         self.layers: list[int] = []     # layers the op being emitted stands for
         self.mult = K.MULT_ALWAYS
+
+    @staticmethod
+    def _write_tensors(d: int, entry_bytes: int) -> float:
+        """A cache write reads the [T, d] bf16 vector and writes one cache entry per token: in units of
+        [T, d] bf16 tensors, 1 + entry / (2 d) (2 when the cache is bf16)."""
+        return 1.0 + entry_bytes / (2.0 * d)
 
     # -- emission -------------------------------------------------------------------------
     def op(self, op: O.Op) -> O.Op:
@@ -204,7 +214,8 @@ class _Builder:
                          "self_attn.q_b_proj"))
         self.op(O.vector("self_attn.rope", "rope", h, hl * s.Dr + s.Dr, 2, 4,
                          (("T", hl, s.Dr), ("T", s.Dr)), (("T", hl, s.Dr), ("T", s.Dr))))
-        self.op(O.vector("self_attn.kv_cache_write", "cache_write", h, s.Lkv + s.Dr, 2, 0))
+        self.op(O.vector("self_attn.kv_cache_write", "cache_write", h, s.Lkv + s.Dr,
+                         self._write_tensors(s.Lkv + s.Dr, self.kv.main_entry_bytes), 0))
         if kind.indexer:
             self.indexer(L, h, shard and lay.dsa_cp, sa, q_in)
         kvb = self.wb(L, "self_attn.kv_b_proj")
@@ -212,7 +223,7 @@ class _Builder:
         self.op(O.bmm("self_attn.q_absorb", h, hl, s.Dn, s.Lkv, uk, "self_attn.kv_b_proj(W_UK_T)"))
         cap = float(s.topk_tokens) if s.dsa else K.NO_CAP
         kp = self.path
-        self.op(O.sfa("self_attn.sfa", h, hl, s.Lkv, s.Dr, cap, kp.sfa_tile_rows, sfa_entry_bytes(kp, s.Lkv, s.Dr)))
+        self.op(O.sfa("self_attn.sfa", h, hl, s.Lkv, s.Dr, cap, kp.sfa_tile_rows, float(self.kv.main_entry_bytes)))
         self.op(O.bmm("self_attn.v_up", h, hl, s.Lkv, s.Dv, kvb - uk, "self_attn.kv_b_proj(W_UV)"))
         return self.o_proj(L, h, hl, s.Dv, shard, sa)
 
@@ -225,7 +236,8 @@ class _Builder:
         self.op(O.linear("self_attn.qkv_proj", h, s.H, (hl + 2 * kvh) * s.head_dim, sa, wqkv,
                          "self_attn.q_proj+k_proj+v_proj"))
         self.op(O.vector("self_attn.rope", "rope", h, (hl + kvh) * s.head_dim, 2, 4))
-        self.op(O.vector("self_attn.kv_cache_write", "cache_write", h, 2 * kvh * s.head_dim, 2, 0))
+        self.op(O.vector("self_attn.kv_cache_write", "cache_write", h, 2 * kvh * s.head_dim,
+                         self._write_tensors(2 * kvh * s.head_dim, self.kv.main_entry_bytes), 0))
         self.op(O.dense_attention("self_attn.attention", h, hl, kvh, s.head_dim))
         self.op(O.linear("self_attn.o_proj", h, hl * s.head_dim, s.H, sa, self.wb(L, "self_attn.o_proj"),
                          "self_attn.o_proj"))
@@ -249,7 +261,8 @@ class _Builder:
                          "self_attn.indexer.wk"))
         self.op(O.vector("self_attn.indexer.k_norm", "layer_norm", h, s.ID, 2, 6))
         self.op(O.vector("self_attn.indexer.k_rope", "rope", h, s.Dr, 2, 4))
-        self.op(O.vector("self_attn.indexer.cache_write", "cache_write", h, s.ID, 2, 0))
+        self.op(O.vector("self_attn.indexer.cache_write", "cache_write", h, s.ID,
+                         self._write_tensors(s.ID, self.kv.indexer_entry_bytes), 0))
         q = h
         if split and self.tp > 1:
             q = h.sliced()
@@ -262,7 +275,7 @@ class _Builder:
                          self.wb(L, "self_attn.indexer.weights_proj"), "self_attn.indexer.weights_proj"))
         kp = self.path
         self.op(O.indexer_score("self_attn.indexer.score", q, s.IH, s.ID,
-                                s.ID * kp.indexer_key_bytes_per_dim + kp.indexer_key_scale_bytes,
+                                float(self.kv.indexer_entry_bytes),
                                 indexer_tile(kp, s.IH), indexer_vec_per_head(kp, s.IH), kp.indexer_dtype))
         self.op(O.indexer_topk("self_attn.indexer.topk", q, s.topk_tokens, kp.topk_per_key, kp.topk_per_kept))
 

@@ -51,6 +51,8 @@ def render_memory(rep: dict, fmt: str = "table", max_tensor_rows: int | None = N
     w = rep["worst_rank"]
     lines.append(f"worst rank {w['rank']}: {gib(w['bytes'])} {u.name} resident "
                  f"(naive {gib(rep['naive']['bytes'])} {u.name}, imbalance {gib(rep['imbalance_bytes'])} {u.name})")
+    if rep.get("answer"):
+        lines.append(f"answer: {rep['answer']}")
 
     lines.append(h(f"Per-rank resident weights, worst first ({u.name})"))
     head = ["ranks", "stage", "total"] + list(CATEGORIES) + ["naive", "vs naive"]

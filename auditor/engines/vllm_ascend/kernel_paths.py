@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from ...errors import AuditInputError
 
-#: --kv-cache-dtype values (the runtime's cache variants, auditor.runtime.kvspec.KV_DTYPES)
+#: --kv-cache-dtype values (the cache variants of kv.py)
 CACHE_VARIANTS = ("bf16", "c8-indexer", "c8")
 
 
@@ -24,10 +24,6 @@ class KernelPath:
     name: str
     #: LightningIndexer score matmul dtype (Cube): bf16 q.k, or int8 q.k with LI-C8 [§1]
     indexer_dtype: str
-    #: bytes of one cached indexer key per index head dim: bf16 2; LI-C8 int8 1 (+ the scale) [§1, §4]
-    indexer_key_bytes_per_dim: float
-    #: extra bytes per cached indexer key: LI-C8's fp16 per-token scale [runtime spec §1.1]
-    indexer_key_scale_bytes: float
     #: query rows per index head group sharing one read of a request's key cache: the bf16
     #: kernel's s1BaseSize = 8 rows; LI-C8 M_BASE_SIZE 256 / index heads [§1 tiling, §4]
     indexer_tile_rows: float
@@ -45,11 +41,10 @@ class KernelPath:
     topk_per_key: float
     topk_per_kept: float
     #: SFA gathers every query row's own top-k entries (one Cube tile = one token x its local
-    #: heads, no KV reuse across query rows) [§3, §4]: rows sharing one staged gather
+    #: heads, no KV reuse across query rows) [§3, §4]: rows sharing one staged gather. The bytes
+    #: of a gathered entry and of an indexer key are the KV spec's (``kv.py``: 1152 / 656 latent,
+    #: 256 / 130 indexer for GLM-5.1), never a second copy here.
     sfa_tile_rows: float
-    #: bytes of one gathered latent entry: k_nope 512 + k_pe 64 in bf16 = 1152; SFA-C8 packed
-    #: rows 656 [§3; runtime spec §1.2]
-    sfa_entry_bytes: float
 
 
 #: UNSETTLED choices (docs/long-context-kernels.md): the sort rate r_sort (device profile), whether
@@ -58,9 +53,9 @@ class KernelPath:
 #: inside the indexer (modelled serial, as TensorCast), SFA's gather cost (modelled as bytes at the
 #: sfa_kv efficiency) and the prefill top-k path (the report's formula for every row count).
 PATHS: dict[str, KernelPath] = {p.name: p for p in (
-    KernelPath("bf16", "BF16", 2.0, 0.0, 8.0, 0.0, 8.0, 0.0, 4.36, 3.32, 1.0, 1152.0),
-    KernelPath("c8-indexer", "I8", 1.0, 2.0, 0.0, 256.0, 0.0, 4.0, 4.36, 3.32, 1.0, 1152.0),
-    KernelPath("c8", "I8", 1.0, 2.0, 0.0, 256.0, 0.0, 4.0, 4.36, 3.32, 1.0, 656.0),
+    KernelPath("bf16", "BF16", 8.0, 0.0, 8.0, 0.0, 4.36, 3.32, 1.0),
+    KernelPath("c8-indexer", "I8", 0.0, 256.0, 0.0, 4.0, 4.36, 3.32, 1.0),
+    KernelPath("c8", "I8", 0.0, 256.0, 0.0, 4.0, 4.36, 3.32, 1.0),
 )}
 
 
@@ -85,17 +80,10 @@ def indexer_vec_per_head(path: KernelPath, index_heads: int) -> float:
     return path.indexer_vec_per_head + path.indexer_vec_per_key / max(index_heads, 1)
 
 
-def sfa_entry_bytes(path: KernelPath, latent: int, rope: int) -> float:
-    """Bytes of one gathered entry: the path's figure for the 512 + 64 layout, else bf16 rows."""
-    if (latent, rope) == (512, 64):
-        return path.sfa_entry_bytes
-    return (latent + rope) * 2.0
-
-
 def with_overrides(path: KernelPath, **kw: float) -> KernelPath:
     """A copy with some constants replaced (sensitivity studies)."""
     return replace(path, **kw)
 
 
 __all__ = ["CACHE_VARIANTS", "KernelPath", "PATHS", "kernel_path", "indexer_tile", "indexer_vec_per_head",
-           "sfa_entry_bytes", "with_overrides"]
+           "with_overrides"]

@@ -1,0 +1,105 @@
+"""The engine seam: a toy engine family registered from a test runs through memory, perf, plan and
+align without any generic module knowing it. It differs from vLLM-Ascend where a second engine
+would (block size, KV entry bytes, the weights log line, the launch command); every expectation is
+derived by hand from those differences."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+
+import pytest
+
+from auditor.cli import main
+from auditor.engines import registry
+from auditor.engines.vllm_ascend import VllmAscend
+from auditor.engines.vllm_ascend import loglines as ascend_lines
+from auditor.engines.vllm_ascend.versions import PROFILES
+from auditor.model.presets import preset_spec
+
+TOY_BLOCK = 16
+TOY_LATENT_ENTRY = 600          # bytes per cached latent token (vLLM-Ascend: (512 + 64) x 2 = 1152)
+
+
+def _toy_lines():
+    lines = types.SimpleNamespace(**{k: getattr(ascend_lines, k) for k in dir(ascend_lines) if not k.startswith("__")})
+    lines.weights_line = lambda b: "toy: weights resident %.3f GiB" % (b / 2**30)
+    return lines
+
+
+class ToyEngine(VllmAscend):
+    family = "toy"
+    profiles = {"toy@1.0": dataclasses.replace(PROFILES["vllm-ascend@main"], name="toy@1.0", label="Toy engine 1.0",
+                                               version="1.0")}
+    aliases = {}
+    block_size = TOY_BLOCK
+    _lines = _toy_lines()
+
+    def kv_spec(self, spec, plan, **kw):
+        kv = super().kv_spec(spec, plan, **kw)
+        return dataclasses.replace(kv, mla_bytes=TOY_LATENT_ENTRY)
+
+    @property
+    def loglines(self):
+        return self._lines
+
+    def launch(self, model, instance, *, quantized=False):
+        args = [f"toyserve {model}", f"--shards {instance.tp * instance.dp}"]
+        return {"args": args, "env": {}, "command": " ".join(args)}
+
+
+@pytest.fixture
+def toy():
+    registry.register(ToyEngine)
+    yield ToyEngine
+    registry.unregister("toy")
+
+
+def _memory_json(engine, capsys):
+    args = ["memory", "glm-5.1", "--tp", "16", "--ep", "16", "--max-model-len", "8192", "--engine", engine,
+            "--format", "json"]
+    assert main(args) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_registry_resolves_the_toy_family(toy):
+    eng = registry.as_engine("toy@1.0")
+    assert isinstance(eng, ToyEngine) and eng.label == "Toy engine 1.0"
+    assert registry.as_engine("toy@1.0.3").key == "toy@1.0"            # a patch release: its minor's row
+    assert registry.as_engine("main").family == "vllm-ascend"         # the default family is untouched
+
+
+def test_memory_runs_through_the_toy_engine(toy, capsys):
+    ascend = _memory_json("vllm-ascend@main", capsys)["runtime"]
+    mine = _memory_json("toy@1.0", capsys)
+    rt = mine["runtime"]
+    spec = preset_spec("glm-5.1")
+    layers = spec.Lyr                         # no drafter: every main layer holds both caches
+    idx_entry = spec.ID * 2                   # indexer keys stay bf16 (the toy changes only the latent)
+    assert rt["block_size"] == TOY_BLOCK and ascend["block_size"] == 128
+    assert rt["kv_spec"]["page_block_bytes"] == TOY_BLOCK * layers * (TOY_LATENT_ENTRY + idx_entry)
+    assert rt["kv_bytes_per_token"] == layers * (TOY_LATENT_ENTRY + idx_entry)
+    # the same weights and budget terms, so the pool differs only by the page size
+    assert rt["weights_bytes"] == ascend["weights_bytes"]
+    assert rt["kv_available_bytes"] == ascend["kv_available_bytes"]
+    assert rt["num_blocks"] == rt["kv_available_bytes"] // rt["kv_spec"]["page_block_bytes"]
+    text_args = ["memory", "glm-5.1", "--tp", "16", "--ep", "16", "--max-model-len", "8192", "--engine", "toy@1.0"]
+    assert main(text_args) == 0
+    out = capsys.readouterr().out
+    assert "toy: weights resident" in out and "Loading model weights took" not in out
+
+
+def test_perf_runs_through_the_toy_engine(toy, capsys):
+    assert main(["perf", "--tp", "16", "--ep", "16", "--engine", "toy@1.0", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["engine"] == "toy@1.0"
+    assert doc["hbm"]["runtime"]["block_size"] == TOY_BLOCK
+
+
+def test_plan_launch_is_the_toy_engines_command(toy, capsys):
+    args = ["plan", "--engine", "toy@1.0", "--dies", "16", "--isl", "2048", "--osl", "256", "--ttft-ms", "20000",
+            "--tpot-ms", "500", "--tp", "8,16", "--batch", "1,4", "--mtp", "0", "--no-disagg", "--format", "json"]
+    assert main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    launches = doc["launch"]
+    assert launches and all(inst["command"].startswith("toyserve ") for inst in launches)
