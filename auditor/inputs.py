@@ -102,6 +102,25 @@ def read_capped(path: str | Path, what: str, cap: int) -> bytes:
     return b"".join(chunks)
 
 
+
+def read_text_capped(path: str | Path, what: str, cap: int) -> str:
+    """The regular file ``path`` as UTF-8 text of at most ``cap`` bytes (``read_capped``), or one
+    line naming it: a text input that is not UTF-8 (or holds NUL bytes, i.e. is binary) is refused
+    with the line and byte where it stops being text, never decoded with replacement characters."""
+    raw = read_capped(path, what, cap)
+    nul = raw.find(b"\0")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if nul < 0 or nul > exc.start:
+            line = raw.count(b"\n", 0, exc.start) + 1
+            raise AuditInputError(path, f"{what} is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset "
+                                        f"{exc.start:,} (line {line})") from None
+    if nul >= 0:
+        line = raw.count(b"\n", 0, nul) + 1
+        raise AuditInputError(path, f"{what} is a binary file, not text: NUL byte at offset {nul:,} (line {line})")
+    return text[1:] if text.startswith("\ufeff") else text
+
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _OPEN, _CLOSE = np.zeros(256, np.int8), np.zeros(256, np.int8)
 _OPEN[[ord("{"), ord("[")]] = 1
