@@ -10,6 +10,7 @@ from click.core import ParameterSource
 
 from ..errors import AuditInputError
 from ..outputs import check_output_dir, prepare_output_dir, write_output
+from .deployment import DeploymentCommand, launch_option
 from .options import capped, plan_options, recipe_option, refuse_model_dir
 
 # click parameter -> ParallelPlan / request field, for "did the user pin it?"
@@ -33,7 +34,8 @@ def parse_tolerance(text: str | None) -> float | None:
     return v
 
 
-@click.command("align", short_help="Alignment ticket from engine logs, profiles and benchmarks.")
+@click.command("align", cls=DeploymentCommand, short_help="Alignment ticket from engine logs, profiles and benchmarks.")
+@launch_option
 @click.argument("model", required=False)
 @recipe_option("quant recipe for presets / config-only dirs (default: the preset's usual one)")
 @plan_options

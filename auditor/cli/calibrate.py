@@ -13,10 +13,12 @@ from ..perf.calibrate import (DEFAULT_FIT, PARAMS, fit, git_head, load_scenarios
                               uncalibrated)
 from ..model.recipes import RECIPES
 from ..outputs import check_output_path
+from .deployment import DeploymentCommand, launch_option
 from .options import capped, plan_options
 
 
-@click.command("calibrate", short_help="Fit device efficiency constants to measured end-to-end latencies.")
+@click.command("calibrate", cls=DeploymentCommand, short_help="Fit device efficiency constants to measured end-to-end latencies.")
+@launch_option
 @click.argument("measurements", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--model", default="glm-5.1", show_default=True, help="model preset name")
 @click.option("--recipe", "--quant", "recipe", type=click.Choice(RECIPES), default="w4a8", show_default=True,

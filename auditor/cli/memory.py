@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ..errors import AuditInputError
+from .deployment import DeploymentCommand, launch_option
 from .options import emit, guard_output, output_options, plan_options, recipe_option
 from .runtime_options import runtime_options
 
@@ -17,7 +18,8 @@ def _to_json(rep: dict) -> str:
     return json.dumps(rep, indent=2, default=str) + "\n"
 
 
-@click.command("memory", short_help="Per-rank resident-weight ledger, bridged from the naive estimate.")
+@click.command("memory", cls=DeploymentCommand, short_help="Per-rank resident-weight ledger, bridged from the naive estimate.")
+@launch_option
 @click.argument("model", required=False)
 @recipe_option("quant recipe for presets / config-only dirs (default: the preset's usual one)")
 @plan_options

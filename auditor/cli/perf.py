@@ -12,6 +12,7 @@ import click
 from ..errors import AuditInputError
 from ..limits import MAX_SWEEP_CONFIGS
 from ..parallel import ParallelPlan
+from .deployment import DeploymentCommand, launch_option
 from .options import acceptance_option, capped, emit, engine_option, guard_output, output_options, plan_options, recipe_option
 from .runtime_options import runtime_options
 from .vocabulary import ExpertParallel, Length, parse_length_list
@@ -23,7 +24,8 @@ def _phases(phase: str) -> list[str]:
     return ["prefill", "decode"] if phase == "both" else [phase]
 
 
-@click.command("perf", short_help="Layer program, collectives and op times for prefill and decode.")
+@click.command("perf", cls=DeploymentCommand, short_help="Layer program, collectives and op times for prefill and decode.")
+@launch_option
 @click.argument("model", required=False)
 @plan_options
 @click.option("--phase", type=click.Choice(["prefill", "decode", "both"]), default="both", show_default=True,
@@ -131,7 +133,8 @@ def _workload_fit(spec, plan, engine, recipe, dev, phases, mtp, runtime):
                         hccl_buffsize_mb=runtime["hccl_buffsize_mb"])
 
 
-@click.command("sweep", short_help="Grid of TP x DP x workloads: CSV and the best configurations.")
+@click.command("sweep", cls=DeploymentCommand, short_help="Grid of TP x DP x workloads: CSV and the best configurations.")
+@launch_option
 @click.argument("model", required=False)
 @click.option("--tp", "tps", default="4,8,16", show_default=True, help="comma list of TP sizes")
 @click.option("--dp", "dps", default="1,2", show_default=True, help="comma list of DP sizes")

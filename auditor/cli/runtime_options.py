@@ -31,8 +31,8 @@ def runtime_options(*, device: bool = True, mtp: bool = True, seqs: bool = True)
             opts.append(click.option("--max-num-seqs", type=capped("--max-num-seqs"), default=256, show_default=True,
                                      help="max_num_seqs (logits, sampler and workspace sizes)"))
         opts += [
-            click.option("--kv-cache-dtype", type=click.Choice(KV_DTYPES), default="bf16", show_default=True,
-                         help="bf16; c8-indexer = LI-C8 (indexer keys int8); c8 = SFA-C8 + LI-C8"),
+            click.option("--kv-cache-dtype", type=click.Choice(KV_DTYPES + ("auto",)), default="bf16", show_default=True,
+                         help="bf16 (vLLM's auto); c8-indexer = LI-C8 (indexer keys int8); c8 = SFA-C8 + LI-C8"),
             click.option("--dcp", type=capped("--dcp"), default=1, show_default=True,
                          help="decode context parallel size (SFA: indexer cache replicated, DCP == TP on main)"),
             click.option("--hccl-buffsize", "hccl_buffsize", type=capped("--hccl-buffsize"), default=200, show_default=True,
@@ -45,7 +45,7 @@ def runtime_options(*, device: bool = True, mtp: bool = True, seqs: bool = True)
         @functools.wraps(f)
         def wrapper(*args, **kw):
             rt = {"util": kw.pop("util"), "max_model_len": kw.pop("max_model_len"),
-                  "kv_cache_dtype": kw.pop("kv_cache_dtype"), "dcp": kw.pop("dcp"),
+                  "kv_cache_dtype": {"auto": "bf16"}.get(kw.get("kv_cache_dtype"), kw.pop("kv_cache_dtype")), "dcp": kw.pop("dcp"),
                   "hccl_buffsize_mb": kw.pop("hccl_buffsize")}
             if seqs:
                 rt["max_num_seqs"] = kw.pop("max_num_seqs")
