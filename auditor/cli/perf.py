@@ -13,6 +13,7 @@ from ..devices.profiles import DEFAULT_DEVICE
 from ..errors import AuditInputError
 from ..limits import MAX_SWEEP_CONFIGS
 from ..parallel import ParallelPlan
+from .runtime_options import hf_overrides_option
 from .options import capped, capped_float, emit, engine_option, guard_output, output_options, plan_options, recipe_option
 
 DEVICE_HELP = "device profile: a name in auditor/devices (a3-752t, a2-376t, ...) or a JSON file"
@@ -54,6 +55,7 @@ def _phases(phase: str) -> list[str]:
               help="write a PNG of time per op class per layer")
 @click.option("--measured", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="measured kernel table CSV (ops it covers are tagged measured/interpolated)")
+@hf_overrides_option
 @output_options
 def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tokens, context, batch, mtp, acceptance,
                  contexts, util, kv_cache_dtype, recipe, device_name, graph, trace, png, measured, fmt, output) -> None:
@@ -166,6 +168,7 @@ def _workload_fit(spec, plan, engine, recipe, dev, phases, mtp, util, kv_cache_d
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="write every configuration to this CSV")
 @click.option("--top", type=capped("--top"), default=5, show_default=True, help="best configurations to print")
+@hf_overrides_option
 @output_options
 def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, batch, mtp, recipe, device_name,
                   csv_path, top, fmt, output) -> None:

@@ -9,6 +9,7 @@ from ..devices.profiles import DEFAULT_DEVICE
 from ..errors import AuditInputError
 from ..limits import OPTION_CAPS
 from ..outputs import write_output
+from .runtime_options import hf_overrides_option
 from .options import capped, capped_float, emit, engine_option, guard_output, output_options, recipe_option
 
 
@@ -53,6 +54,7 @@ def _ints(text: str, name: str) -> list[int]:
               help="Pareto PNG: tokens/s per die against tokens/s per user, aggregated vs disaggregated")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="every memory-feasible configuration as CSV")
+@hf_overrides_option
 @output_options
 def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot_ms, mtp_acceptance, tps, batches,
                  mtps, sp_mode, disagg, engine, util, kv_cache_dtype, recipe, top, png, csv_path, fmt, output) -> None:
