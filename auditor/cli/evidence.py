@@ -11,7 +11,8 @@ from .options import emit
 @click.command("evidence", short_help="Predict the engine's public deployments and compare with what they logged.")
 @click.option("--corpus", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="evidence JSON file (default: the project's auditor/evidence/published.json)")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="one table, or every row with its prediction, observation and error as JSON")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="write the table to FILE instead of stdout")
 def evidence_command(corpus, fmt, output) -> None:
