@@ -37,6 +37,8 @@ CONFIG_INT_CAPS: dict[str, Cap] = {
     "index_head_dim": Cap(0, 4_096),
     "index_topk": Cap(1, 1_048_576),
     "topk_limit": Cap(1, 1_048_576),
+    "index_topk_freq": Cap(1, 1_024),
+    "index_skip_topk_offset": Cap(0, 1_024),
     "n_routed_experts": Cap(0, 4_096),
     "num_experts": Cap(0, 4_096),
     "intermediate_size": Cap(0, 1_048_576),

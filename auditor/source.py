@@ -8,6 +8,9 @@ here, so ``perf`` and ``inventory`` can never disagree about what a directory ho
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +22,7 @@ from .inventory.quantdesc import QuantDescription, load_quant_description
 from .inventory.scan import ScanResult, find_quant_description, scan_model_dir
 from .inventory.table import TensorTable
 from .model.classify import Finding
-from .model.config import load_config_file, spec_from_config
+from .model.config import apply_hf_overrides, load_config_file, spec_from_config
 from .model.expected import expected_description, expected_tensors
 from .model.presets import PRESETS, preset_config
 from .model.recipes import DEFAULT_RECIPE, check_recipe, guess_recipe
@@ -81,14 +84,34 @@ def _is_dir(path: Path) -> bool:
         raise AuditInputError(path, f"cannot access: {exc.strerror}") from None
 
 
+_HF_OVERRIDES: contextvars.ContextVar[dict | None] = contextvars.ContextVar("hf_overrides", default=None)
+
+
+@contextlib.contextmanager
+def hf_overrides_scope(overrides: dict | None):
+    """Within the block, ``open_model`` applies ``overrides`` (the CLI's ``--hf-overrides``) unless
+    it is given its own."""
+    token = _HF_OVERRIDES.set(overrides or None)
+    try:
+        yield
+    finally:
+        _HF_OVERRIDES.reset(token)
+
+
 def open_model(model: str | Path | None, recipe: str | None = None, progress: bool | None = None,
-               default_preset: str = "glm-5.1", tables: bool = True) -> ModelSource:
+               default_preset: str = "glm-5.1", tables: bool = True,
+               hf_overrides: dict | None = None) -> ModelSource:
     """Resolve MODEL (directory or preset name) into a ModelSource. Never writes anything.
+
+    ``hf_overrides``: vLLM's ``--hf-overrides`` applied to config.json before the spec is built
+    (``model.config.apply_hf_overrides``), e.g. IndexCache's use_index_cache / index_topk_freq.
 
     ``tables=False`` reads only config.json and the quant description (what the perf model
     needs); the inventory is then not built."""
     if model is None:
         model = default_preset
+    if hf_overrides is None:
+        hf_overrides = _HF_OVERRIDES.get()
     if recipe is not None:
         recipe = check_recipe(recipe)
     path = Path(model)
@@ -101,6 +124,8 @@ def open_model(model: str | Path | None, recipe: str | None = None, progress: bo
         if not config_path.exists():
             raise AuditInputError(path, "no config.json in the model directory")
         cfg = load_config_file(config_path)
+        if hf_overrides:
+            cfg = apply_hf_overrides(cfg, hf_overrides)
         spec = spec_from_config(cfg, name=hub.repo if hub else path.resolve().name, where=str(config_path))
         if not tables:
             return ModelSource(spec, None, "checkpoint", str(path), None, recipe,
@@ -133,7 +158,10 @@ def open_model(model: str | Path | None, recipe: str | None = None, progress: bo
         if "/" in str(model) or "\\" in str(model):
             raise AuditInputError(path, "no such directory")
         preset_config(key)   # raises the friendly "not a preset" error
-    spec = spec_from_config(preset_config(key), name=key, where=f"preset {key}")
+    pcfg = preset_config(key)
+    if hf_overrides:
+        pcfg = apply_hf_overrides(pcfg, hf_overrides)
+    spec = spec_from_config(pcfg, name=key, where=f"preset {key}")
     rec = recipe or DEFAULT_RECIPE.get(key, "bf16")
     if not tables:
         return ModelSource(spec, None, "preset", key, None, rec, rec)

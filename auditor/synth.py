@@ -133,6 +133,8 @@ def config_from_spec(spec: ModelSpec) -> dict[str, Any]:
     if spec.dsa:
         cfg.update(index_n_heads=spec.IH, index_head_dim=spec.ID, index_topk=spec.topk_tokens,
                    indexer_types=["full" if x else "shared" for x in spec.indexer_layers])
+        if any(spec.topk_shared):       # IndexCache: which layers reuse a top-k ("S"), as a pattern
+            cfg["index_topk_pattern"] = "".join("S" if x else "F" for x in spec.topk_shared)
     if spec.moe:
         cfg.update(n_routed_experts=spec.E, moe_intermediate_size=spec.I, n_shared_experts=spec.S,
                    num_experts_per_tok=spec.topk_experts,

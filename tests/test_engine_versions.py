@@ -1,6 +1,7 @@
 """``--engine`` version resolution: a version resolves to the newest profile at or below it and
-says which. Expectations are written by hand from the profiles' versions (0.18.0, 0.23.0, the
-0.26.0rc series, main)."""
+says which. Expectations are written by hand from the profiles' versions (0.18.0, the 0.21.0rc
+series, 0.23.0, the 0.24.0rc and 0.26.0rc series, main). A release candidate of a modelled release
+is that release's series (issue 16: v0.23.0rc1 carries 0.23's C8 split and IndexCache)."""
 from __future__ import annotations
 
 import json
@@ -29,12 +30,15 @@ RESOLVED = [
     ("0.18.1", "vllm-ascend@0.18"),
     ("vllm-ascend@v0.20.2rc1", "vllm-ascend@0.18"),
     ("0.20.2", "vllm-ascend@0.18"),
-    ("0.22.1rc1", "vllm-ascend@0.18"),
-    ("0.23.0rc1", "vllm-ascend@0.18"),           # rc of 0.23.0 comes before the 0.23.0 release
+    ("0.22.1rc1", "vllm-ascend@0.21"),
     ("0.23.1", "vllm-ascend@0.23"),
-    ("0.25.1rc1", "vllm-ascend@0.23"),
+    ("0.25.1rc1", "vllm-ascend@0.24"),
     ("0.26.0", "vllm-ascend@0.26"),              # the release after the rc series
 ]
+
+# a release candidate of a modelled release resolves to that release's row, with a note
+RC_OF_RELEASE = [("0.23.0rc1", "vllm-ascend@0.23"), ("v0.23.0rc2", "vllm-ascend@0.23"),
+                 ("0.18.0rc1", "vllm-ascend@0.18")]
 
 NEWER = ["0.26.1", "0.27.0rc1", "1.0", "vllm-ascend@v2.3.4"]
 
@@ -51,6 +55,13 @@ def test_a_version_resolves_to_the_newest_profile_at_or_below_it(text, key):
     assert note is not None and key in note and "at or below" in note
 
 
+@pytest.mark.parametrize("text,key", RC_OF_RELEASE)
+def test_a_release_candidate_is_its_release_series(text, key):
+    got, note = resolve_engine(text)
+    assert got == key
+    assert note is not None and "release candidate of" in note and key in note
+
+
 @pytest.mark.parametrize("text", NEWER)
 def test_newer_than_every_numbered_profile_resolves_to_the_newest_numbered_one(text):
     got, note = resolve_engine(text)
@@ -58,7 +69,7 @@ def test_newer_than_every_numbered_profile_resolves_to_the_newest_numbered_one(t
     assert "newer than the newest" in note and "vllm-ascend@main" in note
 
 
-@pytest.mark.parametrize("text", ["0.17.9", "0.18.0rc1", "v0.13.0"])
+@pytest.mark.parametrize("text", ["0.17.9", "0.17.0rc1", "v0.13.0"])
 def test_older_than_the_oldest_is_an_error_naming_the_range(text):
     with pytest.raises(AuditInputError) as exc:
         resolve_engine(text)
@@ -86,9 +97,9 @@ def test_cli_says_which_profile_on_stderr_and_in_the_report(tmp_path, capsys):
     assert main(["perf", "--tp", "8", "--phase", "decode", "--engine", "vllm-ascend@0.25.1rc1",
                  "--format", "json", "-o", str(out)]) == 0
     err = capsys.readouterr().err
-    assert "audit: note: vllm-ascend@0.25.1rc1 modelled as vLLM-Ascend v0.23.0 (vllm-ascend@0.23)" in err
+    assert "audit: note: vllm-ascend@0.25.1rc1 modelled as vLLM-Ascend v0.24.0rc (vllm-ascend@0.24)" in err
     js = json.loads(out.read_text())
-    assert js["engine"] == "vllm-ascend@0.23"
+    assert js["engine"] == "vllm-ascend@0.24"
     assert any("vllm-ascend@0.25.1rc1" in n for n in js["notes"])
 
 

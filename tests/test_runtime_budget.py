@@ -127,19 +127,50 @@ def test_shortfall_message(glm):
 
 
 def test_activation_calibration_point(glm):
-    """Spec §3.4: A2 DP2 TP8 EP16, FlashComm1 (DSA-CP), T=4096, S=8 measured P_act = 2.0 GiB."""
-    t = activation_terms(glm, tokens=4096, seqs=8, mtp=0, tp=8, dp=2, ep=16, sp=True, dsa_cp=True)
-    # source-visible: absorbed q and SFA output, 4096 * 64 * 512 * 2 B = 256 MiB each
-    assert t["attention"] > 2 * 4096 * 64 * 512 * 2
+    """Issue #10700 (spec §3.4): A2 DP2 TP8 EP16, FlashComm1 (DSA-CP), T=4096, S=8 measured P_act = 2.0 GiB.
+    Issue 16: the profile run skips sparse attention; A2 with E/EP = 16 <= 24 and EP = 16 selects MC2
+    only up to the capacity C = min(ceil(min(8*1, 512)/8), 512)*8 = 8 < T, so the main pass is
+    ALLGATHER over EP with SP: N_g = 16 * 4096/8 = 8192 rows.
+      MoE  = 8192*6144*2*2 + 8192*8*(6144 + 2*2048*2 + 2048 + 2*6144) + router 512*256*4 = 2,080,899,072
+      residual stream 4*512*6144*2 = 25,165,824; logits 8*154880*2 = 2,478,080 (smaller than MoE)"""
+    t = activation_terms(glm, tokens=4096, seqs=8, mtp=0, tp=8, dp=2, ep=16, sp=True, dsa_cp=True, soc="a2")
+    assert "attention" not in t                      # attention metadata None -> output.fill_(0)
+    assert t["moe"] == 2_080_899_072
+    assert t["residual"] == 25_165_824
+    assert float(activation_peak(t)) == 2_080_899_072 + 25_165_824
     assert float(activation_peak(t)) == pytest.approx(2.0 * GiB, rel=0.05)
 
 
-def test_hccl_matches_spec_a2_point():
-    # tp + ep + mc2 + world at 2 x 200 MB each = 1600 MiB; + 0.5 GiB runtime = 2.0625 GiB (measured 2.07)
-    terms = non_torch_terms(ParallelPlan(tp=8, dp=2, ep=16))
-    assert sum(terms.values()) == 4 * 2 * 200 * 2**20 + GiB // 2
-    terms = non_torch_terms(ParallelPlan(tp=8, dp=2, ep=16), hccl_buffsize_mb=512)
-    assert sum(terms.values()) == 3 * 2 * 200 * 2**20 + 2 * 512 * 2**20 + GiB // 2
+def test_a3_alltoall_and_mc2_paths(glm):
+    # A3 TP16 EP16, T=4096, S=16, k=3: C = min(ceil(64/16), 512)*16 = 64 < T -> ALLTOALL at T, MC2 warm-up at 64.
+    # t = ceil(4096/16) = 256, R = 2048: 2048*14336 + 2048*14336 + 256*8*6144*2 + 4096*6144*2 = 134,217,728
+    # + router 4096*256*4 = 4,194,304 -> 138,412,032
+    t = activation_terms(glm, tokens=4096, seqs=16, mtp=3, tp=16, dp=1, ep=16, soc="a3")
+    assert t["moe"] == 138_412_032
+    # warm-up: a = 64/16 * 16 * min(16, 8) = 512 rows * (6144 + 4 + 16384 + 2048 + 12288) + 4*64*6144*2
+    assert t["mc2_warmup"] == 512 * 36868 + 4 * 64 * 6144 * 2
+    # enable_prefill_mc2 (N5): C = min(4096/16, 512)*16 = 4096 = T -> MC2 main pass, a = 256*16*8 = 32768 rows
+    t = activation_terms(glm, tokens=4096, seqs=32, mtp=3, tp=16, dp=1, ep=16, soc="a3", prefill_mc2=True)
+    assert t["moe"] == 32768 * 36868 + 4096 * 256 * 4 and t["mc2_warmup"] == 0
+
+
+def test_hccl_counts_only_groups_the_profile_run_touches(glm):
+    """Issue 16: HCCL buffers are allocated at first use; the profile run skips attention and runs MoE
+    on one path. A2 point: tp + ep (ALLGATHER over EP with SP) + mc2 (warm-up ran) + dp (ALLGATHER,
+    DP2, 2 x 50 MB) + ACL runtime; world is first used later."""
+    plan = ParallelPlan(tp=8, dp=2, ep=16, sp=True)
+    terms = non_torch_terms(plan, spec=glm, tokens=4096, seqs=8, mtp=0, soc="a2")
+    hccl_bytes = sum(v for k, v in terms.items() if k.startswith("hccl"))
+    assert hccl_bytes == 3 * 2 * 200 * 2**20 + 2 * 50 * 2**20
+    assert not any("world" in k for k in terms)
+    # HCCL_BUFFSIZE sizes the mc2 group only
+    terms = non_torch_terms(plan, spec=glm, tokens=4096, seqs=8, mtp=0, soc="a2", hccl_buffsize_mb=512)
+    assert sum(v for k, v in terms.items() if k.startswith("hccl")) == 2 * 2 * 200 * 2**20 + 2 * 512 * 2**20 \
+        + 2 * 50 * 2**20
+    # A3 prefill-MC2 (T <= C): the main pass is MC2, the ep group is never touched
+    terms = non_torch_terms(ParallelPlan(tp=16, ep=16), spec=glm, tokens=4096, seqs=32, mtp=3, soc="a3",
+                            prefill_mc2=True)
+    assert sorted(k.split()[1] for k in terms if k.startswith("hccl")) == ["mc2", "tp"]
 
 
 def test_device_usable_total():
@@ -147,4 +178,5 @@ def test_device_usable_total():
     from auditor.runtime.budget import usable_total
     assert usable_total(load_device("a3-752t")) == round(61.27 * GiB)
     assert usable_total(load_device("a2-376t")) == round(60.96 * GiB)
-    assert usable_total(load_device("h200")) == load_device("h200").hbm_capacity_bytes
+    # public torch OOM messages: "total capacity of 139.80 GiB" (issue 16 replaces the 141 GB datasheet figure)
+    assert usable_total(load_device("h200")) == int(139.80 * GiB)

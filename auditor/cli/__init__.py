@@ -15,6 +15,7 @@ from .. import __version__
 from ..errors import AuditInputError
 from .align import align_command
 from .calibrate import calibrate_command
+from .evidence import evidence_command
 from .kernels import kernels_group
 from .memory import inventory_command, memory_command
 from .perf import perf_command, sweep_command
@@ -29,7 +30,7 @@ def cli() -> None:
 
 
 for _command in (memory_command, inventory_command, synth_command, perf_command, sweep_command,
-                 calibrate_command, kernels_group, align_command, plan_command):
+                 calibrate_command, kernels_group, align_command, plan_command, evidence_command):
     cli.add_command(_command)
 
 

@@ -19,7 +19,10 @@ from .options import capped, plan_options
 
 @click.command("calibrate", cls=DeploymentCommand, short_help="Fit device efficiency constants to measured end-to-end latencies.")
 @launch_option
-@click.argument("measurements", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("measurements", type=click.Path(dir_okay=False, path_type=Path), required=False)
+@click.option("--breakdown", "breakdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="fit the HBM budget terms (activation scale, non-torch constant) to the engine's memory "
+                   "breakdown lines instead: a log with '# audit: MODEL FLAGS' lines, or an evidence JSON")
 @click.option("--model", default="glm-5.1", show_default=True, help="model preset name")
 @click.option("--recipe", "--quant", "recipe", type=click.Choice(RECIPES), default="w4a8", show_default=True,
               help="quantization recipe (--quant is an alias)")
@@ -33,16 +36,32 @@ from .options import capped, plan_options
 @click.option("--note", default="", help="free text stored in the profile's calibration block")
 @click.option("--from-current", is_flag=True,
               help="start from the profile's current constants instead of undoing its recorded calibration")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="calibrated device profile JSON to write")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="calibrated device profile JSON to write (with --breakdown: the fitted constants as JSON)")
 @plan_options
 def calibrate_command(measurements: Path, model: str, recipe: str, mtp: int, batch: int, device_name: str,
                       fit_names: str, loo: bool, note: str, from_current: bool, output: Path, plan, engine: str,
-                      **_: object) -> None:
+                      breakdown: Path | None = None, **_: object) -> None:
     """Fit device efficiency constants to measured latencies (CSV: scenario,phase,query_len,
-    context_len,measured_ms) and write a calibrated device profile."""
+    context_len,measured_ms) and write a calibrated device profile; or, with --breakdown, fit the
+    HBM budget's activation scale and non-torch constant to the engine's memory lines."""
     from ..model.presets import preset_spec
 
+    if breakdown is not None:
+        import json
+        from ..evidence.calibrate import fit_breakdown, load_rows, render_fit
+        res = fit_breakdown(load_rows(breakdown))
+        click.echo(render_fit(res), nl=False)
+        if output is not None:
+            from ..outputs import write_output
+            check_output_path(output, "--output")
+            write_output(output, json.dumps(res, indent=2) + "\n", "--output")
+            click.echo(f"wrote {output}", err=True)
+        return
+    if measurements is None:
+        raise click.UsageError("Missing argument 'MEASUREMENTS' (or give --breakdown FILE)")
+    if output is None:
+        raise click.UsageError("Missing option '-o' / '--output'")
     check_output_path(output, "--output")
     scen = load_scenarios(measurements)
     device = load_device(device_name)

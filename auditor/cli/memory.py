@@ -9,7 +9,7 @@ import click
 from ..errors import AuditInputError
 from .deployment import DeploymentCommand, launch_option
 from .options import emit, guard_output, output_options, plan_options, recipe_option
-from .runtime_options import runtime_options
+from .runtime_options import hf_overrides_option, runtime_options
 
 BY_CHOICES = ("summary", "layer", "tensor", "all")
 
@@ -32,6 +32,7 @@ def _to_json(rep: dict) -> str:
               help="also write a PNG waterfall: naive estimate, each bridge step, resident (worst rank), "
                    "--observed as a line")
 @runtime_options()
+@hf_overrides_option
 @click.option("--hbm-png", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="also write the rank's HBM budget as a stacked bar (PNG)")
 @click.option("--strict", is_flag=True, default=False,

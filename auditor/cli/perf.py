@@ -14,7 +14,7 @@ from ..limits import MAX_SWEEP_CONFIGS
 from ..parallel import ParallelPlan
 from .deployment import DeploymentCommand, launch_option
 from .options import acceptance_option, capped, emit, engine_option, guard_output, output_options, plan_options, recipe_option
-from .runtime_options import runtime_options
+from .runtime_options import hf_overrides_option, runtime_options
 from .vocabulary import ExpertParallel, Length, parse_length_list
 
 DEVICE_HELP = "device profile: a name in auditor/devices (a3-752t, a2-376t, ...) or a JSON file"
@@ -52,6 +52,7 @@ def _phases(phase: str) -> list[str]:
               help="write a PNG of time per op class per layer")
 @click.option("--measured", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="measured kernel table CSV (ops it covers are tagged measured/interpolated)")
+@hf_overrides_option
 @output_options
 def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tokens, context, batch, mtp, acceptance,
                  contexts, device_name, runtime, recipe, graph, trace, png, measured, fmt, output) -> None:
@@ -155,6 +156,7 @@ def _workload_fit(spec, plan, engine, recipe, dev, phases, mtp, runtime):
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="write every configuration to this CSV")
 @click.option("--top", type=capped("--top"), default=5, show_default=True, help="best configurations to print")
+@hf_overrides_option
 @output_options
 def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, batch, mtp, acceptance, recipe,
                   device_name, runtime, csv_path, top, fmt, output) -> None:

@@ -10,6 +10,7 @@ from ..errors import AuditInputError
 from ..limits import OPTION_CAPS
 from ..outputs import write_output
 from .options import acceptance_option, capped, capped_float, emit, engine_option, guard_output, output_options, recipe_option
+from .runtime_options import hf_overrides_option
 
 
 def _ints(text: str, name: str) -> list[int]:
@@ -52,6 +53,7 @@ def _ints(text: str, name: str) -> list[int]:
               help="Pareto PNG: tokens/s per die against tokens/s per user, aggregated vs disaggregated")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="every memory-feasible configuration as CSV")
+@hf_overrides_option
 @output_options
 def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot_ms, acceptance, tps, batches,
                  mtps, sp_mode, disagg, engine, util, kv_cache_dtype, recipe, top, png, csv_path, fmt, output) -> None:

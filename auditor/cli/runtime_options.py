@@ -56,3 +56,20 @@ def runtime_options(*, device: bool = True, mtp: bool = True, seqs: bool = True)
             wrapper = opt(wrapper)
         return wrapper
     return deco
+
+
+def hf_overrides_option(f: Callable) -> Callable:
+    """``--hf-overrides JSON`` (vLLM's option): applied to config.json before the model is read.
+    Additive by design: the command's own signature does not change; the parsed dict is installed
+    for the duration of the command (``source.hf_overrides_scope``) and ``open_model`` applies it."""
+    from ..model.config import parse_hf_overrides
+
+    @functools.wraps(f)
+    def wrapper(*args, **kw):
+        from ..source import hf_overrides_scope
+        with hf_overrides_scope(parse_hf_overrides(kw.pop("hf_overrides"))):
+            return f(*args, **kw)
+
+    return click.option("--hf-overrides", "hf_overrides", default=None, metavar="JSON",
+                        help="vLLM --hf-overrides applied to config.json, e.g. "
+                             "'{\"use_index_cache\": true, \"index_topk_freq\": 4}' (IndexCache)")(wrapper)

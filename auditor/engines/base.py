@@ -88,8 +88,19 @@ class Engine:
     def activation_peak(self, terms: dict[str, Any]) -> Any:
         raise NotImplementedError
 
-    def non_torch_terms(self, plan: Any, *, hccl_buffsize_mb: int, dcp: int = 1) -> dict[str, int]:
+    def non_torch_terms(self, plan: Any, *, hccl_buffsize_mb: int, dcp: int = 1, **state: Any) -> dict[str, int]:
+        """Non-torch bytes measured with the profile run; ``state`` (spec, tokens, seqs, mtp, soc, ...)
+        tells the engine which communicators that run touched."""
         raise NotImplementedError
+
+    def soc(self, device: Any) -> str:
+        """The engine's device generation for a device profile (selects e.g. a comm path)."""
+        return ""
+
+    def term_ranges(self, p_act: float, non_torch: dict[str, int], graph: int) -> dict[str, tuple[float, float]]:
+        """(low, high) bytes of every UNCONFIRMED budget term; the report says whether the verdict holds
+        at both ends. Default: none."""
+        return {}
 
     def unbudgeted_items(self, spec: Any, plan: Any, kv: Any, **kw: Any) -> list[tuple[str, int]]:
         return []

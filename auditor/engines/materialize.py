@@ -294,7 +294,8 @@ class Materializer:
             env = {"Lkv": s.Lkv, "Dr": s.Dr, "Qr": s.Qr, "H": s.H, "Hl": L.heads_local, "Dq": s.Dq}
             self.emit(self.R.MLAPO, layer=layer, block=blk, module="self_attn.mlapo", env=env, stored=[],
                       placement="stage", naive_shard=None, module_cause=None, conditions={})
-        if s.layer_has_indexer(layer):
+        # IndexCache per version row: a "shared" layer holds no Indexer from v0.23.0rc1 on
+        if s.layer_has_indexer(layer, getattr(self.prof, "index_cache", True)):
             self.indexer(layer, "mtp" if mtp else "indexer")
 
     def kv_b(self, layer: int, blk: str) -> None:

@@ -73,6 +73,14 @@ def _resolve_in(cls: type, raw: str, low: str, ver: str) -> tuple[str, str | Non
     if key is None:
         raise AuditInputError("--engine", f"cannot read engine version {raw!r} (expected {name}@X.Y[.Z][rcN], "
                                           f"e.g. {name}@0.23.0 or {name}@0.26.0rc1, or {name}@main)")
+    # a release candidate of a modelled release is that release's series (its features are in)
+    series = [vp for vp in versioned if vp[0][:3] == key[:3]]
+    if key[3] == 0 and series:
+        pv, prof = series[-1]
+        if pv[:3] == key[:3]:
+            note = None if pv[3] == 0 else (f"{name}@{ver.lstrip('v')} is a release candidate of {prof.label}: "
+                                            f"modelled as {prof.name}")
+            return prof.name, note
     oldest, newest = versioned[0][1], versioned[-1][1]
     if key < versioned[0][0]:
         known = ", ".join(p.version for _, p in versioned)

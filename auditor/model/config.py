@@ -94,6 +94,61 @@ def _layer_list(cfg: dict, key: str, where: str) -> list | None:
     return vals
 
 
+def _topk_shared(cfg: dict, where: str, layers: int) -> tuple[bool, ...]:
+    """Per main layer: its top-k is reused from the previous full layer (vllm-ascend
+    ``patch/worker/patch_deepseek_v2.py:199-227``@182b75ea): ``index_topk_pattern`` ("S" = shared)
+    when given, else ``max(layer - index_skip_topk_offset + 1, 0) % index_topk_freq != 0`` with the
+    engine's defaults freq 1 and offset 2."""
+    freq = _int(cfg, "index_topk_freq", where, default=1)
+    if freq < 1:
+        raise AuditInputError(where, f"key 'index_topk_freq' must be at least 1, got {freq}")
+    offset = _int(cfg, "index_skip_topk_offset", where, default=2)
+    pattern = cfg.get("index_topk_pattern")
+    if pattern is not None:
+        if isinstance(pattern, str):
+            pattern = list(pattern)
+        if not isinstance(pattern, list) or not all(isinstance(p, str) for p in pattern):
+            raise AuditInputError(where, "key 'index_topk_pattern' must be a string or a list of strings")
+        return tuple(i < len(pattern) and pattern[i] == "S" for i in range(layers))
+    return tuple(max(i - offset + 1, 0) % freq != 0 for i in range(layers))
+
+
+#: hf_overrides keys audit reads (vLLM ``--hf-overrides`` JSON); others are accepted and ignored
+HF_OVERRIDE_KEYS = ("use_index_cache", "index_topk_freq", "index_skip_topk_offset", "index_topk_pattern",
+                    "indexer_types", "max_position_embeddings")
+
+
+def apply_hf_overrides(cfg: dict[str, Any], overrides: dict[str, Any], where: str = "--hf-overrides") -> dict[str, Any]:
+    """config.json with vLLM's ``--hf-overrides`` applied (a shallow update, as vLLM's
+    ``hf_overrides`` dict updates the HF config's attributes). Returns a new dict; the types of the
+    keys audit reads are checked when the spec is built. Not a dict: AuditInputError."""
+    if not isinstance(overrides, dict):
+        raise AuditInputError(where, f"must be a JSON object, got {_shown(overrides)}")
+    for key, val in overrides.items():
+        if not isinstance(key, str):
+            raise AuditInputError(where, "keys must be strings")
+        if key == "use_index_cache" and not isinstance(val, bool):
+            raise AuditInputError(where, f"'use_index_cache' must be true or false, got {_shown(val)}")
+    out = dict(cfg)
+    out.update(overrides)
+    return out
+
+
+def parse_hf_overrides(text: str | None, where: str = "--hf-overrides") -> dict[str, Any]:
+    """The ``--hf-overrides`` option's JSON text -> dict (empty when None)."""
+    if text is None or not str(text).strip():
+        return {}
+    if len(text) > 65536:
+        raise AuditInputError(where, "JSON text longer than 64 KiB")
+    try:
+        val = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise AuditInputError(where, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(val, dict):
+        raise AuditInputError(where, f"must be a JSON object, got {_shown(val)}")
+    return val
+
+
 def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "config.json") -> ModelSpec:
     """Detect MLA, DSA indexer, MoE and MTP structure from config keys and build a ModelSpec."""
     missing = [k for k in REQUIRED_KEYS if cfg.get(k) is None]
@@ -142,10 +197,15 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "con
     if dsa and (IH <= 0 or ID <= 0):
         raise AuditInputError(where, "DSA indexer keys present but 'index_n_heads'/'index_head_dim' missing")
     indexer_types = _layer_list(cfg, "indexer_types", where)
-    if dsa and isinstance(indexer_types, list) and len(indexer_types) == Lyr:
-        indexer_layers = tuple(str(t) != "shared" for t in indexer_types)
+    if indexer_types is not None and len(indexer_types) != Lyr:
+        raise AuditInputError(where, f"key 'indexer_types' has {len(indexer_types)} entries, "
+                                     f"num_hidden_layers is {Lyr}")
+    if dsa and indexer_types is not None:
+        kinds = tuple("shared" if t.lower() == "shared" else "full" for t in indexer_types)
     else:
-        indexer_layers = tuple([dsa] * Lyr)
+        kinds = tuple(["full"] * Lyr) if dsa else ()
+    indexer_layers = tuple(k == "full" for k in kinds) if dsa else tuple([False] * Lyr)
+    topk_shared = _topk_shared(cfg, where, Lyr) if dsa else ()
 
     # --- MLP / MoE
     E = _int(cfg, "n_routed_experts", where, default=_int(cfg, "num_experts", where, default=0))
@@ -183,6 +243,7 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "con
         NKV=NKV, head_dim=head_dim,
         mla=mla, Qr=Qr, Lkv=Lkv, Dn=Dn, Dr=Dr, Dv=Dv,
         dsa=dsa, IH=IH, ID=ID, topk_tokens=topk_tokens, indexer_layers=indexer_layers,
+        indexer_kinds=kinds, topk_shared=topk_shared,
         Id=Id, moe=moe, E=E, I=I, S=S, topk_experts=topk_experts, moe_layers=moe_layers,
         router_bias=str(cfg.get("topk_method", "")) == "noaux_tc",
         mtp_layers=_int(cfg, "num_nextn_predict_layers", where, default=0),

@@ -101,9 +101,29 @@ _DENSE_32B: dict[str, Any] = {
     "tie_word_embeddings": False,
 }
 
+# GLM-5.2 (HF zai-org/GLM-5.2, ModelScope ZhipuAI/GLM-5.2, linked from vllm-ascend
+# docs/source/tutorials/models/GLM5.2.md:5,19@182b75ea). The raw config.json was not retrievable; the
+# fields below agree across independent public ports (llama.cpp PR #25407 citing config.json#L26
+# indexer_types, tt-metal PR #49315, ATOM PR #1260, sglang-jax PR #1384, mlx-lm #1418): the GLM-5.1
+# architecture with IndexCache (index_topk_freq 4, index_skip_topk_offset 3: 21 "full" + 57 "shared"
+# layers, full = 0, 1, 2, 6, 10, ..., 74), 1M positions, rope_theta 8e6. vocab_size 154880 as the GLM-5.x
+# family (UNCONFIRMED for 5.2).
+_GLM52: dict[str, Any] = {
+    **_GLM5,
+    "max_position_embeddings": 1048576,
+    "rope_parameters": {"rope_theta": 8000000, "rope_type": "default"},
+    "index_topk_freq": 4,
+    "index_skip_topk_offset": 3,
+    "index_topk_pattern": None,
+    "indexer_types": ["full" if i < 3 or (i + 1 - 3) % 4 == 0 else "shared" for i in range(78)],
+    "index_share_for_mtp_iteration": True,
+    "moe_router_dtype": "float32",
+}
+
 PRESETS: dict[str, dict[str, Any]] = {
     "glm-5.1": {**_GLM5, "transformers_version": "5.4.0"},
     "glm-5": {**_GLM5, "transformers_version": "5.0.2.dev0"},
+    "glm-5.2": _GLM52,
     "deepseek-v3.2": _DSV32,
     "dense-32b": _DENSE_32B,
 }

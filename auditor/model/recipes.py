@@ -30,7 +30,7 @@ RECIPE_SCHEMES: dict[str, dict[str, str]] = {
 MTP_FLOAT_RECIPES = frozenset({"w8a8", "w8a8-dynamic", "w4a8"})
 
 #: the usual recipe of each built-in preset
-DEFAULT_RECIPE = {"glm-5.1": "w8a8", "glm-5": "w8a8", "deepseek-v3.2": "fp8-block", "dense-32b": "bf16"}
+DEFAULT_RECIPE = {"glm-5.1": "w8a8", "glm-5": "w8a8", "glm-5.2": "w8a8", "deepseek-v3.2": "fp8-block", "dense-32b": "bf16"}
 
 
 def check_recipe(name: str, option: str = "--recipe") -> str:

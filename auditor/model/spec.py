@@ -48,7 +48,12 @@ class ModelSpec:
     IH: int = 0                 # index_n_heads
     ID: int = 0                 # index_head_dim
     topk_tokens: int = 0        # index_topk (tokens kept by the indexer)
-    indexer_layers: tuple[bool, ...] = ()   # per main layer: owns an indexer
+    indexer_layers: tuple[bool, ...] = ()   # per main layer: the checkpoint has its indexer (not "shared")
+    # IndexCache (config ``indexer_types`` / ``index_topk_freq`` / ``index_skip_topk_offset`` /
+    # ``index_topk_pattern``): per main layer "full" or "shared" (the checkpoint's indexer kind), and
+    # whether the layer reuses the previous full layer's top-k instead of computing its own
+    indexer_kinds: tuple[str, ...] = ()
+    topk_shared: tuple[bool, ...] = ()
     # MLP / MoE
     Id: int = 0                 # intermediate_size (dense layers)
     moe: bool = False
@@ -96,12 +101,29 @@ class ModelSpec:
             return self.moe
         return self.moe_layers[layer]
 
-    def layer_has_indexer(self, layer: int) -> bool:
+    def layer_has_indexer(self, layer: int, index_cache: bool = True) -> bool:
+        """The layer holds indexer weights and an indexer cache. With the engine's IndexCache
+        (``index_cache``) a layer drops its Indexer only when its top-k is shared **and** the
+        checkpoint marks it "shared" (vllm-ascend ``patch/worker/patch_deepseek_v2.py:36-54``
+        ``_should_skip_indexer_init``@182b75ea); MTP layers always keep one. Without it every layer
+        builds its indexer."""
         if not self.dsa:
             return False
-        if layer >= self.Lyr:
+        if layer >= self.Lyr or not index_cache:
             return True
-        return self.indexer_layers[layer]
+        kinds, shared = self.indexer_kinds, self.topk_shared
+        if not kinds or not shared:
+            return self.indexer_layers[layer] if self.indexer_layers else True
+        return not (shared[layer] and kinds[layer] == "shared")
+
+    def layer_computes_topk(self, layer: int, index_cache: bool = True) -> bool:
+        """The layer runs its own indexer score + top-k (``_skip_topk``, ``patch_deepseek_v2.py:199-227``
+        @182b75ea: ``max(layer - offset + 1, 0) % freq != 0`` skips); without IndexCache every layer does."""
+        if not self.dsa:
+            return False
+        if layer >= self.Lyr or not index_cache or not self.topk_shared:
+            return True
+        return not self.topk_shared[layer]
 
     def structure_summary(self) -> list[str]:
         """Human-readable list of detected structures, for report headers."""
@@ -112,7 +134,10 @@ class ModelSpec:
             out.append(f"attention ({self.NH} heads, {self.NKV} kv heads, head_dim {self.head_dim})")
         if self.dsa:
             n = sum(self.indexer_layers)
-            out.append(f"DSA indexer ({self.IH}x{self.ID}, top-{self.topk_tokens}, {n}/{self.Lyr} layers)")
+            text = f"DSA indexer ({self.IH}x{self.ID}, top-{self.topk_tokens}, {n}/{self.Lyr} layers"
+            if any(self.topk_shared):
+                text += f"; IndexCache: {self.Lyr - sum(self.topk_shared)} compute top-k"
+            out.append(text + ")")
         if self.moe:
             out.append(f"MoE ({self.E} routed top-{self.topk_experts}, {self.S} shared, "
                        f"{self.Kd} dense + {self.n_moe_layers} MoE layers)")
@@ -125,6 +150,8 @@ class ModelSpec:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["indexer_layers"] = list(self.indexer_layers)
+        d["indexer_kinds"] = list(self.indexer_kinds)
+        d["topk_shared"] = list(self.topk_shared)
         d["moe_layers"] = list(self.moe_layers)
         d["notes"] = list(self.notes)
         return d

@@ -26,6 +26,7 @@ markers are layout-transparent); otherwise a ContractError is raised.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from auditor_kernels import kinds as K
@@ -94,8 +95,9 @@ class Program:
 @dataclass(frozen=True)
 class LayerKind:
     moe: bool
-    indexer: bool
+    indexer: bool           # the layer holds an indexer: k side + cache write run
     first: bool
+    topk: bool = True       # it computes its own score + top-k (IndexCache shares it otherwise)
 
 
 class _Builder:
@@ -111,6 +113,7 @@ class _Builder:
         # (cache writes write it, SFA gathers it, the indexer reads its keys)
         self.kv = eng.kv_spec(spec, plan, variant=path.name)
         self.w = weights
+        self._topk = True
         self.tp = plan.tp
         self.ops: list[O.Op] = []
         self.colls: list[O.Coll] = []
@@ -217,6 +220,7 @@ class _Builder:
         self.op(O.vector("self_attn.kv_cache_write", "cache_write", h, s.Lkv + s.Dr,
                          self._write_tensors(s.Lkv + s.Dr, self.kv.main_entry_bytes), 0))
         if kind.indexer:
+            self._topk = kind.topk
             self.indexer(L, h, shard and lay.dsa_cp, sa, q_in)
         kvb = self.wb(L, "self_attn.kv_b_proj")
         uk = kvb * s.Dn / (s.Dn + s.Dv)
@@ -263,6 +267,8 @@ class _Builder:
         self.op(O.vector("self_attn.indexer.k_rope", "rope", h, s.Dr, 2, 4))
         self.op(O.vector("self_attn.indexer.cache_write", "cache_write", h, s.ID,
                          self._write_tensors(s.ID, self.kv.indexer_entry_bytes), 0))
+        if not self._topk:
+            return          # IndexCache: this layer reuses the previous full layer's top-k
         q = h
         if split and self.tp > 1:
             q = h.sliced()
@@ -382,8 +388,12 @@ class _Builder:
         return routed_out
 
 
-def layer_kinds(spec: ModelSpec) -> list[LayerKind]:
-    return [LayerKind(spec.layer_is_moe(i), spec.layer_has_indexer(i), i == 0) for i in range(spec.Lyr)]
+def layer_kinds(spec: ModelSpec, prof: Any = None) -> list[LayerKind]:
+    """Per layer kind; IndexCache (the version row's ``index_cache``) drops the indexer of "shared"
+    layers and the score/top-k of every layer that reuses a top-k."""
+    ic = getattr(prof, "index_cache", True)
+    return [LayerKind(spec.layer_is_moe(i), spec.layer_has_indexer(i, ic), i == 0, spec.layer_computes_topk(i, ic))
+            for i in range(spec.Lyr)]
 
 
 def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, phase: str,
@@ -401,7 +411,7 @@ def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
     main = Tok(MAIN)
     b.layers = []
     st = State(b.embed("", main, shard), None)
-    kinds = layer_kinds(spec)
+    kinds = layer_kinds(spec, eng.profile)
     if graph == "expanded":
         for L, kind in enumerate(kinds):
             b.layers = [L]

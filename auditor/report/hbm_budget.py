@@ -48,6 +48,11 @@ def render_budget(rep: dict, fmt: str = "table") -> str:
                f"needs {rt['kv_bytes_per_request'] / GiB:.2f} GiB | max concurrency {rt['max_concurrency']:.2f}x")
     if rt["error"]:
         out.append(f"DOES NOT FIT: largest model length that fits {rt['estimated_max_model_len']:,}")
+    unc = rt.get("uncertainty")
+    if unc and unc["terms"]:
+        spans = "; ".join(f"{n} {_g(t['low'])}-{_g(t['high'])}" for n, t in unc["terms"].items())
+        out.append(f"over the UNCONFIRMED ranges ({spans} GiB): A_kv {_g(unc['kv_available_low_bytes'])}-"
+                   f"{_g(unc['kv_available_high_bytes'])} GiB, {unc['verdict']}")
     head = rt["total_bytes"] - rt["requested_bytes"] - rt["others_at_start_bytes"]
     out.append(h(f"Outside the budget: must fit in (1 - util) x M_total - others at start = {_g(head)} GiB"))
     body = [[u["name"], _g(u["bytes"])] for u in rt["unbudgeted"]]

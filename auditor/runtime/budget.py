@@ -58,6 +58,9 @@ class RuntimeBudget:
     assumptions: list[str] = field(default_factory=list)
     injected: tuple[str, ...] = ()
     engine: Any = None              # the Engine whose log lines and errors these are
+    #: (low, high) bytes of each UNCONFIRMED deducted term (Engine.term_ranges), nominal = the estimate
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    nominal: dict[str, float] = field(default_factory=dict)
 
     # ------------------------------------------------------------ derived figures
     @property
@@ -107,6 +110,34 @@ class RuntimeBudget:
     def _lines(self) -> Any:
         return as_engine(self.engine if self.engine is not None else "main").loglines
 
+    def _fits_with(self, avail: float) -> bool:
+        return avail > 0 and self.kv_bytes_per_request <= avail
+
+    def uncertainty(self) -> dict[str, Any]:
+        """Whether the verdict (one max_model_len request fits) holds at both ends of every UNCONFIRMED
+        term's range: ``{"verdict": "fits either way" | "fails either way" | "depends on <terms>",
+        "kv_available_low_bytes", "kv_available_high_bytes", "terms": {name: {nominal, low, high}}}``."""
+        delta_hi = sum(hi - self.nominal.get(n, hi) for n, (lo, hi) in self.ranges.items())
+        delta_lo = sum(lo - self.nominal.get(n, lo) for n, (lo, hi) in self.ranges.items())
+        low = int(self.kv_available_bytes - delta_hi)      # pessimistic: every term at its high end
+        high = int(self.kv_available_bytes - delta_lo)
+        f_low, f_high = self._fits_with(low), self._fits_with(high)
+        if f_low and f_high:
+            verdict = "fits either way"
+        elif not f_low and not f_high:
+            verdict = "fails either way"
+        else:
+            flips = []
+            for n, (lo, hi) in self.ranges.items():
+                nom = self.nominal.get(n, lo)
+                if self._fits_with(self.kv_available_bytes - (hi - nom)) != self._fits_with(
+                        self.kv_available_bytes - (lo - nom)):
+                    flips.append(n)
+            verdict = "depends on " + (", ".join(flips) if flips else " + ".join(self.ranges))
+        return {"verdict": verdict, "kv_available_low_bytes": low, "kv_available_high_bytes": high,
+                "terms": {n: {"nominal": int(self.nominal.get(n, lo)), "low": int(lo), "high": int(hi)}
+                          for n, (lo, hi) in self.ranges.items()}}
+
     def error(self) -> str | None:
         """The ValueError the engine raises at start-up, or None."""
         loglines = self._lines
@@ -155,7 +186,7 @@ class RuntimeBudget:
             "others_at_start_bytes": self.others_bytes, "kv_pool_bytes": self.kv_pool_bytes,
             "kv_spec": self.kv.to_json(), "fits": self.fits, "error": self.error(),
             "estimated_max_model_len": self.estimated_max_model_len,
-            "injected": list(self.injected),
+            "injected": list(self.injected), "uncertainty": self.uncertainty(),
         }
 
 
@@ -174,7 +205,7 @@ def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, *, weig
                 max_num_batched_tokens: int | None = None, kv_cache_dtype: str = "bf16", dcp: int = 1,
                 hccl_buffsize_mb: int | None = None, mtp: int = 0, dsa_cp: bool | None = None,
                 activation_bytes: float | None = None, non_torch_bytes: float | None = None,
-                others_bytes: int | None = None) -> RuntimeBudget:
+                others_bytes: int | None = None, prefill_mc2: bool = False) -> RuntimeBudget:
     """The KV budget of one DP engine of ``plan``.
 
     ``weights_bytes``: the worst rank's resident bytes (the memory ledger), one number or one per PP
@@ -189,7 +220,9 @@ def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, *, weig
         others_bytes = eng.others_at_start_bytes
     if total_bytes is None:
         from ..devices.profiles import load_device
-        total_bytes = usable_total(load_device(device))
+        device = load_device(device)
+        total_bytes = usable_total(device)
+    soc = eng.soc(device)
     if not 0 < util <= 1:
         raise AuditInputError("--gpu-memory-utilization", f"must be in (0, 1], got {util!r}")
     L = int(max_model_len if max_model_len is not None else spec.max_position)
@@ -213,15 +246,17 @@ def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, *, weig
     if len(ws) != plan.pp:
         raise ValueError(f"weights_bytes: one value or one per PP stage ({plan.pp}), got {len(ws)}")
     injected = []
+    state = {"soc": soc, "prefill_mc2": prefill_mc2} if soc else {}
     terms = eng.activation_terms(spec, tokens=T, seqs=max_num_seqs, mtp=mtp, tp=plan.tp, dp=plan.dp, ep=plan.ep,
-                             sp=plan.sp, dsa_cp=dsa_cp)
+                                 sp=plan.sp, dsa_cp=dsa_cp, **state)
     terms = {k: float(v) for k, v in terms.items()}
     if activation_bytes is None:
         p_act = int(round(float(eng.activation_peak(terms))))
     else:
         p_act, terms = int(activation_bytes), {"given": float(activation_bytes)}
         injected.append("activation_peak_bytes")
-    nt_terms = eng.non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp)
+    nt_terms = eng.non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp, spec=spec, tokens=T,
+                                   seqs=max_num_seqs, mtp=mtp, **state)
     if non_torch_bytes is None:
         n_nt = sum(nt_terms.values())
     else:
@@ -241,7 +276,14 @@ def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, *, weig
             best = (key, s, kv, avail)
     _, stage, kv, avail = best
     unb = eng.unbudgeted_items(spec, plan, kv, max_model_len=L, max_num_seqs=max_num_seqs, max_num_batched_tokens=T,
-                               mtp=mtp)
+                               mtp=mtp, dsa_cp=dsa_cp, hccl_buffsize_mb=hccl_buffsize_mb, **state)
+    ranges = eng.term_ranges(p_act, nt_terms, graph)
+    if "activation_peak_bytes" in injected:
+        ranges.pop("activation peak", None)
+    if "non_torch_bytes" in injected:
+        ranges.pop("non-torch runtime (ACL)", None)
+    nominal = {"activation peak": float(p_act), "non-torch runtime (ACL)": float(nt_terms.get("ACL runtime", 0)),
+               "ACL graph estimate": float(graph)}
     assumptions = list(eng.budget_assumptions())
     return RuntimeBudget(
         total_bytes=int(total_bytes), util=util, requested_bytes=requested, weights_bytes=int(round(ws[stage])),
@@ -249,7 +291,7 @@ def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, *, weig
         graph_deducted_bytes=graph, kv_available_bytes=avail, kv=kv, num_blocks=min(stage_blocks),
         max_model_len=L, max_num_seqs=max_num_seqs, max_num_batched_tokens=T, mtp=mtp, unbudgeted=unb,
         others_bytes=others_bytes, stage=stage, stage_blocks=stage_blocks, assumptions=assumptions,
-        injected=tuple(injected), engine=eng,
+        injected=tuple(injected), engine=eng, ranges=ranges, nominal=nominal,
     )
 
 

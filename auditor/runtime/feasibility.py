@@ -69,7 +69,7 @@ def workload_fit(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe
     wplan = plan.with_(mtp=plan.mtp or mtp > 0)
     W = plan_weights(spec, wplan, engine, recipe)
     T = max(int(plan.max_num_batched_tokens), int(step_tokens))
-    b = rank_budget(spec, wplan, engine, weights_bytes=W, total_bytes=usable_total(device), util=util,
+    b = rank_budget(spec, wplan, engine, weights_bytes=W, device=device, total_bytes=usable_total(device), util=util,
                     max_model_len=max(1, int(request_tokens)), max_num_seqs=max(1, int(batch)),
                     max_num_batched_tokens=T, kv_cache_dtype=kv_cache_dtype, dcp=dcp,
                     hccl_buffsize_mb=hccl_buffsize_mb, mtp=mtp, dsa_cp=dsa_cp)
@@ -91,9 +91,13 @@ def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe:
     if dsa_cp is None:
         dsa_cp = bool(spec.dsa and plan.sp and plan.tp > 1)
     T = np.maximum(float(plan.max_num_batched_tokens), step_tokens)
+    soc = eng.soc(device)
+    state = {"soc": soc} if soc else {}
     terms = eng.activation_terms(spec, tokens=T, seqs=batch, mtp=mtp, tp=plan.tp, dp=plan.dp, ep=plan.ep, sp=plan.sp,
-                             dsa_cp=dsa_cp)
+                                 dsa_cp=dsa_cp, **state)
     p_act = eng.activation_peak(terms)
+    # which communicators the profile run touches depends on the comm path at T; for the grid it is
+    # taken at the plan's own max_num_batched_tokens (unknown -> ep and mc2 counted)
     n_nt = sum(eng.non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb).values())
     avail = usable_total(device) * util - W - p_act - n_nt - eng.graph_deducted_bytes()
     kv = eng.kv_spec(spec, wplan, variant=kv_cache_dtype, mtp=has_mtp)

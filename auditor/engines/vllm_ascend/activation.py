@@ -1,28 +1,50 @@
-"""The activation peak of the engine's profile run (P_act), as named terms of the batched tokens.
+"""The activation peak of the engine's profile run (P_act), as the engine measures it.
 
-The engine measures P_act (torch peak allocation during ``profile_run``); a tool has to estimate
-it (engine-vllm-ascend-runtime.md §4.1). The profile run pushes ``T = max_num_batched_tokens``
-tokens as ``min(T, S)`` prefill-shaped requests through every layer, MoE routing forced uniform,
-then computes logits for ``S`` rows. The peak is what one layer keeps alive at once:
+What ``profile_run`` runs (vllm-ascend HEAD 182b75ea84ff; same structure v0.18.0 -> HEAD;
+research note runtime-facts.md §1):
 
-    P_act = residual + mtp_hidden + max(attention, moe_dispatch, logits) + workspace
+* MC2 warm-up: if ``T = max_num_batched_tokens`` exceeds the MC2 capacity ``C`` and the method
+  selected at ``C`` is MC2, ``_dummy_run(C, with_prefill=True, is_profile=True)`` runs first
+  (``worker/model_runner_v1.py:3460-3474``@182b75ea; v0.18.0 ``:2541-2553``; v0.23.0 ``:3682-3694``).
+* Main pass: ``_dummy_run(T, is_profile=True)``, ``min(T, S)`` requests, forced eager, attention
+  metadata None (``model_runner_v1.py:3136, 3188-3191, 3209``). The sparse-attention forward then
+  returns ``output.fill_(0)`` (``attention/sfa_v1.py:1490-1492``@182b75ea; v0.18.0 ``:1037``,
+  v0.23.0 ``:1632``, v0.24.0rc1 ``:1594``): q/kv projections, the indexer, sparse FA, V-up and
+  o_proj never run, so P_act holds **no attention transients** (those are reported as an
+  unbudgeted item, :func:`attention_transients`).
+* MoE on the path the forward context selects at ``T`` (``ascend_forward_context.py:223-258,
+  280-330``@182b75ea): no EP -> ALLGATHER; A2: MC2 iff E/EP <= 24 and EP >= 16 and T <= C, else
+  ALLGATHER; A3: MC2 iff T <= C, else ALLTOALL. Routing is forced uniform in profile runs
+  (``ops/fused_moe/routed_experts.py:511``), so an EP rank receives the balanced mean.
+* The MTP drafter runs inside the pass at ``T`` tokens, its attention skipped too
+  (``spec_decode/llm_base_proposer.py:524-690``); then ``compute_logits`` on ``S`` rows and no
+  sampler (``_dummy_sampler_run``, ``model_runner_v1.py:3442-3458``).
 
-Terms (bytes, bf16 activations; ``T_x`` = T/TP with SP/FlashComm1 or DSA-CP, else T; ``T_a`` = T,
-attention always sees full tokens; ``h`` = NH with DSA-CP (replicated q_b/kv_b), else NH/TP):
+MC2 capacity (``ascend_forward_context.py:176-202``@182b75ea): ``C = min(ceil(Tm/TP), 512)*TP``
+with ``Tm = T`` under ``enable_prefill_mc2``, else the largest graph capture size (default
+``min(S*(1+k), 512)``, FULL_DECODE_ONLY).
 
-* ``residual``     2·T_x·H·2: residual stream and normed hidden state
-* ``attention``    T_a·(Qr + Lkv+Dr + h·(Dn+Dr) + h·Lkv [absorbed q] + h·Lkv [SFA out] + h·Dv)·2
-                   + T_a·(IH·ID·2 + ID·2 + IH·4) [indexer q, k, weights] + T_x·H·2 [o_proj out]
-* ``moe_dispatch`` R·H [int8 dispatch] + R·2I·2 + R·I·2 + R·H·2 + t·K·H·2 [combine], with
-                   t = ceil(T/TP) and R = DP·T·K/EP rows received (EP off: R = T·K, I/TP)
-* ``logits``       S·V·2 (compute_logits on S rows; no sampler in the Ascend profile run)
-* ``mtp_hidden``   T·H·2: the target's hidden states handed to the MTP drafter's dummy run
-* ``workspace``    WORKSPACE_BYTES_PER_TOKEN·T: fused-op workspaces (lightning indexer, sparse FA,
-                   grouped matmul, dispatch/combine) that Python cannot see. Calibrated so the
-                   spec's public A2 point (GLM-5.1 DP2 TP8 EP16, FlashComm1, T=4096, S=8) comes
-                   out at its measured 2.0 GiB, and scaled linearly in T (UNCONFIRMED).
+Terms (bytes; ``T_x`` = T/TP with SP/FlashComm1 or DSA-CP, else T; bf16 activations):
 
-Every function accepts numpy arrays for ``tokens`` / ``seqs`` so sweeps evaluate it vectorised.
+* ``residual``    4*T_x*H*2: embedding out, residual, normed hidden, zero-filled attention out
+                  (``ops/mla.py:150-154``)
+* ``mtp_hidden``  4*T_x*H*2 with MTP: target hidden, enorm/hnorm, eh_proj (drafter)
+* ``moe``         the MoE layer at T on the selected path (runtime-facts.md §1.2-§1.3):
+                  ALLTOALL  R*(H + 2I*2) + R*(I + 2H) + t*K*H*2 + T*H*2, t = T_x (SP) or ceil(T/TP),
+                            R = t*K (``token_dispatcher.py:497-600``, ``moe_mlp.py:426-570``)
+                  ALLGATHER N_g*H*2*2 + N_g*K*(H + 2I*2 + I + 2H), N_g = EP*T_x (SP) or DP*T
+                            (``prepare_finalize.py:349-470``; static init_routing size UNCONFIRMED)
+                  MC2       a*(H + 4 + 2I*4 + I + 2H), a = (C/TP)*EP*min(E/EP, K) (expand_x int8 +
+                            scale, gmm1 int32, swiglu int8, gmm2 bf16; ``moe_mlp.py:328-336``)
+                  plus router logits T_x*E*4; dense models T_x*3*(Id/TP)*2
+* ``mc2_warmup``  the warm-up pass at C when it runs: residual at C + the MC2 MoE at C
+* ``logits``      S*V*2 (compute_logits rows)
+
+``P_act = max(residual + mtp_hidden + moe, residual + logits, mc2_warmup)``. The gmm outputs are
+counted co-resident (upper bound) and the caching allocator rounds up: the range is
+``[ACT_LOW, ACT_HIGH] x P_act`` (UNCONFIRMED, runtime-facts.md §1.3 "alloc_slack 10-25 %").
+
+Every function accepts numpy arrays for ``tokens`` / ``seqs`` / ``mtp`` (sweeps broadcast them).
 """
 from __future__ import annotations
 
@@ -32,66 +54,126 @@ import numpy as np
 
 from ...model.spec import ModelSpec
 
-#: fused-op workspace per batched token (see module docstring; UNCONFIRMED calibration)
-WORKSPACE_BYTES_PER_TOKEN = 300 * 1024
 BF16 = 2
+#: per-rank MC2 token limit (``ascend_forward_context.py:35``@182b75ea ``_MC2_TOKENS_PER_RANK_LIMIT``)
+MC2_TOKENS_PER_RANK = 512
+#: the activation peak's uncertainty: gmm1/gmm2 not co-resident (low) .. allocator slack 25 % (high)
+ACT_LOW, ACT_HIGH = 0.8, 1.25
+
+ALLGATHER, ALLTOALL, MC2 = 0, 1, 2
+PATH_NAMES = {ALLGATHER: "ALLGATHER", ALLTOALL: "ALLTOALL", MC2: "MC2"}
 
 TERM_DOCS = {
-    "residual": "2*T_x*H*2 residual + normed hidden",
-    "attention": "one attention layer's transients (q, absorbed q, indexer, SFA out, V-up, o_proj out)",
-    "moe_dispatch": "R*H int8 + R*2I*2 + R*I*2 + R*H*2 + t*K*H*2 dispatch/combine",
-    "logits": "S*V*2 compute_logits",
-    "mtp_hidden": "T*H*2 hidden states for the MTP drafter",
-    "workspace": f"fused-op workspaces, {WORKSPACE_BYTES_PER_TOKEN // 1024} KiB x T (calibrated, UNCONFIRMED)",
+    "residual": "4*T_x*H*2 embed/residual/normed hidden/zero attention out (attention skipped in profile)",
+    "mtp_hidden": "4*T_x*H*2 MTP drafter hidden, norms, eh_proj",
+    "moe": "MoE at T on the selected comm path (ALLTOALL / ALLGATHER / MC2) + router logits",
+    "mc2_warmup": "MC2 warm-up pass at the MC2 capacity C (when T > C and MC2 is selected at C)",
+    "logits": "S*V*2 compute_logits (no sampler in the profile run)",
 }
 
 
+def soc_of(device: Any) -> str:
+    """"a2" or "a3" (the forward context's device generation) from a device profile or its name."""
+    name = str(getattr(device, "name", device) or "").lower()
+    return "a2" if name.startswith("a2") else "a3"
+
+
+def mc2_capacity(*, tokens: Any, seqs: Any, mtp: Any, tp: int, prefill_mc2: bool = False) -> Any:
+    """``set_mc2_tokens_capacity`` (``ascend_forward_context.py:176-202``@182b75ea)."""
+    T = np.asarray(tokens, dtype=np.float64)
+    tm = T if prefill_mc2 else np.minimum(np.asarray(seqs, dtype=np.float64) * (1 + np.asarray(mtp)), 512.0)
+    return np.minimum(np.ceil(tm / tp), MC2_TOKENS_PER_RANK) * tp
+
+
+def comm_path(soc: str, tokens: Any, cap: Any, *, ep: int, experts: int) -> Any:
+    """``select_moe_comm_method`` (``ascend_forward_context.py:223-258, 280-330``@182b75ea) as a code
+    (ALLGATHER / ALLTOALL / MC2), broadcast over ``tokens``."""
+    T = np.asarray(tokens, dtype=np.float64)
+    if ep <= 1:
+        return np.full(np.shape(T), ALLGATHER) if np.ndim(T) else ALLGATHER
+    if soc == "a2":
+        ok = experts // ep <= 24 and ep >= 16
+        return np.where(ok & (T <= cap), MC2, ALLGATHER)
+    return np.where(T <= cap, MC2, ALLTOALL)
+
+
+def _mc2_bytes(spec: ModelSpec, cap: Any, tp: int, ep: int) -> Any:
+    a = (np.asarray(cap, dtype=np.float64) / tp) * ep * min(spec.E // max(ep, 1), spec.topk_experts)
+    return a * (spec.H + 4 + 2 * spec.I * 4 + spec.I + 2 * spec.H)
+
+
 def activation_terms(spec: ModelSpec, *, tokens: Any, seqs: Any, mtp: int | Any = 0, tp: int = 1, dp: int = 1,
-                     ep: int = 1, sp: bool = False, dsa_cp: bool = False) -> dict[str, Any]:
+                     ep: int = 1, sp: bool = False, dsa_cp: bool = False, soc: str = "a3",
+                     prefill_mc2: bool = False) -> dict[str, Any]:
     """Named activation terms in bytes (floats or numpy arrays, broadcast over tokens/seqs/mtp)."""
     T = np.asarray(tokens, dtype=np.float64)
     S = np.asarray(seqs, dtype=np.float64)
-    K = np.asarray(mtp, dtype=np.float64)
-    Tx = T / tp if (sp or dsa_cp) and tp > 1 else T
-    Ta = T
-    h = spec.NH if dsa_cp else spec.NH / tp
+    k = np.asarray(mtp, dtype=np.float64)
+    split = (sp or dsa_cp) and tp > 1
+    Tx = T / tp if split else T
     H = spec.H
-    if spec.mla:
-        per_tok = (spec.Qr + spec.Lkv + spec.Dr + h * (spec.Dn + spec.Dr) + 2 * h * spec.Lkv + h * spec.Dv) * BF16
-    else:
-        hd = spec.head_dim or H // max(spec.NH, 1)
-        kvh = max(1.0, spec.NKV / tp) if spec.NKV else h
-        per_tok = (h * hd + 2 * kvh * hd + h * hd) * BF16
-    attention = Ta * per_tok + Tx * H * BF16
-    if spec.dsa:
-        attention = attention + Ta * (spec.IH * spec.ID * BF16 + spec.ID * BF16 + spec.IH * 4)
+    residual = 4 * Tx * H * BF16
+    mtp_hidden = np.where(k > 0, 4 * Tx * H * BF16, 0.0) if spec.mtp_layers else T * 0.0
+    warm = T * 0.0
     if spec.moe:
-        t = np.ceil(T / tp)
-        k = spec.topk_experts
-        R = dp * T * k / ep if ep > 1 else T * k
+        K, E = spec.topk_experts, spec.E
+        cap = mc2_capacity(tokens=T, seqs=S, mtp=k, tp=tp, prefill_mc2=prefill_mc2)
+        path = comm_path(soc, T, cap, ep=ep, experts=E)
         il = spec.I if ep > 1 else spec.I / tp
-        moe = R * H + R * 2 * il * BF16 + R * il * BF16 + R * H * BF16 + t * k * H * BF16
+        t = Tx if split else np.ceil(T / tp)
+        R = t * K
+        a2a = R * (H + 2 * il * BF16) + R * (il + H * BF16) + t * K * H * BF16 + T * H * BF16
+        ng = ep * Tx if (split and ep > 1) else dp * T
+        ag = ng * H * BF16 * 2 + ng * K * (H + 2 * il * BF16 + il + H * BF16)
+        mc2 = _mc2_bytes(spec, cap, tp, ep) if ep > 1 else T * 0.0
+        moe = np.where(path == MC2, mc2, np.where(path == ALLTOALL, a2a, ag)) + Tx * E * 4
+        if ep > 1:
+            runs = (T > cap) & (comm_path(soc, cap, cap, ep=ep, experts=E) == MC2)
+            warm = np.where(runs, 4 * (cap / tp if split else cap) * H * BF16 + mc2, 0.0)
     else:
         il = spec.Id / tp
-        moe = Tx * (2 * il + il) * BF16
-    logits = S * spec.V * BF16
-    mtp_hidden = np.where(K > 0, T * H * BF16, 0.0) if spec.mtp_layers else T * 0.0
+        moe = Tx * 3 * il * BF16
     return {
-        "residual": 2 * Tx * H * BF16,
-        "attention": attention,
-        "moe_dispatch": moe,
-        "logits": logits,
+        "residual": residual,
         "mtp_hidden": mtp_hidden,
-        "workspace": WORKSPACE_BYTES_PER_TOKEN * T,
+        "moe": moe,
+        "mc2_warmup": warm,
+        "logits": S * spec.V * BF16,
     }
 
 
 def activation_peak(terms: dict[str, Any]) -> Any:
-    """P_act from the terms: persistent ones add, one layer's transients peak at their maximum."""
-    return (terms["residual"] + terms["mtp_hidden"] + terms["workspace"]
-            + np.maximum(np.maximum(terms["attention"], terms["moe_dispatch"]), terms["logits"]))
+    """P_act: the larger of the main pass (residual + drafter + MoE, or residual + logits) and the
+    MC2 warm-up pass."""
+    main = terms["residual"] + np.maximum(terms["mtp_hidden"] + terms["moe"], terms["logits"])
+    return np.maximum(main, terms["mc2_warmup"])
 
 
 def peak_term(terms: dict[str, Any]) -> str:
-    """Which transient term sets the peak (scalar terms only)."""
-    return max(("attention", "moe_dispatch", "logits"), key=lambda k: float(terms[k]))
+    """Which pass/term sets the peak (scalar terms only)."""
+    if float(terms["mc2_warmup"]) > float(terms["residual"] + terms["mtp_hidden"] + terms["moe"]):
+        return "mc2_warmup"
+    return "moe" if float(terms["mtp_hidden"] + terms["moe"]) >= float(terms["logits"]) else "logits"
+
+
+def attention_transients(spec: ModelSpec, *, tokens: int, tp: int = 1, dsa_cp: bool = False) -> int:
+    """One DSA/MLA attention layer's prefill transients at ``tokens`` on a rank, which the profile run
+    never allocates (runtime-facts.md §1.4; native path ``attention/sfa_v1.py:1560+``@182b75ea):
+    q_c, kv, q, absorbed q (``[T,h,Lkv]``), SFA out, V-up, o_proj out, indexer q/k/weights and the
+    int32 top-k. With DSA-CP a rank holds T/TP tokens and all NH heads. Fused-kernel workspaces of the
+    lightning indexer and sparse FA are not visible in Python (UNCONFIRMED)."""
+    T = float(tokens)
+    if dsa_cp and tp > 1:
+        T, h = T / tp, spec.NH
+    else:
+        h = spec.NH / tp
+    if spec.mla:
+        per = (spec.Qr + spec.Lkv + spec.Dr + h * (spec.Dn + spec.Dr) + 2 * h * spec.Lkv + h * spec.Dv) * BF16
+    else:
+        hd = spec.head_dim or spec.H // max(spec.NH, 1)
+        kvh = max(1.0, spec.NKV / tp) if spec.NKV else h
+        per = (2 * h * hd + 2 * kvh * hd) * BF16
+    b = T * per + T * spec.H * BF16
+    if spec.dsa:
+        b += T * (spec.IH * spec.ID * BF16 + spec.ID * BF16 + spec.IH * 4 + spec.topk_tokens * 4)
+    return int(b)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ...model.spec import ModelSpec
 from ...parallel import ParallelPlan
 from ..kv_interface import KVSpec, cdiv
-from . import hccl
+from . import activation, hccl
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -17,16 +17,21 @@ DEFAULT_UTIL = 0.9
 DEFAULT_MAX_NUM_SEQS = 256
 #: memory other processes hold on the die at start (spec §5 assumption 3, UNCONFIRMED)
 OTHERS_AT_START_BYTES = int(0.4 * GiB)
-#: ACL graph pool, FULL_DECODE_ONLY (public 0.44 GiB on A2 TP8; spec range 0.5-2 GiB, UNCONFIRMED)
+#: ACL graph pool, FULL_DECODE_ONLY (public: 0.44 GiB actual / 0.59 estimated A2 TP8 GLM-5.1 issue #10700,
+#: 0.79 GiB issue #13439, 1.97 GiB DSV4 A3; UNCONFIRMED); deducted only on v0.21-v0.22 (runtime-facts.md §4)
 GRAPH_POOL_BYTES = GiB // 2
+GRAPH_POOL_RANGE = (int(0.44 * GiB), 2 * GiB)
 #: ATB tiling pool from _warm_up_atb (vllm-ascend issue #14300, UNCONFIRMED)
 ATB_POOL_BYTES = 98 * MiB
 #: 2 MiB alignment slack per raw KV tensor with a kv_transfer_config (§1.5)
 KV_ALIGN_BYTES = 2 * MiB
 
 ASSUMPTIONS = (
-    "activation peak P_act estimated from named terms; fused-op workspaces calibrated on the spec's "
-    "A2 point (2.0 GiB at T=4096) and scaled linearly in T (UNCONFIRMED)",
+    "activation peak P_act = what the profile run allocates: residual stream, MTP drafter, the MoE layer on the "
+    "comm path selected at T (ALLTOALL / ALLGATHER / MC2) or the MC2 warm-up pass, logits on max_num_seqs rows; "
+    "sparse attention is skipped in the profile run (sfa_v1.py:1490-1492), its prefill transients are listed "
+    f"outside the budget; range {activation.ACT_LOW:g}-{activation.ACT_HIGH:g} x (co-residency, allocator slack; "
+    "UNCONFIRMED)",
     *hccl.ASSUMPTIONS,
     f"memory held by other processes at start {OTHERS_AT_START_BYTES / GiB:.1f} GiB (spec §5, UNCONFIRMED)",
     f"ACL graph pool {GRAPH_POOL_BYTES / GiB:.1f} GiB outside the budget (UNCONFIRMED); ATB pool 98 MiB",
@@ -38,10 +43,17 @@ ASSUMPTIONS = (
 
 def unbudgeted_items(spec: ModelSpec, plan: ParallelPlan, kv: KVSpec, *, max_model_len: int, max_num_seqs: int,
                      max_num_batched_tokens: int, mtp: int, graph_deducted: bool,
-                     drafter_workspace: bool) -> list[tuple[str, int]]:
-    """Allocations outside the KV budget (spec §3.3, §4.3-§4.6)."""
+                     drafter_workspace: bool, soc: str = "a3", prefill_mc2: bool = False, dsa_cp: bool = False,
+                     hccl_buffsize_mb: int = hccl.DEFAULT_HCCL_BUFFSIZE_MB) -> list[tuple[str, int]]:
+    """Allocations outside the KV budget (spec §3.3, §4.3-§4.6; runtime-facts.md §1.4, §2)."""
     L, S, T, dcp = max_model_len, max_num_seqs, max_num_batched_tokens, kv.dcp
     items = [("runner buffers (mc2_mask, MLA cos/sin)", T + 2 * T * max(spec.Dr, 1) * 2)]
+    # the profile run never runs sparse attention (sfa_v1.py:1490-1492@182b75ea): a real prefill of T
+    # tokens allocates these on top of the measured peak
+    items.append((f"prefill attention transients at T={T:,} (not in the profile run)",
+                  activation.attention_transients(spec, tokens=T, tp=plan.tp, dsa_cp=dsa_cp)))
+    items += hccl.after_profile_items(plan, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp, spec=spec, tokens=T,
+                                      seqs=S, mtp=mtp, soc=soc, prefill_mc2=prefill_mc2)
     if spec.mla:
         bs = kv.block_size
         ws = max(min(max(8 * L, 4 * S * bs), 131072), S * bs)

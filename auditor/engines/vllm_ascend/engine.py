@@ -27,7 +27,7 @@ class VllmAscend(Engine):
     term_docs: ClassVar[dict[str, str]] = activation.TERM_DOCS
     #: version-row fields ``AscendMaterializer`` reads (placement fields are keyed separately)
     materializer_fields: ClassVar[tuple[str, ...]] = ("gate_dtype", "indexer_fused_wk", "o_proj_dsa_cp",
-                                                      "o_proj_gather_input_copy")
+                                                      "o_proj_gather_input_copy", "index_cache")
 
     # ------------------------------------------------------------ weights
     def placement(self, spec: Any, plan: Any) -> Any:
@@ -52,8 +52,21 @@ class VllmAscend(Engine):
     def activation_peak(self, terms: dict[str, Any]) -> Any:
         return activation.activation_peak(terms)
 
-    def non_torch_terms(self, plan: Any, *, hccl_buffsize_mb: int, dcp: int = 1) -> dict[str, int]:
-        return hccl.non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp)
+    def non_torch_terms(self, plan: Any, *, hccl_buffsize_mb: int, dcp: int = 1, **state: Any) -> dict[str, int]:
+        return hccl.non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp, **state)
+
+    def soc(self, device: Any) -> str:
+        return activation.soc_of(device)
+
+    def term_ranges(self, p_act: float, non_torch: dict[str, int], graph: int) -> dict[str, tuple[float, float]]:
+        """(low, high) of every UNCONFIRMED budget term, in bytes (nominal values are the estimates)."""
+        rt = non_torch.get("ACL runtime")
+        out = {"activation peak": (p_act * activation.ACT_LOW, p_act * activation.ACT_HIGH)}
+        if rt is not None:
+            out["non-torch runtime (ACL)"] = tuple(float(x) for x in hccl.C_RUNTIME_RANGE)
+        if graph:
+            out["ACL graph estimate"] = tuple(float(x) for x in budget_terms.GRAPH_POOL_RANGE)
+        return out
 
     def unbudgeted_items(self, spec: Any, plan: Any, kvs: Any, **kw: Any) -> list[tuple[str, int]]:
         return budget_terms.unbudgeted_items(spec, plan, kvs, graph_deducted=self.profile.graph_deducted,

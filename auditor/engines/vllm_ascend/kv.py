@@ -53,7 +53,9 @@ def kv_spec(spec: ModelSpec, plan: ParallelPlan, rprof: EngineProfile, *, varian
             if dcp > 1 and rprof.dcp_must_equal_tp and dcp != plan.tp:
                 raise AuditInputError("--dcp", f"SFA decode context parallel needs DCP == TP on {rprof.name} "
                                                f"(platform._validate_parallel_config); got DCP {dcp}, TP {plan.tp}")
-            idx_layers = sum(1 for l in own if spec.layer_has_indexer(l)) + mtp_here
+            # IndexCache: a "shared" layer has no indexer KV spec from v0.23.0rc1 on (sfa_v1.py:1453@182b75ea
+            # _compose_sfa_kv_cache returns the main cache only when has_indexer is False)
+            idx_layers = sum(1 for l in own if spec.layer_has_indexer(l, rprof.index_cache)) + mtp_here
             return KVSpec(variant, rprof.kv_layout, block_size, dcp, rprof.dcp_formula, mla_bytes(spec, variant),
                           indexer_bytes(spec, variant), len(own), mtp_here, idx_layers,
                           2 if variant == "c8" else 3)

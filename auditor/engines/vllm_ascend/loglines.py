@@ -48,3 +48,139 @@ def shortfall_error(max_model_len: int, needed_bytes: float, available_bytes: fl
             f"({format_gib(needed_bytes)} GiB KV cache is needed, which is larger than the available KV cache "
             f"memory ({format_gib(available_bytes)} GiB). {est}Try increasing `gpu_memory_utilization` or "
             f"decreasing `max_model_len` when initializing the engine. " + _DOCS)
+
+
+# ---------------------------------------------------------------- reading the engine's memory lines
+#: lines longer than this are not log lines (the parser stays linear and bounded on any input)
+MAX_LINE = 1 << 16
+_NUM = "0123456789.+-eE"
+
+
+def _float_at(text: str, i: int) -> tuple[float | None, int]:
+    """The number starting at ``text[i]`` (after spaces and an opening '(' or '`'), and the index past it."""
+    n = len(text)
+    while i < n and text[i] in " (`=":
+        i += 1
+    j = i
+    while j < n and text[j] in _NUM:
+        j += 1
+    if j == i:
+        return None, i
+    try:
+        return float(text[i:j].rstrip(".")), j
+    except ValueError:
+        return None, j
+
+
+def _float_before(text: str, end: int) -> float | None:
+    """The number that ends just before ``text[end]`` (spaces skipped)."""
+    j = end
+    while j > 0 and text[j - 1] == " ":
+        j -= 1
+    i = j
+    while i > 0 and text[i - 1] in _NUM and j - i < 32:
+        i -= 1
+    if i == j:
+        return None
+    try:
+        return float(text[i:j])
+    except ValueError:
+        return None
+
+
+def _after(text: str, key: str, start: int = 0) -> tuple[float | None, int]:
+    k = text.find(key, start)
+    if k < 0:
+        return None, start
+    return _float_at(text, k + len(key))
+
+
+def _before(text: str, key: str, start: int = 0) -> float | None:
+    k = text.find(key, start)
+    return None if k < 0 else _float_before(text, k)
+
+
+def parse_breakdown(line: str) -> dict | None:
+    """The engine's memory breakdown in one log line, as a dict of GiB figures, or None when the line
+    is not one. Linear time: ``str.find`` / ``split`` only, no regular expressions.
+
+    Forms (runtime-facts.md §3):
+
+    * ``breakdown`` (vllm-ascend >= v0.19.1rc1, ``worker/worker.py:773-793``@182b75ea): "Free memory on
+      device (F/T GiB) on startup. Desired GPU memory utilization is (u, R GiB). Actual usage: W GiB for
+      weights, A GiB for peak activation, N GiB for non-torch memory, G GiB for NPU graph memory. ...
+      Current KV cache memory: K GiB." (+ " After warmup: torch reserved memory r GiB, torch allocated
+      memory a GiB." from v0.24.0rc1) -> free, total, util, requested, weights, activation, non_torch,
+      graph, kv_cache (+ reserved_after_warmup, allocated_after_warmup; kv_cache_memory_fit/_full bytes)
+    * ``profiling`` (upstream ``MemoryProfilingResult.__repr__``, DEBUG): "Memory profiling takes S
+      seconds. Total non KV cache memory: X GiB; torch peak memory increase: A GiB; non-torch forward
+      increase memory: N GiB; weights memory: W GiB." -> non_kv, activation, non_torch, weights
+    * ``profiling-v0`` (older upstream INFO): "... model weights take W GiB; non_torch_memory takes N GiB;
+      PyTorch activation peak memory takes A GiB; the rest of the memory reserved for KV Cache is K GiB."
+    """
+    if not isinstance(line, str) or len(line) > MAX_LINE:
+        return None
+    out: dict = {}
+    k = line.find("Free memory on device")
+    if k >= 0 and line.find("Actual usage:", k) >= 0:
+        free, i = _float_at(line, k + len("Free memory on device"))
+        if free is not None and i < len(line) and line[i] == "/":
+            total, _ = _float_at(line, i + 1)
+        else:
+            total = None
+        util, i = _after(line, "Desired GPU memory utilization is", k)
+        req = None
+        if util is not None and i < len(line) and line[i] == ",":
+            req, _ = _float_at(line, i + 1)
+        a = line.find("Actual usage:", k)
+        out = {"form": "breakdown", "free_gib": free, "total_gib": total, "util": util, "requested_gib": req,
+               "weights_gib": _before(line, " GiB for weights", a),
+               "activation_gib": _before(line, " GiB for peak activation", a),
+               "non_torch_gib": _before(line, " GiB for non-torch memory", a),
+               "graph_gib": _before(line, " GiB for NPU graph memory", a)}
+        fit, _ = _after(line, "--kv-cache-memory=", a)
+        c = line.find("--kv-cache-memory=", a)
+        full, _ = _after(line, "--kv-cache-memory=", c + 1) if c >= 0 else (None, 0)
+        out["kv_cache_memory_fit_bytes"] = int(fit) if fit is not None else None
+        out["kv_cache_memory_full_bytes"] = int(full) if full is not None else None
+        out["kv_cache_gib"], _ = _after(line, "Current KV cache memory:", a)
+        w = line.find("After warmup:", a)
+        if w >= 0:
+            out["reserved_after_warmup_gib"], _ = _after(line, "torch reserved memory", w)
+            out["allocated_after_warmup_gib"], _ = _after(line, "torch allocated memory", w)
+    elif line.find("Memory profiling takes") >= 0:
+        if line.find("torch peak memory increase:") >= 0:
+            out = {"form": "profiling",
+                   "non_kv_gib": _after(line, "Total non KV cache memory:")[0],
+                   "activation_gib": _after(line, "torch peak memory increase:")[0],
+                   "non_torch_gib": _after(line, "non-torch forward increase memory:")[0],
+                   "weights_gib": _after(line, "weights memory:")[0]}
+        elif line.find("model weights take") >= 0:
+            out = {"form": "profiling-v0",
+                   "weights_gib": _after(line, "model weights take")[0],
+                   "non_torch_gib": _after(line, "non_torch_memory takes")[0],
+                   "activation_gib": _after(line, "PyTorch activation peak memory takes")[0],
+                   "kv_cache_gib": _after(line, "reserved for KV Cache is")[0]}
+            t = line.find("total_gpu_memory")
+            if t >= 0:
+                out["total_gib"] = _after(line, "(", t)[0]
+    if not out:
+        return None
+    needed = ("weights_gib", "activation_gib", "non_torch_gib")
+    if any(out.get(key) is None for key in needed):
+        return None
+    return out
+
+
+def parse_weights_line(line: str) -> float | None:
+    """'Loading model weights took W GB' -> W (GiB, the engine divides by 2^30), else None."""
+    if not isinstance(line, str) or len(line) > MAX_LINE:
+        return None
+    return _after(line, "Loading model weights took")[0]
+
+
+def parse_available_kv_line(line: str) -> float | None:
+    """'Available KV cache memory: K GiB' -> K, else None."""
+    if not isinstance(line, str) or len(line) > MAX_LINE:
+        return None
+    return _after(line, "Available KV cache memory:")[0]

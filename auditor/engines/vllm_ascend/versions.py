@@ -51,6 +51,12 @@ class EngineProfile:
     drafter_workspace: bool = True
     # platform._validate_parallel_config: SFA DCP requires DCP == TP (HEAD)
     dcp_must_equal_tp: bool = False
+    # IndexCache on the SFA path (``patch/worker/patch_deepseek_v2.py:_should_skip_indexer_init`` +
+    # ``_skip_topk``, #10441 + #11363, first tag v0.23.0rc1 f4a08bddd0cc): a layer whose config
+    # ``indexer_types`` says "shared" holds no indexer weights and no indexer cache; a layer whose
+    # top-k is skipped (use_index_cache / index_topk_freq) skips the score + top-k only. False: the
+    # overrides are ignored and every layer builds and runs its indexer (<= v0.22.1rc1).
+    index_cache: bool = True
     notes: tuple[str, ...] = ()
     runtime_notes: tuple[str, ...] = ()
 
@@ -65,10 +71,23 @@ PROFILES: dict[str, EngineProfile] = {
         gate_dtype="pd", gate_dtype_confirmed=False, indexer_fused_wk=False,
         shared_experts_replicated="sp", o_proj_gather_input_copy=False,
         kv_layout="combined", kv_switches={"bf16": {}, "c8-indexer": {"enable_sparse_c8": True}},
-        dcp_formula="divided",
+        dcp_formula="divided", index_cache=False,
         notes=("DSA-CP = index_topk and FlashComm1 (VLLM_ASCEND_ENABLE_FLASHCOMM1=1)",),
         runtime_notes=("v0.18 KV spec: one combined spec per layer (head_size Lkv+Dr+ID); main-cache C8 does "
                        "not exist; DCP divides the combined cache (spec arithmetic, UNCONFIRMED)",),
+    ),
+    "vllm-ascend@0.21": EngineProfile(
+        name="vllm-ascend@0.21", label="vLLM-Ascend v0.21.0rc", version="0.21.0rc",
+        dsa_cp_trigger="sp", o_proj_dsa_cp="p_node_replicated", layer_sharding=True,
+        gate_dtype="pd", gate_dtype_confirmed=False, indexer_fused_wk=False,
+        shared_experts_replicated="sp", o_proj_gather_input_copy=False,
+        kv_layout="combined", kv_switches={"bf16": {}, "c8-indexer": {"enable_sparse_c8": True}},
+        dcp_formula="divided", index_cache=False, graph_deducted=True,
+        notes=("weights as v0.18 (same switches, v0.21.0rc1 80610e4438db ascend_config.py:249)",),
+        runtime_notes=("v0.21.0rc1 - v0.22.1rc1 deduct the ACL graph estimate from the KV budget when "
+                       "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is on (#9865; v0.22.1rc1 5f6faa0cb883 "
+                       "worker.py:506-547), reverted by #11562 before v0.23.0rc1; on by default per the "
+                       "engine's own message (UNCONFIRMED per vLLM pin)",),
     ),
     "vllm-ascend@0.23": EngineProfile(
         name="vllm-ascend@0.23", label="vLLM-Ascend v0.23.0", version="0.23.0",
@@ -77,6 +96,19 @@ PROFILES: dict[str, EngineProfile] = {
         shared_experts_replicated="sp", o_proj_gather_input_copy=True,
         kv_layout="combined", kv_switches={"bf16": {}, "c8-indexer": {"enable_sparse_li_c8": True},
                      "c8": {"enable_sparse_sfa_c8": True, "enable_sparse_li_c8": True}},
+        runtime_notes=("a release candidate has its series' features: v0.23.0rc1 (f4a08bddd0cc) is modelled "
+                       "by this row; its release branch carries the SFA/LI-C8 split (ascend_config.py:280-281"
+                       "@f4a08bdd) and IndexCache (#11363 929e461de8 is an ancestor)",),
+    ),
+    "vllm-ascend@0.24": EngineProfile(
+        name="vllm-ascend@0.24", label="vLLM-Ascend v0.24.0rc", version="0.24.0rc",
+        dsa_cp_trigger="flag+sp", o_proj_dsa_cp="p_node_replicated_pool_if_no_kv", layer_sharding=False,
+        gate_dtype="F32", gate_dtype_confirmed=True, indexer_fused_wk=True,
+        shared_experts_replicated="sp", o_proj_gather_input_copy=True,
+        kv_layout="split", kv_switches={"bf16": {}, "c8": {"enable_sparse_c8": True}},
+        notes=("layer_sharding removed; o_proj/shared-expert rules as v0.23 (UNCONFIRMED for 0.24/0.25)",),
+        runtime_notes=("v0.24.0rc1 (412cda26814f) and v0.25.1rc1 (9bf964cb4b87): enable_sparse_c8 turns on both "
+                       "SFA-C8 and LI-C8 (v0.24.0rc1 ascend_config.py:278); there is no LI-only switch",),
     ),
     "vllm-ascend@0.26": EngineProfile(
         name="vllm-ascend@0.26", label="vLLM-Ascend v0.26.0rc", version="0.26.0rc",

@@ -1,0 +1,261 @@
+"""Evidence: the engine's own public deployments and what they measured, against audit's prediction.
+
+``published.json`` (next to this file) holds one row per deployment, written from the public sources
+each row cites: the launch in audit's flags (and vLLM's), the device, and what was observed (runs;
+optionally the engine's weights / activation / non-torch / graph / KV figures, or its breakdown line).
+``evaluate`` predicts every row with the HBM budget (``runtime.budget.rank_budget``, the same path
+``audit memory`` takes, weights from ``runtime.weights.plan_weights``) and compares; ``render`` prints
+ONE table (``audit evidence``). Tests assert each row's tolerance from the same file, so they never
+need files outside the project.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import AuditInputError
+
+GiB = 1 << 30
+CORPUS = Path(__file__).with_name("published.json")
+#: tolerances the tests hold every row to
+WEIGHTS_REL_TOL = 0.02
+KV_AVAILABLE_REL_TOL = 0.10
+
+_INT_FLAGS = {"--tp": "tp", "--dp": "dp", "--ep": "ep", "--pp": "pp", "--dcp": "dcp",
+              "--max-model-len": "max_model_len", "--max-num-batched-tokens": "max_num_batched_tokens",
+              "--max-num-seqs": "max_num_seqs", "--mtp": "mtp", "--hccl-buffsize": "hccl_buffsize_mb"}
+_STR_FLAGS = {"--recipe": "recipe", "--device": "device", "--role": "role", "--kv-cache-dtype": "kv_cache_dtype",
+              "--engine": "engine"}
+_BOOL_FLAGS = {"--sp": ("sp", True), "--no-sp": ("sp", False), "--dsa-cp": ("dsa_cp", True),
+               "--no-dsa-cp": ("dsa_cp", False)}
+
+
+def parse_flags(text: str, where: str = "flags") -> dict[str, Any]:
+    """audit's launch flags (the subset a deployment needs) -> a dict of values."""
+    try:
+        toks = shlex.split(text)
+    except ValueError as exc:
+        raise AuditInputError(where, f"cannot split flags: {exc}") from None
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(toks):
+        t = toks[i]
+        if t in _BOOL_FLAGS:
+            key, val = _BOOL_FLAGS[t]
+            out[key] = val
+            i += 1
+            continue
+        if t in ("--gpu-memory-utilization",) or t in _INT_FLAGS or t in _STR_FLAGS:
+            if i + 1 >= len(toks):
+                raise AuditInputError(where, f"{t} needs a value")
+            v = toks[i + 1]
+            try:
+                if t == "--gpu-memory-utilization":
+                    out["util"] = float(v)
+                elif t in _INT_FLAGS:
+                    out[_INT_FLAGS[t]] = int(v)
+                else:
+                    out[_STR_FLAGS[t]] = v
+            except ValueError:
+                raise AuditInputError(where, f"{t} {v!r} is not a number") from None
+            i += 2
+            continue
+        raise AuditInputError(where, f"unknown flag {t!r}")
+    return out
+
+
+@dataclass
+class Row:
+    id: str
+    source: str
+    model: str | None
+    engine: str
+    flags: dict[str, Any]
+    vllm: str
+    observed: dict[str, Any]
+    hf_overrides: dict[str, Any] = field(default_factory=dict)
+    engine_config: dict[str, Any] = field(default_factory=dict)
+    breakdown: str | None = None
+    weights_from_log: str | None = None      # why the logged weights replace audit's (the reason)
+
+
+def load_corpus(path: str | Path | None = None) -> list[Row]:
+    """The rows of an evidence file (default: the project's ``published.json``); bad input: one line
+    naming the file."""
+    path = Path(path) if path is not None else CORPUS
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise AuditInputError(path, f"cannot read: {exc.strerror}") from None
+    if len(raw) > 8 << 20:
+        raise AuditInputError(path, "evidence file larger than 8 MiB")
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise AuditInputError(path, f"not a JSON evidence file ({exc})") from None
+    rows = doc.get("rows") if isinstance(doc, dict) else None
+    if not isinstance(rows, list):
+        raise AuditInputError(path, "expected an object with a 'rows' list")
+    out = []
+    for n, r in enumerate(rows):
+        where = f"{path}: rows[{n}]"
+        if not isinstance(r, dict) or not isinstance(r.get("id"), str) or not isinstance(r.get("flags"), str):
+            raise AuditInputError(where, "each row needs an 'id' and a 'flags' string")
+        obs = r.get("observed", {})
+        if not isinstance(obs, dict):
+            raise AuditInputError(where, "'observed' must be an object")
+        for key in ("hf_overrides", "engine_config"):
+            if not isinstance(r.get(key, {}), dict):
+                raise AuditInputError(where, f"'{key}' must be an object")
+        out.append(Row(r["id"], str(r.get("source", "")), r.get("model"), str(r.get("engine", "main")),
+                       parse_flags(r["flags"], f"{where} ({r['id']}) flags"), str(r.get("vllm", "")), obs,
+                       dict(r.get("hf_overrides", {})), dict(r.get("engine_config", {})), r.get("breakdown"),
+                       r.get("weights_from_log")))
+    return out
+
+
+def predict(row: Row) -> dict[str, Any] | None:
+    """audit's budget for a row's launch (None for a row outside the model family)."""
+    if row.model is None:
+        return None
+    from ..devices.profiles import load_device
+    from ..engines.registry import as_engine
+    from ..model.config import apply_hf_overrides, spec_from_config
+    from ..model.presets import preset_config
+    from ..model.recipes import DEFAULT_RECIPE
+    from ..parallel import ParallelPlan
+    from ..runtime.budget import rank_budget
+    from ..runtime.weights import plan_weights
+
+    f = row.flags
+    cfg = preset_config(row.model)
+    if row.hf_overrides:
+        cfg = apply_hf_overrides(cfg, row.hf_overrides)
+    spec = spec_from_config(cfg, name=row.model, where=f"evidence {row.id}")
+    eng = as_engine(row.engine)
+    recipe = f.get("recipe") or DEFAULT_RECIPE.get(row.model, "bf16")
+    mtp = int(f.get("mtp", 0))
+    T = int(f.get("max_num_batched_tokens", 8192))
+    plan = ParallelPlan(tp=f.get("tp", 1), dp=f.get("dp", 1), ep=f.get("ep", 1), pp=f.get("pp", 1),
+                        sp=f.get("sp", False), dsa_cp=f.get("dsa_cp"), role=f.get("role", "mixed"), mtp=mtp > 0,
+                        max_num_batched_tokens=T)
+    device = load_device(f.get("device", "a3-752t"))
+    W = plan_weights(spec, plan, eng, recipe)
+    if row.weights_from_log and row.observed.get("weights_gib"):
+        W = float(row.observed["weights_gib"]) * GiB
+    b = rank_budget(spec, plan, eng, weights_bytes=W, device=device, util=f.get("util", 0.9),
+                    max_model_len=f.get("max_model_len"), max_num_seqs=f.get("max_num_seqs", 256),
+                    max_num_batched_tokens=T, kv_cache_dtype=f.get("kv_cache_dtype", "bf16"), dcp=f.get("dcp", 1),
+                    hccl_buffsize_mb=f.get("hccl_buffsize_mb", 200), mtp=mtp,
+                    dsa_cp=f.get("dsa_cp") if f.get("dsa_cp") is not None else None,
+                    prefill_mc2=bool(row.engine_config.get("enable_prefill_mc2", False)))
+    unc = b.uncertainty()
+    return {"fits": b.fits, "verdict": unc["verdict"], "weights_gib": b.weights_bytes / GiB,
+            "activation_gib": b.activation_peak_bytes / GiB, "non_torch_gib": b.non_torch_bytes / GiB,
+            "graph_gib": b.graph_deducted_bytes / GiB, "kv_available_gib": b.kv_available_bytes / GiB,
+            "kv_available_low_gib": unc["kv_available_low_bytes"] / GiB,
+            "kv_available_high_gib": unc["kv_available_high_bytes"] / GiB,
+            "kv_tokens": b.kv_tokens, "max_concurrency": b.max_concurrency, "headroom_gib": b.headroom_bytes / GiB,
+            "engine": eng.name, "recipe": recipe, "error": b.error()}
+
+
+def check_breakdown(row: Row) -> dict[str, Any] | None:
+    """A row's breakdown line: parsed, its own arithmetic (requested - W - A - N [- G] = KV), and audit's
+    non-torch magnitude for the row's plan (only the groups a TP1/ALLGATHER profile run touches)."""
+    if not row.breakdown:
+        return None
+    from ..engines.vllm_ascend import activation, hccl
+    from ..engines.vllm_ascend.loglines import parse_breakdown
+    from ..parallel import ParallelPlan
+
+    p = parse_breakdown(row.breakdown)
+    if p is None:
+        raise AuditInputError(f"evidence {row.id}", "breakdown line not recognised")
+    f = row.flags
+    plan = ParallelPlan(tp=f.get("tp", 1), dp=f.get("dp", 1), ep=f.get("ep", 1))
+    comms = hccl.communicators(plan, hccl_buffsize_mb=f.get("hccl_buffsize_mb", 200), path=activation.ALLGATHER,
+                               warmup=False, sp=False)
+    nt = (sum(c.bytes for c in comms if c.at_profile) + hccl.C_RUNTIME_BYTES) / GiB
+    kv = p["requested_gib"] - p["weights_gib"] - p["activation_gib"] - p["non_torch_gib"]
+    return {"parsed": p, "kv_from_terms_gib": kv, "non_torch_gib": nt}
+
+
+def evaluate(rows: list[Row] | None = None) -> list[dict[str, Any]]:
+    """Prediction, observation and error of every row."""
+    rows = load_corpus() if rows is None else rows
+    out = []
+    for r in rows:
+        pred = predict(r)
+        obs = dict(r.observed)
+        err: dict[str, float] = {}
+        if pred is not None:
+            if "runs" in obs:
+                err["fits_matches"] = float(pred["fits"] == bool(obs["runs"]))
+            for key in ("weights_gib", "kv_available_gib"):
+                if key == "weights_gib" and r.weights_from_log:
+                    continue
+                if obs.get(key):
+                    err[key.replace("_gib", "_rel")] = pred[key] / obs[key] - 1
+            for key in ("activation_gib", "non_torch_gib"):
+                if obs.get(key) is not None:
+                    err[key.replace("_gib", "_abs_gib")] = pred[key] - obs[key]
+        bd = check_breakdown(r)
+        if bd is not None:
+            err["kv_arithmetic_gib"] = bd["kv_from_terms_gib"] - obs.get("kv_available_gib", bd["kv_from_terms_gib"])
+            err["non_torch_abs_gib"] = bd["non_torch_gib"] - bd["parsed"]["non_torch_gib"]
+        out.append({"id": r.id, "source": r.source, "model": r.model, "engine": r.engine, "predicted": pred,
+                    "breakdown": bd, "observed": obs, "error": err})
+    return out
+
+
+def _g(x: Any) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def render(results: list[dict[str, Any]], fmt: str = "table") -> str:
+    """ONE table: row, source, prediction (fits, W/rank, activation, non-torch, KV available, KV tokens,
+    concurrency, verdict over the UNCONFIRMED ranges), observed, error."""
+    if fmt == "json":
+        return json.dumps(results, indent=2, default=str) + "\n"
+    from tabulate import tabulate
+
+    body = []
+    for r in results:
+        p, o, e, bd = r["predicted"], r["observed"], r["error"], r["breakdown"]
+        src = r["source"].split(" @")[0]
+        src = src if len(src) <= 48 else src[:45] + "..."
+        obs = "runs" if o.get("runs") else "fails"
+        nums = [f"{k[:-4]} {o[k]:g}" for k in ("weights_gib", "activation_gib", "non_torch_gib", "kv_available_gib")
+                if o.get(k) is not None]
+        if nums:
+            obs += "; " + ", ".join(nums)
+        errs = []
+        if "weights_rel" in e:
+            errs.append(f"W {e['weights_rel']:+.1%}")
+        if "kv_available_rel" in e:
+            errs.append(f"KV {e['kv_available_rel']:+.1%}")
+        if "activation_abs_gib" in e:
+            errs.append(f"act {e['activation_abs_gib']:+.2f}")
+        if "non_torch_abs_gib" in e:
+            errs.append(f"nt {e['non_torch_abs_gib']:+.2f}")
+        if "kv_arithmetic_gib" in e:
+            errs.append(f"line arith {e['kv_arithmetic_gib']:+.2f}")
+        if p is None:
+            pred = ["(outside family)", "-", "-", _g(bd["non_torch_gib"]) if bd else "-", "-", "-", "-"]
+            ok = "ok" if abs(e.get("non_torch_abs_gib", 0)) < 0.2 else "off"
+        else:
+            pred = ["fits" if p["fits"] else "DOES NOT FIT", _g(p["weights_gib"]), _g(p["activation_gib"]),
+                    _g(p["non_torch_gib"]), f"{p['kv_available_gib']:.2f} ({p['kv_available_low_gib']:.1f}-"
+                    f"{p['kv_available_high_gib']:.1f})", f"{p['kv_tokens']:,}", f"{p['max_concurrency']:.2f}x"]
+            ok = "ok" if e.get("fits_matches", 1.0) == 1.0 and abs(e.get("weights_rel", 0)) <= WEIGHTS_REL_TOL \
+                and abs(e.get("kv_available_rel", 0)) <= KV_AVAILABLE_REL_TOL else "MISS"
+        body.append([r["id"], src, *pred, obs, ", ".join(errs) or "-", ok])
+    head = ["row", "source", "audit", "W GiB/rank", "act", "non-torch", "KV avail (range)", "KV tokens", "conc",
+            "observed", "error", ""]
+    n_ok = sum(1 for b in body if b[-1] == "ok")
+    return (tabulate(body, headers=head, tablefmt="simple", disable_numparse=True)
+            + f"\n\n{n_ok}/{len(body)} rows within tolerance (fits = runs; weights within "
+              f"{WEIGHTS_REL_TOL:.0%}, KV available within {KV_AVAILABLE_REL_TOL:.0%} where logged)\n")
