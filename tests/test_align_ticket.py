@@ -50,7 +50,8 @@ def test_ticket_structure(evidence, tmp_path, capsys):
     rc = main(["align", *PLAN, "--log", str(log), "--profile", str(prof), "--bench", str(bench),
                "--output-dir", str(out), "--top", "5"])
     assert rc == 0
-    assert "best candidate: vLLM-Ascend v0.18.0, role prefill, SP" in capsys.readouterr().out
+    # the recipe is searched (a preset has no quant description): the default w8a8 explains it
+    assert "best candidate: w8a8, vLLM-Ascend v0.18.0, role prefill, SP" in capsys.readouterr().out
     md = (out / "ticket.md").read_text()
     heads = [ln[3:] for ln in md.splitlines() if ln.startswith("## ")]
     assert heads == list(SECTIONS)
@@ -64,7 +65,7 @@ def test_ticket_structure(evidence, tmp_path, capsys):
         assert "|".join(c.strip() for c in columns.split("|")) in squeezed, columns
     t = json.loads((out / "ticket.json").read_text())
     assert set(t) == {"schema", "tool", "title", "configuration", "evidence", "memory", "kv", "time", "assumptions",
-                      "findings", "tolerance", "figures"}
+                      "findings", "tolerance", "figures", "verdict", "parsed"}
     assert set(t["memory"]) == {"observed", "candidates", "groups", "search"}
     assert set(t["memory"]["observed"][0]) == {"rank", "bytes", "where"}
     assert {"engine", "role", "options", "ranks_bytes", "max_abs_residual_bytes",

@@ -305,7 +305,9 @@ def non_default_args(text: str) -> dict | None:
         return None
     out = {}
     for item in _split_top(t[1:-1], ","):
-        k, sep, v = item.partition(":") if item.strip()[:1] not in "'\"" else _key_split(item)
+        if not item.strip():
+            continue
+        k, sep, v = _key_split(item) if item.strip()[0] in "'\"" else item.partition(":")
         key = _literal(k)
         if sep and isinstance(key, str) and key:
             out[key] = _literal(v)
