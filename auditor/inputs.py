@@ -9,6 +9,7 @@ anything but a regular file with one line naming it; JSON side files are read up
 from __future__ import annotations
 
 import errno
+import math
 import os
 import re
 import stat
@@ -142,3 +143,142 @@ def json_depth(raw: bytes) -> int:
     b = np.frombuffer(text, np.uint8)
     steps = _OPEN[b].astype(np.int32) - _CLOSE[b]
     return int(np.cumsum(steps, dtype=np.int32).max(initial=0))
+
+
+# ------------------------------------------------------------------------------------------------
+# Evidence files (issue 18): logs, profiles, benchmark results, calibration / workload / kernel-table
+# CSVs, device JSON. Every one goes through ``iter_lines`` or ``load_json`` below: the file is opened
+# by ``open_regular`` (non-blocking, a regular file after symlinks), its size cap is enforced before
+# and WHILE reading (a file that grows, /dev/zero behind a symlink, a 300 MB "log"), lines are split
+# on b"\n" only (a form feed, U+2028 or a lone CR never shifts a line number), each line is decoded
+# as strict UTF-8 and a bad byte is one error naming the file and line.
+
+LOG_CAP = 128 << 20            # an engine log (real ones: a few MB per worker per day)
+PROFILE_CAP = 256 << 20        # a kernel_details.csv / op_summary CSV (a few steps: tens of MB)
+CSV_CAP = 64 << 20             # calibrate / workload / kernel-table CSVs
+JSON_CAP = 16 << 20            # bench serve results, device profiles
+LINE_CAP = 1 << 20             # one line of any evidence file (a vLLM config line is a few kB)
+JSON_MAX_DEPTH = 32            # bench / device JSON nesting (real files: 2)
+MAX_NUMBER_CHARS = 40          # "400-digit numbers" are refused before any conversion
+
+
+def _decode_line(raw: bytes, path: Path, what: str, lineno: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AuditInputError(path, f"line {lineno}: {what} is not UTF-8 text "
+                                    f"(byte 0x{raw[exc.start]:02x} at column {exc.start + 1})") from None
+
+
+def iter_lines(path: str | Path, what: str, cap: int, line_cap: int = LINE_CAP):
+    """(line number, text) of every line of a regular file of at most ``cap`` bytes, read in 1 MiB
+    chunks (never the whole file at once); lines end at b"\\n" only, a trailing CR is dropped, a UTF-8
+    BOM at the start is dropped. AuditInputError naming file (and line) on any problem."""
+    path = Path(path)
+    fd, size = open_regular(path, what)
+    try:
+        if size > cap:
+            raise AuditInputError(path, f"{what} is {size:,} bytes, over the {cap >> 20} MiB cap for {what} files")
+        buf, got, n = b"", 0, 0
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except OSError as exc:
+                raise AuditInputError(path, f"cannot read {what}: {exc.strerror or exc}") from None
+            if not chunk:
+                break
+            got += len(chunk)
+            if got > cap:
+                raise AuditInputError(path, f"{what} grew past the {cap >> 20} MiB cap for {what} files while read")
+            buf = buf + chunk if buf else chunk
+            start = 0
+            while True:
+                i = buf.find(b"\n", start)
+                if i < 0:
+                    break
+                n += 1
+                raw = buf[start:i]
+                if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    raw = raw[3:]
+                if raw.endswith(b"\r"):
+                    raw = raw[:-1]
+                if len(raw) > line_cap:
+                    raise AuditInputError(path, f"line {n}: longer than {line_cap >> 10} KiB (not a {what})")
+                yield n, _decode_line(raw, path, what, n)
+                start = i + 1
+            buf = buf[start:]
+            if len(buf) > line_cap:
+                raise AuditInputError(path, f"line {n + 1}: longer than {line_cap >> 10} KiB (not a {what})")
+        if buf:
+            n += 1
+            if n == 1 and buf.startswith(b"\xef\xbb\xbf"):
+                buf = buf[3:]
+            yield n, _decode_line(buf[:-1] if buf.endswith(b"\r") else buf, path, what, n)
+    finally:
+        os.close(fd)
+
+
+def _json_number(limit: int = MAX_NUMBER_CHARS):
+    def parse_int(text: str) -> int:
+        if len(text) > limit:
+            raise ValueError(f"a {len(text)}-digit number")
+        return int(text)
+
+    def parse_float(text: str) -> float:
+        if len(text) > limit:
+            raise ValueError(f"a {len(text)}-character number")
+        v = float(text)
+        if not math.isfinite(v):
+            raise ValueError(f"number {text} is out of range")
+        return v
+
+    def parse_constant(text: str):
+        raise ValueError(f"{text} is not a JSON number")
+    return parse_int, parse_float, parse_constant
+
+
+def load_json(path: str | Path, what: str, cap: int = JSON_CAP, max_depth: int = JSON_MAX_DEPTH):
+    """The JSON document in a regular file of at most ``cap`` bytes: strict UTF-8 (a bad byte named
+    by line), nesting at most ``max_depth`` (checked without recursion before parsing), numbers of at
+    most 40 characters, no NaN / Infinity. One AuditInputError naming the file on any problem."""
+    import json
+    path = Path(path)
+    raw = read_capped(path, what, cap)
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise AuditInputError(path, f"line {line}: {what} is not UTF-8 text (byte 0x{raw[exc.start]:02x})") from None
+    depth = json_depth(raw)
+    if depth > max_depth:
+        raise AuditInputError(path, f"{what} nests {depth} levels deep, over the cap of {max_depth}")
+    pi, pf, pc = _json_number()
+    try:
+        return json.loads(text, parse_int=pi, parse_float=pf, parse_constant=pc)
+    except json.JSONDecodeError as exc:
+        raise AuditInputError(path, f"not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+    except (ValueError, RecursionError) as exc:
+        raise AuditInputError(path, f"not valid JSON: {exc}") from None
+
+
+_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3}){1,12}|\d{1,40})(?:\.\d{1,40})?(?:[eE][-+]?\d{1,3})?", re.ASCII)
+
+
+def parse_number(text: str, where: str | Path, what: str, *, lo: float, hi: float, integer: bool = False,
+                 commas: bool = False) -> float:
+    """A number from an evidence file, checked: ASCII digits only (no full-width digits), at most 40
+    characters, thousands separators only where ``commas`` and only in groups of three ("3,,,8.2" and
+    "38,2" are refused), finite and within [lo, hi]; ``integer`` refuses a fraction. The error names
+    ``where`` (file:line) and ``what``."""
+    t = text.strip()
+    if not t or len(t) > MAX_NUMBER_CHARS or not t.isascii() or not _NUMBER.fullmatch(t) \
+            or ("," in t and not commas):
+        raise AuditInputError(where, f"{what}: not a number: {t[:60]!r}")
+    v = float(t.replace(",", ""))
+    if integer and v != int(v):
+        raise AuditInputError(where, f"{what}: expected a whole number, got {t!r}")
+    if not (math.isfinite(v) and lo <= v <= hi):
+        raise AuditInputError(where, f"{what}: {t} is outside the plausible range [{lo:g}, {hi:g}]")
+    return v

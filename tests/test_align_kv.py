@@ -75,7 +75,7 @@ def test_kv_lines_against_the_runtime_budget_by_hand(tmp_path):
     assert abs(cmp[f"concurrency @ {MAX_LEN:,} tokens"]["predicted"] - conc) < 1e-12
     assert sum(f.startswith("kv ") for f in [e["figure"] for e in t["tolerance"]["exceeded"]]) == 0
     assert t["tolerance"]["compared"] >= 1 + 3               # memory group + the three KV figures
-    assert any("max_model_len 8,192 from the config line" in a for a in t["assumptions"])
+    assert any("max_model_len 8,192 from the log's non-default args / config line" in a for a in t["assumptions"])
     assert any("warm-up breakdown" in a for a in t["assumptions"])
     squeezed = "\n".join("|".join(c.strip() for c in ln.split("|")) for ln in md.splitlines())
     assert "|figure|observed|predicted|deviation|" in squeezed
@@ -87,8 +87,12 @@ def test_kv_lines_against_the_runtime_budget_by_hand(tmp_path):
     assert [e["figure"] for e in t["tolerance"]["exceeded"]] == ["kv KV tokens"]
 
 
-def test_no_weights_line_means_no_prediction(tmp_path):
+def test_kv_only_log_is_predicted_from_the_pinned_plan(tmp_path):
+    """No weights line: the prediction uses the ledger of the pinned plan (issue 18 item 3)."""
     rc, t, md = _run(tmp_path, "only", ["(EngineCore_DP0 pid=9) INFO 05-20 09:51:01 [kv_cache_utils.py:1] "
                                         "GPU KV cache size: 1,000 tokens"])
-    assert rc == 0 and t["kv"]["predicted"] is None and t["kv"]["compared"] == []
-    assert "needs a candidate's weights" in t["kv"]["predicted_note"]
+    assert rc == 0 and t["memory"] is None
+    assert t["kv"]["predicted"] is not None and t["kv"]["predicted"]["weights_bytes"] > 0
+    assert [c["figure"] for c in t["kv"]["compared"]] == ["KV tokens"]
+    assert any("the log has no weights line" in a for a in t["assumptions"])
+    assert t["verdict"]["explained"] is None

@@ -22,6 +22,10 @@ _KV_DTYPES = {"auto": "bf16", "bf16": "bf16", "bfloat16": "bf16", "c8": "c8", "c
 
 
 def _field(logs: LogEvidence, name: str) -> str | None:
+    for nd in reversed(logs.non_default):           # what the user typed wins over the config repr
+        v = nd.args.get(name)
+        if v not in (None, "", "None") and not isinstance(v, bool):
+            return str(v).strip().strip("'\"")
     for c in logs.configs:
         v = c.fields.get(name)
         if v not in (None, "", "None"):
@@ -29,41 +33,84 @@ def _field(logs: LogEvidence, name: str) -> str | None:
     return None
 
 
-def kv_settings(spec: Any, plan: Any, logs: LogEvidence) -> tuple[dict, list[str]]:
-    """(rank_budget options, one assumption per option saying where it came from)."""
+def _int_field(logs: LogEvidence, *names: str, hi: int = 1 << 24) -> int | None:
+    for n in names:
+        v = _field(logs, n)
+        if v and v.isascii() and v.isdigit() and len(v) <= 9 and 1 <= int(v) <= hi:
+            return int(v)
+    return None
+
+
+def kv_settings(spec: Any, plan: Any, logs: LogEvidence, runtime: dict | None = None) -> tuple[dict, list[str]]:
+    """(rank_budget options, one assumption per option saying where it came from). Order: the align
+    option the user gave (``runtime``, only options given on the command line), else the log's
+    ``non-default args`` / config line, else the runtime default."""
     from ..runtime.budget import DEFAULT_MAX_NUM_SEQS, DEFAULT_UTIL
+    rt = {k: v for k, v in (runtime or {}).items() if v is not None}
     out: dict[str, Any] = {}
     notes: list[str] = []
-    mml = _field(logs, "max_seq_len")
-    if mml and mml.isdigit():
-        out["max_model_len"], src = int(mml), "the config line's max_seq_len"
+    mml = _int_field(logs, "max_model_len", "max_seq_len")
+    if "max_model_len" in rt:
+        out["max_model_len"], src = rt["max_model_len"], "--max-model-len"
+    elif mml:
+        out["max_model_len"], src = mml, "the log's non-default args / config line"
     elif logs.concurrency:
         out["max_model_len"], src = logs.concurrency[0].tokens_per_request, "the concurrency line's request length"
     else:
         out["max_model_len"], src = spec.max_position, "max_position_embeddings (the engine default)"
     notes.append(f"KV prediction: max_model_len {out['max_model_len']:,} from {src}")
     util = next((b.utilization for b in logs.breakdowns if b.utilization), None)
-    out["util"] = util or DEFAULT_UTIL
-    notes.append(f"KV prediction: gpu_memory_utilization {out['util']:g} "
-                 + ("from the warm-up breakdown line" if util else "(runtime default; align has no option for it)"))
+    log_util = _field(logs, "gpu_memory_utilization")
+    try:
+        log_util_v = float(log_util) if log_util and len(log_util) <= 12 and log_util.isascii() else None
+    except ValueError:
+        log_util_v = None
+    if log_util_v is not None and not 0 < log_util_v <= 1:
+        log_util_v = None
+    if "util" in rt:
+        out["util"], src = rt["util"], "--gpu-memory-utilization"
+    elif util:
+        out["util"], src = util, "the warm-up breakdown line"
+    elif log_util_v:
+        out["util"], src = log_util_v, "the log's non-default args"
+    else:
+        out["util"], src = DEFAULT_UTIL, "the runtime default"
+    notes.append(f"KV prediction: gpu_memory_utilization {out['util']:g} from {src}")
     raw = _field(logs, "kv_cache_dtype")
-    out["kv_cache_dtype"] = _KV_DTYPES.get((raw or "auto").lower(), "bf16")
-    notes.append(f"KV prediction: kv_cache_dtype {out['kv_cache_dtype']} "
-                 + (f"from the config line ({raw})" if raw else "(runtime default)"))
+    if "kv_cache_dtype" in rt:
+        out["kv_cache_dtype"], src = rt["kv_cache_dtype"], "--kv-cache-dtype"
+    else:
+        out["kv_cache_dtype"] = _KV_DTYPES.get((raw or "auto").lower(), "bf16")
+        src = f"the log ({raw})" if raw else "the runtime default"
+    notes.append(f"KV prediction: kv_cache_dtype {out['kv_cache_dtype']} from {src}")
     k = 0
     sc = _field(logs, "speculative_config")
     if sc:
-        m = re.search(r"num_speculative_tokens['\"]?\s*[:=]\s*(\d+)", sc)
+        m = re.search(r"num_spec(?:ulative)?_tokens['\"]?[ \t]{0,4}[:=][ \t]{0,4}(\d{1,3})", sc[:4096], re.ASCII)
         k = int(m.group(1)) if m else 0
     if plan.mtp and not k:
         k = 1
         notes.append("KV prediction: MTP drafter loaded, 1 speculative token assumed (no speculative_config in the log)")
     out["mtp"] = k if plan.mtp else 0
-    out["max_num_seqs"] = DEFAULT_MAX_NUM_SEQS
-    notes.append(f"KV prediction: max_num_seqs {DEFAULT_MAX_NUM_SEQS}, max_num_batched_tokens "
-                 f"{plan.max_num_batched_tokens} (runtime defaults; they size the activation estimate)")
+    seqs = _int_field(logs, "max_num_seqs", hi=65_536)
+    if "max_num_seqs" in rt:
+        out["max_num_seqs"], src = rt["max_num_seqs"], "--max-num-seqs"
+    elif seqs:
+        out["max_num_seqs"], src = seqs, "the log's non-default args"
+    else:
+        out["max_num_seqs"], src = DEFAULT_MAX_NUM_SEQS, "the runtime default"
+    notes.append(f"KV prediction: max_num_seqs {out['max_num_seqs']} from {src}; max_num_batched_tokens "
+                 f"{plan.max_num_batched_tokens} (sizes the activation estimate)")
+    for key, opt in (("dcp", "--dcp"), ("hccl_buffsize_mb", "--hccl-buffsize")):
+        if key in rt:
+            out[key] = rt[key]
+            notes.append(f"KV prediction: {opt} {rt[key]} from the command line")
+    dcp = _int_field(logs, "decode_context_parallel_size", hi=65_536)
+    if "dcp" not in out and dcp and dcp > 1:
+        out["dcp"] = dcp
+        notes.append(f"KV prediction: dcp {dcp} from the log")
     bd = logs.breakdowns[0] if logs.breakdowns else None
-    if bd is not None:
+    if bd is not None and bd.activation_bytes is not None and bd.non_torch_bytes is not None:
         out["activation_bytes"], out["non_torch_bytes"] = bd.activation_bytes, bd.non_torch_bytes
         notes.append("KV prediction: activation peak and non-torch memory as the log's warm-up breakdown measured "
                      "them (not the model's estimates)")
@@ -71,11 +118,12 @@ def kv_settings(spec: Any, plan: Any, logs: LogEvidence) -> tuple[dict, list[str
 
 
 def _rel(observed: float, predicted: float) -> float | None:
-    return (observed - predicted) / abs(predicted) if predicted else None
+    """(observed - predicted) / observed: every percentage of the ticket has the observed value as base."""
+    return (observed - predicted) / abs(observed) if observed else None
 
 
 def predicted_kv(source: Any, plan: Any, engine: str, ranks_bytes: Any, logs: LogEvidence,
-                 device: str | None = None) -> dict | None:
+                 device: str | None = None, runtime: dict | None = None) -> dict | None:
     """The runtime budget of the best candidate (W = its ledger's worst rank per PP stage) and every
     observed KV figure compared with it; None without a candidate (no weights line)."""
     if ranks_bytes is None:
@@ -84,7 +132,7 @@ def predicted_kv(source: Any, plan: Any, engine: str, ranks_bytes: Any, logs: Lo
     from ..runtime.budget import rank_budget, usable_total
     from ..runtime.weights import stage_worst
     spec = source.spec
-    settings, notes = kv_settings(spec, plan, logs)
+    settings, notes = kv_settings(spec, plan, logs, runtime)
     dev = load_device(device) if device else load_device()
     total = usable_total(dev)
     notes.append(f"KV prediction: usable HBM {total / GiB:.2f} GiB per die ({dev.name})")
@@ -142,12 +190,8 @@ def observed_kv(ev: LogEvidence, plan: Any) -> dict:
     def rank_of(w):
         return global_rank(w, plan)
 
-    conc, seen = [], set()
-    for c in ev.concurrency:      # the engine may print the same line twice
-        key = (c.tokens_per_request, c.factor, c.worker.identity() if c.worker else None)
-        if key not in seen:
-            seen.add(key)
-            conc.append({"tokens_per_request": c.tokens_per_request, "factor": c.factor, "where": where(c)})
+    conc = [{"tokens_per_request": c.tokens_per_request, "factor": c.factor, "where": where(c)}
+            for c in ev.concurrency]      # every line kept (one per engine / request length)
     return {
         "available_kv": [{"rank": rank_of(k.worker), "worker": k.worker.label() if k.worker else None,
                           "bytes": k.bytes, "total_bytes": k.total_bytes, "form": k.form, "where": where(k)}

@@ -99,6 +99,7 @@ class Fit:
     max_rel: float
     score: float                                  # max over ranks of |residual| beyond print resolution
     equivalent: list[Candidate] = field(default_factory=list)
+    grouping_ok: bool = True                      # the ranks it makes equal are the ranks the log shows equal
 
     def to_json(self) -> dict:
         c = self.candidate
@@ -106,6 +107,7 @@ class Fit:
                 "ranks_bytes": [int(v) for v in self.ranks_bytes],
                 "max_abs_residual_bytes": int(self.max_abs), "max_rel_residual": float(self.max_rel),
                 "residual_by_rank": {str(r): int(v) for r, v in self.residual.items()},
+                "grouping_matches": self.grouping_ok,
                 "equivalent": [{"engine": e.engine, "role": e.role, "options": e.options(), "label": e.describe()}
                                for e in self.equivalent]}
 
@@ -125,8 +127,9 @@ class MemoryFit:
 class LedgerCache:
     """Everything about one model source that does not change between candidate configurations."""
 
-    def __init__(self, source: ModelSource):
+    def __init__(self, source: ModelSource, drop_causes: frozenset[str] = frozenset()):
         self.source = source
+        self.drop_causes = drop_causes      # bridge causes the log says are absent (MLAPO disabled)
         spec = source.spec
         ct = classify(source.table, spec.Lyr, source.desc)
         self.classified = (ct, StoredIndex(ct))
@@ -155,7 +158,7 @@ class LedgerCache:
             return hit
         rows = self._rows.setdefault(row_cache_key(spec, plan, eng), {})
         mat = eng.materializer(spec, plan, pl, self.classified[1], self.source.desc, row_cache=rows).run()
-        out = rank_totals(mat, spec, plan)
+        out = rank_totals(mat, spec, plan, self.drop_causes)
         self._note_nz(mat)
         self.materialized += 1
         self._totals[key] = out
@@ -181,7 +184,7 @@ class LedgerCache:
         return run_memory_audit(self.source, plan, engine, classified=self.classified)
 
 
-def rank_totals(mat: Materialization, spec, plan: ParallelPlan) -> np.ndarray:
+def rank_totals(mat: Materialization, spec, plan: ParallelPlan, drop_causes: frozenset[str] = frozenset()) -> np.ndarray:
     """Per-rank resident bytes of a materialization (what ``build_ledger(...).total`` gives, without
     the per-category matrices)."""
     pp, rps = plan.pp, plan.ranks_per_stage
@@ -192,7 +195,7 @@ def rank_totals(mat: Materialization, spec, plan: ParallelPlan) -> np.ndarray:
     sol = mat.stage_of_layer
     for r in mat.rows:
         b = r.bytes
-        if not b:
+        if not b or (drop_causes and r.cause in drop_causes):
             continue
         st = sol.get(r.layer, 0) if r.layer >= 0 else -1
         p = r.placement
@@ -252,6 +255,20 @@ def candidates(spec, base: ParallelPlan, pinned: dict, engines: tuple[str, ...] 
         yield Candidate(prof.name, plan)
 
 
+def partition(values: np.ndarray, tol: np.ndarray) -> tuple[tuple[int, ...], ...]:
+    """Positions grouped by value (equal within the print resolution), as a canonical tuple."""
+    order = np.argsort(values, kind="stable")
+    groups: list[list[int]] = []
+    last = None
+    for i in order:
+        v = float(values[i])
+        if last is None or abs(v - last) > 2 * float(tol[i]):
+            groups.append([])
+            last = v
+        groups[-1].append(int(i))
+    return tuple(sorted(tuple(sorted(g)) for g in groups))
+
+
 def fit_memory(cache: LedgerCache, base: ParallelPlan, observed: Observed, pinned: dict,
                engines: tuple[str, ...] | None = None, top: int = 10) -> MemoryFit:
     """Rank configurations by how closely their per-rank bytes reproduce the observed ones."""
@@ -262,6 +279,7 @@ def fit_memory(cache: LedgerCache, base: ParallelPlan, observed: Observed, pinne
     obs = np.array([observed.bytes_by_rank[r] for r in ranks], dtype=np.float64)
     tol = np.array([observed.resolution_by_rank[r] for r in ranks], dtype=np.float64)
     groups: dict[tuple, Fit] = {}
+    obs_part = partition(obs, tol)
     n = 0
     # NZ padding is searched last and only when some resident shape is not already NZ-aligned: for a
     # model whose every padded dimension is aligned, nz_mode 0/1/2 hold the same bytes
@@ -285,7 +303,8 @@ def fit_memory(cache: LedgerCache, base: ParallelPlan, observed: Observed, pinne
             res = tot[ranks] - obs
             groups[key] = Fit(cand, tot, {int(r): int(round(v)) for r, v in zip(ranks, res)},
                               int(round(np.abs(res).max())), float((np.abs(res) / np.maximum(obs, 1)).max()),
-                              float(np.maximum(np.abs(res) - tol, 0).max()))
+                              float(np.maximum(np.abs(res) - tol, 0).max()),
+                              grouping_ok=partition(tot[ranks], tol) == obs_part)
         if k == 0 and nz_free:
             if cache.nz_padded:
                 passes += [dict(pinned, nz_mode=v) for v in SEARCH_SPACE["nz_mode"][1:]]
@@ -294,7 +313,9 @@ def fit_memory(cache: LedgerCache, base: ParallelPlan, observed: Observed, pinne
                     "no resident tensor of this model has a shape FRACTAL_NZ would pad (every 2-D+ weight is "
                     "already a multiple of 16 rows and 32 bytes per row), so nz_mode 0/1/2 hold the same bytes")})
         k += 1
-    fits = sorted(groups.values(), key=lambda f: (f.score, f.candidate.complexity(), f.max_abs))
+    # rank groupings are part of the score: at equal residual, the configuration whose ranks differ where
+    # the log's ranks differ wins
+    fits = sorted(groups.values(), key=lambda f: (f.score, not f.grouping_ok, f.candidate.complexity(), f.max_abs))
     seconds = time.perf_counter() - t0
     searched = [k for k in SEARCH_SPACE if k not in pinned and not (k == "engine" and engines)
                 and k not in {x["dimension"] for x in skipped}]

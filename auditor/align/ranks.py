@@ -33,14 +33,22 @@ def sizes_from_workers(workers: list[Worker]) -> dict[str, int]:
 
 
 def sizes_from_config(ev: LogEvidence) -> dict[str, int]:
-    """{tp, dp, pp} from the engine-config line, when the log has one."""
+    """{tp, dp, pp} from the engine-config line and the ``non-default args`` line, when the log has
+    them (the latter wins: it is what the user typed); ``ep`` = 1 marks --enable-expert-parallel."""
     keys = {"tensor_parallel_size": "tp", "data_parallel_size": "dp", "pipeline_parallel_size": "pp"}
     out: dict[str, int] = {}
     for c in ev.configs:
         for k, name in keys.items():
             v = c.fields.get(k)
-            if v is not None and v.isdigit():
+            if v is not None and v.isascii() and v.isdigit() and len(v) <= 6 and int(v) >= 1:
                 out[name] = int(v)
+    for nd in ev.non_default:
+        for k, name in keys.items():
+            v = nd.args.get(k)
+            if isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 65_536:
+                out[name] = v
+        if nd.args.get("enable_expert_parallel") is True:
+            out["ep"] = 1
     return out
 
 

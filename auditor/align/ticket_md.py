@@ -7,7 +7,7 @@ from ..report.ranges import ranges
 from ..report.units import gib, signed_gib
 
 #: section headings, in order (the golden test checks them)
-SECTIONS = ("Configuration", "Evidence", "Memory: observed vs predicted", "Candidate configurations", "KV cache",
+SECTIONS = ("Verdict", "Configuration", "Evidence", "Memory: observed vs predicted", "Candidate configurations", "KV cache",
             "Time per op class", "Top discrepancies", "Benchmark vs model", "Tolerance", "Assumptions")
 
 
@@ -24,7 +24,13 @@ def _ms(v) -> str:
 
 
 def _pct(v) -> str:
+    """A signed share of the observed value (every percentage of the ticket has that one base)."""
     return "-" if v is None else f"{v * 100:+.1f}%"
+
+
+def _apct(v) -> str:
+    """An absolute share (no sign: it is a magnitude)."""
+    return "-" if v is None else f"{abs(v) * 100:.1f}%"
 
 
 def _table(rows, headers) -> str:
@@ -33,18 +39,27 @@ def _table(rows, headers) -> str:
 
 def render_ticket(t: dict) -> str:
     out = [f"# {t['title']}", ""]
+    v = t.get("verdict") or {}
+    out += [f"## {SECTIONS[0]}", "", v.get("summary", "-"), ""]
+    if v.get("reasons"):
+        out += ["What could explain the figures instead:", ""] + [f"* {r}" for r in v["reasons"]] + [""]
+    if v.get("rank_notes"):
+        out += [f"* {r}" for r in v["rank_notes"]] + [""]
     c = t["configuration"]
     p = c["plan"]
-    out += [f"## {SECTIONS[0]}", "",
+    out += [f"## {SECTIONS[1]}", "",
             f"* model: {c['model']}",
             f"* engine: {c['engine_label']} (`{c['engine']}`)" + (f" - {c['engine_note']}" if c["engine_note"] else ""),
             "* plan: " + ", ".join(f"{k}={v}" for k, v in p.items()),
             f"* taken from: {c['source']}; pinned on the command line: {', '.join(c['pinned']) or 'nothing'}", ""]
-    out += [f"## {SECTIONS[1]}", "",
+    out += [f"## {SECTIONS[2]}", "",
             _table([[e["kind"], e["path"], e["bytes"], e["sha256"]] for e in t["evidence"]],
                    ["kind", "file", "bytes", "sha256"]), ""]
+    if t.get("parsed"):
+        out += ["Parsed from the logs (every recognised line that is not a per-rank figure below):", "",
+                _table([[p["what"], p["text"], p["where"]] for p in t["parsed"]], ["what", "value", "where"]), ""]
     m = t["memory"]
-    out += [f"## {SECTIONS[2]}", ""]
+    out += [f"## {SECTIONS[3]}", ""]
     if m is None:
         out += ["No per-worker weights line in the logs.", ""]
     else:
@@ -55,24 +70,25 @@ def render_ticket(t: dict) -> str:
             out += [f"Bridge, ranks {g['ranks']}: naive {_g(g['naive_bytes'])} GiB -> predicted "
                     f"{_g(g['predicted_bytes'])} GiB -> observed {_g(g['observed_bytes'])} GiB", "",
                     _table([[s["step"], _sg(s["bytes"])] for s in g["bridge"]], ["step", "GiB"]), ""]
-    out += [f"## {SECTIONS[3]}", ""]
+    out += [f"## {SECTIONS[4]}", ""]
     if m is not None:
         s = m["search"]
         out += [f"{s['evaluated']} configurations searched over {', '.join(s['dimensions']) or 'nothing'} "
-                f"({s['materialized']} distinct materializations, {s['seconds']:.2f} s); equal per-rank bytes are "
-                "folded into one row.", ""]
+                f"({s['materialized']} distinct materializations); equal per-rank bytes are folded into one row.", ""]
         if s.get("skipped"):
             out += [f"Not searched: {x['dimension']}, because {x['why']}." for x in s["skipped"]] + [""]
         out += [_table([[i + 1, f["label"], _g(min(f["ranks_bytes"])) + (
                     "" if min(f["ranks_bytes"]) == max(f["ranks_bytes"]) else " - " + _g(max(f["ranks_bytes"]))),
-                         _sg(f["max_abs_residual_bytes"]), _pct(f["max_rel_residual"]), len(f["equivalent"])]
+                         _g(f["max_abs_residual_bytes"]), _apct(f["max_rel_residual"]),
+                         "yes" if f.get("grouping_matches", True) else "NO", len(f["equivalent"])]
                         for i, f in enumerate(m["candidates"])],
-                       ["#", "configuration", "predicted GiB / rank", "max |residual| GiB", "max rel", "equivalent"]),
+                       ["#", "configuration", "predicted GiB / rank", "max |residual| GiB", "max rel",
+                        "rank groups match", "equivalent"]),
                 ""]
     else:
         out += ["Not searched (no weights line).", ""]
     kv = t["kv"]
-    out += [f"## {SECTIONS[4]}", ""]
+    out += [f"## {SECTIONS[5]}", ""]
     if kv is None:
         out += ["No log given.", ""]
     else:
@@ -83,10 +99,16 @@ def render_ticket(t: dict) -> str:
         rows += [[f"concurrency @ {c['tokens_per_request']:,} tokens", f"{c['factor']:.2f}x", c["where"]]
                  for c in o["concurrency"]]
         rows += [["KV shortfall", f"needs {_g(s['needed_bytes'])} GiB for {s['max_seq_len']:,} tokens, has "
-                  f"{_g(s['available_bytes'])} GiB (max len {s['estimated_max_len']})", s["where"]] for s in o["shortfall"]]
-        rows += [["NPU OOM", f"tried {_g(x['tried_bytes'])} GiB, allocated {_g(x['allocated_bytes'])} of "
-                  f"{_g(x['total_bytes'])} GiB", x["where"]] for x in o["oom"]]
-        rows += [["warm-up breakdown", f"W {_g(b['weights_bytes'])}, act {_g(b['activation_bytes'])}, non-torch "
+                  f"{_g(s['available_bytes'])} GiB" + (f" (estimated max len {s['estimated_max_len']:,})"
+                                                       if s["estimated_max_len"] is not None else ""), s["where"]]
+                 for s in o["shortfall"]]
+        rows += [["NPU OOM" + (f" (device {x['device']})" if x["device"] is not None else ""),
+                  ", ".join(f"{k} {_g(x[k + '_bytes'])} GiB" for k in ("tried", "allocated", "total", "free",
+                                                                        "reserved") if x[k + "_bytes"] is not None),
+                  x["where"]] for x in o["oom"]]
+        rows += [[f"npu-smi NPU {r['npu']} chip {r['chip']}", f"{r['name']} pid {r['pid']}: {_g(r['memory_bytes'])} GiB",
+                  r["where"]] for r in o.get("npu_smi", [])]
+        rows += [["warm-up breakdown", f"W {_g(b['weights_bytes'])}, activation {_g(b['activation_bytes'])}, non-torch "
                   f"{_g(b['non_torch_bytes'])}, graph {_g(b['graph_bytes'])}, KV {_g(b['kv_bytes'])} GiB", b["where"]]
                  for b in o["breakdown"]]
         out += [_table(rows, ["figure", "observed", "where"]) if rows else "No KV lines in the logs.", ""]
@@ -111,7 +133,7 @@ def render_ticket(t: dict) -> str:
                          for c in kv["compared"] if c.get("rank") is None]
                 out += [_table(rows, ["figure", "observed", "predicted", "deviation"]), ""]
     tm = t["time"]
-    out += [f"## {SECTIONS[5]}", ""]
+    out += [f"## {SECTIONS[6]}", ""]
     if tm is None:
         out += ["No profile or benchmark given.", ""]
     else:
@@ -122,11 +144,35 @@ def render_ticket(t: dict) -> str:
                              _ms(r["delta_us"] / 1e3 if r["delta_us"] is not None else None),
                              "-" if r["ratio"] is None else f"{r['ratio']:.2f}"] for r in tm["by_class"]],
                            ["op class", "predicted ms", "measured ms", "delta ms", "measured / predicted"]), ""]
+        if tm.get("host_ms"):
+            out += [f"Host time (the device profile's per-step host overhead, not a kernel): predicted "
+                    f"{_ms(tm['host_ms'])} ms; a kernel profile does not measure it.", ""]
+        if tm.get("merged"):
+            out += ["Fused kernels compared with the sum of the modelled kinds they run: "
+                    + "; ".join(f"{k}" for k in tm["merged"]), ""]
+        if tm.get("measured_only"):
+            out += ["Measured only (the model has no op of these classes; not compared):", "",
+                    _table([[r["class"], _ms(r["measured_us"] / 1e3)] for r in tm["measured_only"]],
+                           ["op class", "measured ms"]), ""]
+        if tm.get("predicted_only"):
+            out += ["Predicted only (the profile has no kernel of these classes; not compared):", "",
+                    _table([[r["class"], _ms(r["predicted_us"] / 1e3)] for r in tm["predicted_only"]],
+                           ["op class", "predicted ms"]), ""]
+        if tm.get("ignored"):
+            out += ["Listed, not fitted:", "",
+                    _table([[u["type"], u["count"], _ms(u["total_us"] / 1e3), u["why"]] for u in tm["ignored"]],
+                           ["kernel type", "count", "total ms", "why"]), ""]
+        rt = tm.get("rank_total_us") or {}
+        if len(rt) > 1:
+            vals = sorted(rt.values())
+            out += [f"Kernel time per step over {len(rt)} ranks: {_ms(vals[0] / 1e3)} - {_ms(vals[-1] / 1e3)} ms"
+                    + (f" (spread {(vals[-1] - vals[0]) / vals[-1] * 100:.1f}% of the slowest)" if vals[-1] else ""),
+                    ""]
         if tm["unmapped"]:
             out += ["Unmapped kernels (kept, not compared):", "",
                     _table([[u["type"], u["count"], _ms(u["total_us"] / 1e3)] for u in tm["unmapped"]],
                            ["kernel type", "count", "total ms"]), ""]
-    out += [f"## {SECTIONS[6]}", ""]
+    out += [f"## {SECTIONS[7]}", ""]
     if tm is None or not tm["discrepancies"]:
         out += ["None (no profile).", ""]
     else:
@@ -139,7 +185,7 @@ def render_ticket(t: dict) -> str:
                         for i, d in enumerate(tm["discrepancies"])],
                        ["#", "layer", "op class", "predicted ms", "measured ms", "delta ms", "constants",
                         "could account for it", "n layers", "total delta ms"]), ""]
-    out += [f"## {SECTIONS[7]}", ""]
+    out += [f"## {SECTIONS[8]}", ""]
     if tm is None or not tm["bench"]:
         out += ["No benchmark given.", ""]
     else:
@@ -147,7 +193,7 @@ def render_ticket(t: dict) -> str:
                          _ms(b["delta_ms"]), _pct(b["relative"])] for b in tm["bench"]],
                        ["metric", "stat", "model phase", "measured ms", "predicted ms", "delta ms", "delta %"]), ""]
     tol = t["tolerance"]
-    out += [f"## {SECTIONS[8]}", ""]
+    out += [f"## {SECTIONS[9]}", ""]
     if tol["limit"] is None:
         out += [f"No --tolerance given ({tol['compared']} figures compared).", ""]
     else:
@@ -155,7 +201,7 @@ def render_ticket(t: dict) -> str:
                 + ("all within." if tol["ok"] else f"{len(tol['exceeded'])} exceed it."), ""]
         if tol["exceeded"]:
             out += [_table([[e["figure"], _pct(e["relative"])] for e in tol["exceeded"]], ["figure", "deviation"]), ""]
-    out += [f"## {SECTIONS[9]}", ""] + [f"* {a}" for a in t["assumptions"]] + [""]
+    out += [f"## {SECTIONS[10]}", ""] + [f"* {a}" for a in t["assumptions"]] + [""]
     if t.get("figures"):
         out += ["Figures: " + ", ".join(f"`{f}`" for f in t["figures"]), ""]
     return "\n".join(out)

@@ -3,6 +3,7 @@ estimate through the bridge steps to the resident figure with the observed value
 predicted against measured time per op class."""
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from ..report.figure import new_figure, save_png
@@ -19,7 +20,7 @@ def write_memory_waterfall(group: dict, path: Path, title: str) -> None:
     fig = new_figure((10, 2 + 0.32 * len(steps)))
     ax = fig.add_subplot()
     draw_memory_waterfall(ax, steps, group["observed_bytes"], unit=("GiB per rank", GiB))
-    ax.set_title(f"{title}: ranks {group['ranks']}", fontsize=9)
+    ax.set_title(textwrap.fill(f"{title}: ranks {group['ranks']}", 90), fontsize=9)
     fig.legend(handles=waterfall_legend_handles("observed (engine log)"), loc="outside lower center", ncol=4, fontsize=8,
                frameon=False)
     save_png(fig, path, "--output-dir")
@@ -34,9 +35,25 @@ def write_time_by_class(rows: list[dict], path: Path, title: str) -> None:
     ax.barh([v - 0.2 for v in y], [(r["measured_us"] or 0) / 1e3 for r in rows], height=0.4, label="measured")
     ax.set_yticks(y, [r["class"] for r in rows], fontsize=8)
     ax.set_xlabel("ms per step")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(textwrap.fill(title, 90), fontsize=9)
     fig.legend(fontsize=8, loc="outside lower center", ncol=2, frameon=False)
     save_png(fig, path, "--output-dir")
+
+
+MAX_WATERFALLS = 8
+
+
+def figure_names(ticket: dict) -> list[str]:
+    """The PNG names write_figures will write (known before writing, so the ticket can list them)."""
+    names = []
+    m = ticket.get("memory")
+    if m and m["groups"]:
+        names += ["memory_waterfall.png" if i == 0 else f"memory_waterfall_{i + 1}.png"
+                  for i in range(min(len(m["groups"]), MAX_WATERFALLS))]
+    t = ticket.get("time")
+    if t and t["by_class"]:
+        names.append("time_by_class.png")
+    return names
 
 
 def write_figures(ticket: dict, out_dir: Path) -> list[str]:
@@ -44,8 +61,11 @@ def write_figures(ticket: dict, out_dir: Path) -> list[str]:
     names = []
     m = ticket.get("memory")
     if m and m["groups"]:
-        write_memory_waterfall(m["groups"][0], out_dir / "memory_waterfall.png", ticket["title"][:100])
-        names.append("memory_waterfall.png")
+        # one waterfall per rank group (a multi-group ticket shows each), at most MAX_WATERFALLS
+        for i, g in enumerate(m["groups"][:MAX_WATERFALLS]):
+            name = "memory_waterfall.png" if i == 0 else f"memory_waterfall_{i + 1}.png"
+            write_memory_waterfall(g, out_dir / name, ticket["title"])
+            names.append(name)
     t = ticket.get("time")
     if t and t["by_class"]:
         write_time_by_class(t["by_class"], out_dir / "time_by_class.png",

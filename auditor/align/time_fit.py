@@ -13,7 +13,7 @@ from typing import Any
 
 from ..report.ranges import ranges
 from .evidence.bench import BenchEvidence
-from .evidence.profile import COLLECTIVE_CLASSES, ProfileEvidence
+from .evidence.profile import COLLECTIVE_CLASSES, COMPOSITES, ProfileEvidence
 
 #: op class -> (device constants it depends on, what could be wrong)
 LEVERS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -59,6 +59,10 @@ class TimeFit:
     by_layer: list[dict] = field(default_factory=list)       # {layer, class, predicted_us, measured_us, delta_us}
     discrepancies: list[dict] = field(default_factory=list)  # top by |delta|, with lever
     unmapped: list[dict] = field(default_factory=list)
+    measured_only: list[dict] = field(default_factory=list)   # classes the model has no op for
+    predicted_only: list[dict] = field(default_factory=list)  # classes the profile has no kernel of
+    merged: dict[str, list[str]] = field(default_factory=dict)  # composite row -> the kinds it covers
+    host_ms: float = 0.0
     predicted_total_ms: float = 0.0
     measured_total_ms: float | None = None
 
@@ -104,17 +108,35 @@ def fit_time(phase_result: Any, profile: ProfileEvidence | None, device: Any, to
     """Per-class and per-layer comparison of one modelled phase with the profile (if any)."""
     pc, pl = predicted_by_class(phase_result)
     tf = TimeFit(phase_result.phase, dict(phase_result.workload.__dict__),
-                 predicted_total_ms=phase_result.time_ms)
-    mc = profile.by_class_us if profile else {}
+                 predicted_total_ms=phase_result.time_ms, host_ms=float(getattr(phase_result, "host_ms", 0.0)))
+    mc = dict(profile.by_class_us) if profile else {}
     ml = profile.by_layer_class_us if profile else {}
-    for cls in sorted(set(pc) | set(mc), key=lambda c: -max(pc.get(c, 0), mc.get(c, 0))):
+    if profile:
+        # a fused kernel (DispatchFFNCombine, mla_preprocess, ...) covers several modelled kinds: compare it
+        # with their sum, and the kinds it covers only through it
+        for comp, kinds in COMPOSITES.items():
+            if comp not in mc:
+                continue
+            covered = [k for k in kinds if k in pc or k in mc]
+            name = comp + " (= " + " + ".join(covered) + ")"
+            mc[name] = mc.pop(comp) + sum(mc.pop(k, 0.0) for k in covered)
+            pc[name] = sum(pc.pop(k, 0.0) for k in covered)
+            tf.merged[name] = covered
+        both = [c for c in pc if c in mc]
+        tf.measured_only = [{"class": c, "measured_us": mc[c]} for c in sorted(mc, key=lambda c: -mc[c])
+                            if c not in pc]
+        tf.predicted_only = [{"class": c, "predicted_us": pc[c]} for c in sorted(pc, key=lambda c: -pc[c])
+                             if c not in mc and pc[c] > 0]
+    else:
+        both = list(pc)
+    for cls in sorted(both, key=lambda c: (-max(pc.get(c, 0), mc.get(c, 0)), c)):
         p, m = pc.get(cls, 0.0), mc.get(cls) if profile else None
         tf.by_class.append({"class": cls, "collective": cls in COLLECTIVE_CLASSES, "predicted_us": p,
                             "measured_us": m, "delta_us": (m - p) if m is not None else None,
                             "ratio": (m / p) if m is not None and p > 0 else None})
     if profile:
         tf.measured_total_ms = profile.total_us() / 1e3
-        for key in sorted(set(pl) | set(ml)):
+        for key in sorted(k for k in set(pl) & set(ml)):
             p, m = pl.get(key, 0.0), ml.get(key, 0.0)
             tf.by_layer.append({"layer": key[0], "class": key[1], "predicted_us": p, "measured_us": m,
                                 "delta_us": m - p})
@@ -152,11 +174,12 @@ def bench_vs_model(bench: BenchEvidence | None, phases: dict[str, Any],
                 model = ph.time_ms if ph is not None else None
                 out.append({"file": s.file, "metric": metric, "stat": stat, "measured_ms": ms, "phase": phase,
                             "predicted_ms": model, "delta_ms": (ms - model) if model is not None else None,
-                            "relative": ((ms - model) / model) if model else None})
+                            "relative": ((ms - model) / ms) if model is not None and ms else None})
     for f, sc in bench.latency:
         model = scenario_ms(sc) if scenario_ms is not None else None
         out.append({"file": f, "metric": sc.name, "stat": "measured", "measured_ms": sc.measured_ms,
                     "phase": sc.phase, "predicted_ms": model,
                     "delta_ms": (sc.measured_ms - model) if model is not None else None,
-                    "relative": ((sc.measured_ms - model) / model) if model else None})
+                    "relative": ((sc.measured_ms - model) / sc.measured_ms) if model is not None and sc.measured_ms
+                    else None})
     return out

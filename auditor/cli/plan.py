@@ -13,11 +13,17 @@ from .options import acceptance_option, capped, capped_float, emit, engine_optio
 from .runtime_options import hf_overrides_option
 
 
+MAX_LIST_VALUES = 64       # values of one --dies / --tp / --batch / --mtp list
+
+
 def _ints(text: str, name: str) -> list[int]:
-    try:
-        vals = [int(v) for v in str(text).split(",") if v.strip()]
-    except ValueError:
-        raise AuditInputError(name, f"expected a comma list of integers, got {text!r}") from None
+    parts = [v.strip() for v in str(text).split(",") if v.strip()]
+    if len(parts) > MAX_LIST_VALUES:
+        # bound the search before doing it: every value multiplies the plans evaluated
+        raise AuditInputError(name, f"{len(parts):,} values, more than the {MAX_LIST_VALUES} one plan searches")
+    if any(not (v.isascii() and v.lstrip("+").isdigit() and len(v) <= 9) for v in parts):
+        raise AuditInputError(name, f"expected a comma list of integers, got {text[:80]!r}")
+    vals = sorted({int(v) for v in parts}, key=parts and [int(v) for v in parts].index)
     cap = OPTION_CAPS[name]
     if not vals or any(not cap.lo <= v <= cap.hi for v in vals):
         raise AuditInputError(name, f"expected integers in {cap.lo:,}..{cap.hi:,}, got {text!r}")

@@ -148,12 +148,8 @@ def load_device(name: str | Path | None = None) -> Device:
         if not path.is_file():
             raise AuditInputError("--device", f"unknown device {text!r}; built-in: {', '.join(device_names())}"
                                               " (or give a path to a JSON profile)")
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AuditInputError(path, f"cannot read device profile: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise AuditInputError(path, f"not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+    from ..inputs import load_json
+    doc = load_json(path, "device profile", cap=1 << 20)
     dev = device_from_json(doc, path)
     return replace(dev, path=str(path))
 
@@ -164,7 +160,13 @@ def _num(doc: dict, key: str, where: Path | str, positive: bool = True) -> float
         raise AuditInputError(where, f"'{key}' must be a number, got {v!r}")
     if positive and v <= 0:
         raise AuditInputError(where, f"'{key}' must be positive, got {v!r}")
+    if abs(v) > MAX_DEVICE_NUMBER:
+        raise AuditInputError(where, f"'{key}' = {v:g} is over the plausible {MAX_DEVICE_NUMBER:g}")
     return float(v)
+
+
+#: no device figure (FLOP/s, bytes/s, bytes, us) is larger: 1e18 = an exaFLOP/s or an exabyte
+MAX_DEVICE_NUMBER = 1e18
 
 
 def _num_map(doc: dict, key: str, where: Path | str, allowed: tuple[str, ...] | None,

@@ -136,17 +136,24 @@ class CalibrationResult:
         return float(np.mean(np.abs(self.errors_loo))) if self.loo_ms else None
 
 
+MAX_QUERY_LEN = 1 << 24          # 16M tokens, the --isl / --max-model-len cap
+MAX_MEASURED_MS = 1e9
+
+
 def load_scenarios(path: str | Path) -> list[Scenario]:
-    """Read the measurement CSV; one AuditInputError naming file and line on any problem."""
+    """Read the measurement CSV through the one capped line reader; one AuditInputError naming file
+    and line on any problem (numbers are ASCII, query_len 1..2^24, context_len 0..2^24, measured_ms
+    in (0, 1e9])."""
+    from ..inputs import CSV_CAP, iter_lines, parse_number
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AuditInputError(path, f"cannot read measurements: {exc}") from None
-    body = [(i + 1, ln) for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")]
+    body = [(n, ln) for n, ln in iter_lines(path, "measurements", CSV_CAP)
+            if ln.strip() and not ln.lstrip().startswith("#")]
     if not body:
         raise AuditInputError(path, "no measurements (expected scenario,phase,query_len,context_len,measured_ms)")
-    rows = list(csv.reader([ln for _, ln in body]))
+    try:
+        rows = list(csv.reader([ln for _, ln in body]))
+    except csv.Error as exc:
+        raise AuditInputError(path, f"malformed CSV: {exc}") from None
     header = [h.strip() for h in rows[0]]
     need = ("scenario", "phase", "query_len", "context_len", "measured_ms")
     missing = [c for c in need if c not in header]
@@ -155,20 +162,28 @@ def load_scenarios(path: str | Path) -> list[Scenario]:
     idx = {c: header.index(c) for c in need}
     out: list[Scenario] = []
     for (lineno, _), row in zip(body[1:], rows[1:]):
-        try:
-            s = Scenario(name=row[idx["scenario"]].strip(), phase=row[idx["phase"]].strip().lower(),
-                         query_len=int(row[idx["query_len"]]), context_len=int(row[idx["context_len"]]),
-                         measured_ms=float(row[idx["measured_ms"]]))
-        except (ValueError, IndexError) as exc:
-            raise AuditInputError(path, f"line {lineno}: bad row ({exc})") from None
+        if len(row) < len(header):
+            raise AuditInputError(path, f"line {lineno}: bad row (expected {len(header)} columns, got {len(row)})")
+        at = f"line {lineno}: bad row: "
+        q = parse_number(row[idx["query_len"]], path, at + "query_len", lo=1, hi=MAX_QUERY_LEN, integer=True)
+        c = parse_number(row[idx["context_len"]], path, at + "context_len", lo=0, hi=MAX_QUERY_LEN, integer=True)
+        ms = parse_number(row[idx["measured_ms"]], path, at + "measured_ms", lo=0, hi=MAX_MEASURED_MS)
+        s = Scenario(name=row[idx["scenario"]].strip(), phase=row[idx["phase"]].strip().lower(),
+                     query_len=int(q), context_len=int(c), measured_ms=ms)
         if s.phase not in ("prefill", "decode"):
-            raise AuditInputError(path, f"line {lineno}: phase must be prefill or decode, got {s.phase!r}")
-        if s.query_len < 1 or s.context_len < 0 or not (s.measured_ms > 0 and math.isfinite(s.measured_ms)):
+            raise AuditInputError(path, f"line {lineno}: phase must be prefill or decode, got {s.phase[:40]!r}")
+        if not s.measured_ms > 0:
             raise AuditInputError(path, f"line {lineno}: query_len >= 1, context_len >= 0, measured_ms > 0 required")
         out.append(s)
+        if len(out) > MAX_SCENARIOS:
+            raise AuditInputError(path, f"more than {MAX_SCENARIOS:,} measurements (calibration is bounded)")
     if not out:
         raise AuditInputError(path, "header but no measurement rows")
     return out
+
+
+MAX_SCENARIOS = 100_000
+MAX_LOO_FOLDS = 20              # leave-one-out up to 20 scenarios, 20-fold beyond
 
 
 def _resolve(names: Sequence[str]) -> list[Param]:
@@ -336,9 +351,20 @@ def fit(measurements: list[Scenario], evaluate_fn: EvaluateFn, device: Device,
     after = [evaluate_fn(calibrated, s) for s in measurements]
     loo: list[float] = []
     if leave_one_out and len(measurements) > 1:
-        for i, s in enumerate(measurements):
-            rest = measurements[:i] + measurements[i + 1:]
-            loo.append(evaluate_fn(_apply(device, _fit_params(rest, evaluate_fn, device, params)), s))
+        # leave-one-out while it is cheap; beyond MAX_LOO_FOLDS scenarios, K-fold with K = MAX_LOO_FOLDS
+        # (fold j holds scenarios i with i % K == j): K refits of O(n) each instead of n, so thousands
+        # of rows stay bounded. Each scenario is still predicted by a fit that never saw it.
+        n = len(measurements)
+        k = min(n, MAX_LOO_FOLDS)
+        loo = [0.0] * n
+        for j in range(k):
+            held = [i for i in range(j, n, k)]
+            rest = [m for i, m in enumerate(measurements) if i % k != j]
+            if len(params) >= len(rest):
+                rest = [m for i, m in enumerate(measurements) if i not in held] or rest
+            dev_j = _apply(device, _fit_params(rest, evaluate_fn, device, params))
+            for i in held:
+                loo[i] = evaluate_fn(dev_j, measurements[i])
     res = CalibrationResult(calibrated, fitted, list(measurements), before, after, loo)
     res.device = replace(calibrated, calibration=_block(res, device, params, provenance or {}))
     return res

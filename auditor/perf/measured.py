@@ -56,6 +56,18 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ..errors import AuditInputError
+from ..inputs import parse_number
+
+MAX_KEY = float(1 << 50)          # a shape key (tokens, dims, experts)
+MAX_TIME_US = 1e12
+
+
+def _csv_rows(reader, path):
+    try:
+        for row in reader:
+            yield row
+    except csv.Error as exc:
+        raise AuditInputError(path, f"malformed CSV: {exc}") from None
 
 Key = tuple[float, ...]
 _KEY_COL = re.compile(r"^key(\d+)$")
@@ -223,16 +235,17 @@ def _fmt(v: float) -> str:
 
 def load_kernel_table(path: str | Path) -> KernelTable:
     """Read a table in our CSV format; any malformed row is one AuditInputError naming file:line."""
+    from ..inputs import CSV_CAP, iter_lines
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AuditInputError(path, f"cannot read kernel table: {exc}") from None
-    lines = [(i + 1, ln) for i, ln in enumerate(text.splitlines()) if ln.strip() and not ln.lstrip().startswith("#")]
+    lines = [(i, ln) for i, ln in iter_lines(path, "kernel table", CSV_CAP)
+             if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         raise AuditInputError(path, "kernel table is empty (expected a header kernel,key0,...,time_us)")
     reader = csv.reader([ln for _, ln in lines])
-    header = [h.strip() for h in next(reader)]
+    try:
+        header = [h.strip() for h in next(reader)]
+    except csv.Error as exc:
+        raise AuditInputError(path, f"malformed CSV: {exc}") from None
     key_cols = sorted((int(m.group(1)), i) for i, h in enumerate(header) if (m := _KEY_COL.match(h)))
     if "kernel" not in header or "time_us" not in header or not key_cols:
         raise AuditInputError(path, f"line {lines[0][0]}: header must have kernel, key0[, key1 ...], time_us; "
@@ -242,7 +255,8 @@ def load_kernel_table(path: str | Path) -> KernelTable:
     ki, ti = header.index("kernel"), header.index("time_us")
     ni = header.index("source_note") if "source_note" in header else None
     table = KernelTable()
-    for (lineno, _), row in zip(lines[1:], reader):
+    rows = _csv_rows(reader, path)
+    for (lineno, _), row in zip(lines[1:], rows):
         if len(row) < len(header) - (1 if ni is not None and ni == len(header) - 1 else 0):
             raise AuditInputError(path, f"line {lineno}: expected {len(header)} columns, got {len(row)}")
         try:
@@ -251,10 +265,8 @@ def load_kernel_table(path: str | Path) -> KernelTable:
                 raw.pop()
             if not raw or "" in raw:
                 raise ValueError("key columns must be filled left to right")
-            key = tuple(float(v) for v in raw)
-            t = float(row[ti])
-            if not all(math.isfinite(v) for v in (*key, t)) or t < 0:
-                raise ValueError("non-finite or negative value")
+            key = tuple(parse_number(v, path, f"line {lineno}: bad number: key", lo=-MAX_KEY, hi=MAX_KEY) for v in raw)
+            t = parse_number(row[ti], path, f"line {lineno}: bad number: time_us", lo=0, hi=MAX_TIME_US)
         except ValueError as exc:
             raise AuditInputError(path, f"line {lineno}: bad number ({exc})") from None
         kernel = row[ki].strip()
@@ -285,7 +297,13 @@ def parse_shapes(text: str) -> list[Shape]:
     out: list[Shape] = []
     for slot in text.split(";"):
         slot = slot.strip()
-        out.append(tuple(int(d) for d in slot.split(",")) if slot else ())
+        dims = []
+        for d in (slot.split(",") if slot else ()):
+            d = d.strip()
+            if not (d.isascii() and d.isdigit() and len(d) <= 15):
+                raise ValueError(f"bad dimension {d[:40]!r}")
+            dims.append(int(d))
+        out.append(tuple(dims))
     return out
 
 
@@ -369,15 +387,20 @@ def import_kernel_details(path: str | Path, mapping: dict, stats: dict | None = 
         else:
             raise AuditInputError("mapping", f"no key function for kernel type {typ!r}; "
                                              f"known: {', '.join(sorted(KEY_FUNCTIONS))}")
-    try:
-        f = path.open(newline="", encoding="utf-8-sig")
-    except OSError as exc:
-        raise AuditInputError(path, f"cannot read: {exc}") from None
+    from ..inputs import PROFILE_CAP, iter_lines
     table = KernelTable()
     used = skipped = 0
-    with f:
-        reader = csv.DictReader(f)
-        header = [h.strip() for h in (reader.fieldnames or [])]
+    if True:
+        reader = csv.DictReader(t for _, t in iter_lines(path, "profile", PROFILE_CAP))
+        try:
+            header = [h.strip() for h in (reader.fieldnames or [])]
+        except csv.Error as exc:
+            raise AuditInputError(path, f"line 1: malformed CSV: {exc}") from None
+        # msprof op_summary names and the newer Block Num (research kernel-types.md §2.2, finding 6)
+        aliases = {"OP Type": "Type", "Op Name": "Name", "Task Duration(us)": "Duration(us)",
+                   "Task Start Time(us)": "Start Time(us)", "Block Num": "Block Dim"}
+        header = [h if h in REQUIRED_COLUMNS or h not in aliases or aliases[h] in header else aliases[h]
+                  for h in header]
         missing = [c for c in REQUIRED_COLUMNS if c not in header]
         if missing:
             raise AuditInputError(path, f"not a kernel_details.csv: missing column(s) {', '.join(missing)}")
@@ -391,9 +414,8 @@ def import_kernel_details(path: str | Path, mapping: dict, stats: dict | None = 
                 name, key_fn = resolved[typ]
                 line = reader.line_num
                 try:
-                    dur = float(row["Duration(us)"])
-                    if not math.isfinite(dur) or dur < 0:
-                        raise ValueError(f"duration {row['Duration(us)']!r}")
+                    dur = parse_number(row["Duration(us)"] or "", path, f"line {line} ({typ}): cannot read row: duration", lo=0,
+                                       hi=MAX_TIME_US)
                     shapes = parse_shapes(row.get("Input Shapes") or "")
                     formats = [s.strip() for s in (row.get("Input Formats") or "").strip('"').split(";")]
                     key = key_fn(shapes, formats)

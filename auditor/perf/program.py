@@ -25,6 +25,7 @@ markers are layout-transparent); otherwise a ContractError is raised.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,7 +228,14 @@ class _Builder:
         self.op(O.bmm("self_attn.q_absorb", h, hl, s.Dn, s.Lkv, uk, "self_attn.kv_b_proj(W_UK_T)"))
         cap = float(s.topk_tokens) if s.dsa else K.NO_CAP
         kp = self.path
-        self.op(O.sfa("self_attn.sfa", h, hl, s.Lkv, s.Dr, cap, kp.sfa_tile_rows, float(self.kv.main_entry_bytes)))
+        att = O.sfa("self_attn.sfa", h, hl, s.Lkv, s.Dr, cap, kp.sfa_tile_rows, float(self.kv.main_entry_bytes))
+        if not s.dsa:
+            # MLA without an indexer (DeepSeek-V3/R1): the engine runs FusedInferAttentionScore over the
+            # latent cache, not SparseFlashAttention (research kernel-types.md §1.4, op_mapping L575-593);
+            # same cost formula (uncapped), named as the attention it is so `align` compares like with like
+            att = dataclasses.replace(att, name="self_attn.attention", cls="attention",
+                                      kernel="fused_infer_attention_score")
+        self.op(att)
         self.op(O.bmm("self_attn.v_up", h, hl, s.Lkv, s.Dv, kvb - uk, "self_attn.kv_b_proj(W_UV)"))
         return self.o_proj(L, h, hl, s.Dv, shard, sa)
 

@@ -33,24 +33,47 @@ def from_lengths(isl: int, osl: int) -> PlanWorkload:
     return PlanWorkload(isl, osl, isl + osl)
 
 
+MAX_LEN = 1 << 24                    # the --isl / --osl cap
+MAX_WORKLOAD_ROWS = 10_000_000
+
+
 def from_csv(path: Path) -> PlanWorkload:
-    """Columns ``isl,osl`` (or ``input_len,output_len`` / ``prompt_tokens,completion_tokens``)."""
+    """Columns ``isl,osl`` (or ``input_len,output_len`` / ``prompt_tokens,completion_tokens``), read
+    through the one capped line reader; lengths are ASCII integers in 1..2^24."""
+    from ..inputs import CSV_CAP, iter_lines, parse_number
+    path = Path(path)
+    lines = iter_lines(path, "workload CSV", CSV_CAP)
+    reader = csv.reader(t for _, t in lines)
     try:
-        rows = list(csv.DictReader(path.read_text(encoding="utf-8").splitlines()))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AuditInputError(path, f"cannot read workload CSV: {exc}") from None
-    if not rows:
-        raise AuditInputError(path, "workload CSV has no rows")
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        raise AuditInputError(path, "workload CSV has no rows") from None
+    except csv.Error as exc:
+        raise AuditInputError(path, f"malformed CSV: {exc}") from None
     names = [("isl", "osl"), ("input_len", "output_len"), ("prompt_tokens", "completion_tokens")]
-    cols = next((c for c in names if set(c) <= set(rows[0])), None)
+    cols = next((c for c in names if set(c) <= set(header)), None)
     if cols is None:
-        raise AuditInputError(path, f"workload CSV needs columns isl,osl (got {', '.join(rows[0])})")
+        raise AuditInputError(path, f"workload CSV needs columns isl,osl (got {', '.join(header)[:200]})")
+    ii, oi = header.index(cols[0]), header.index(cols[1])
+    n = 0
+    s_i = s_o = 0
+    max_i = max_len = 0
     try:
-        pairs = [(int(r[cols[0]]), int(r[cols[1]])) for r in rows]
-    except (TypeError, ValueError):
-        raise AuditInputError(path, "workload CSV lengths must be integers") from None
-    if any(i < 1 or o < 1 for i, o in pairs):
-        raise AuditInputError(path, "workload CSV lengths must be at least 1")
-    isl = round(sum(i for i, _ in pairs) / len(pairs))
-    osl = round(sum(o for _, o in pairs) / len(pairs))
-    return PlanWorkload(isl, osl, max(i + o for i, o in pairs), len(pairs), str(path), max(i for i, _ in pairs))
+        for row in reader:
+            if not any(c.strip() for c in row):
+                continue
+            at = f"line {reader.line_num}: "
+            if len(row) <= max(ii, oi):
+                raise AuditInputError(path, at + "workload CSV row has too few columns")
+            i = int(parse_number(row[ii], path, at + cols[0], lo=1, hi=MAX_LEN, integer=True))
+            o = int(parse_number(row[oi], path, at + cols[1], lo=1, hi=MAX_LEN, integer=True))
+            n += 1
+            if n > MAX_WORKLOAD_ROWS:
+                raise AuditInputError(path, f"more than {MAX_WORKLOAD_ROWS:,} requests")
+            s_i, s_o = s_i + i, s_o + o
+            max_i, max_len = max(max_i, i), max(max_len, i + o)
+    except csv.Error as exc:
+        raise AuditInputError(path, f"line {reader.line_num}: malformed CSV: {exc}") from None
+    if not n:
+        raise AuditInputError(path, "workload CSV has no rows")
+    return PlanWorkload(round(s_i / n), round(s_o / n), max_len, n, str(path), max_i)

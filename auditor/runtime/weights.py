@@ -34,7 +34,8 @@ def _reference(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str) ->
     experts = (led.mult[held] * arrays.nbytes[held, None]).sum(axis=0).reshape(plan.pp, R)
     other = (led.total.reshape(plan.pp, R) - experts).max(axis=1)
     n = experts_per_slot(spec.E + plan.redundant_experts, plan.ep)[np.arange(R)]
-    per_expert = (experts / n[None, :]).max(axis=1)
+    # EP wider than the experts (8 routed experts on 32 dies): ranks without an expert hold 0, not 0/0 = NaN
+    per_expert = np.divide(experts, n[None, :], out=np.zeros_like(experts), where=n[None, :] > 0).max(axis=1)
     return tuple(float(x) for x in other), tuple(float(x) for x in per_expert)
 
 

@@ -26,10 +26,12 @@ Lines nothing matches are counted, never an error.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...errors import AuditInputError, read_input_bytes
+from ...errors import AuditInputError
+from ...inputs import LOG_CAP, iter_lines, parse_number
 from .workers import Worker, split_prefix
 
 GiB = 1 << 30
@@ -37,7 +39,9 @@ MiB = 1 << 20
 # what sizes in engine messages mean: torch and vLLM divide by 2^30 / 2^20 whatever they print
 _SIZE_UNITS = {"b": 1, "kb": 1 << 10, "kib": 1 << 10, "mb": MiB, "mib": MiB, "gb": GiB, "gib": GiB,
                "tb": 1 << 40, "tib": 1 << 40}
-_NUM = r"[-+]?\d[\d,]*(?:\.\d+)?"
+# bounded quantifiers and re.ASCII everywhere: a line of thousands of digits or spaces is scanned in
+# linear time, and full-width digits are not digits
+_NUM = r"[-+]?(?:\d{1,3}(?:,\d{3}){1,6}|\d{1,20})(?:\.\d{1,12})?"
 
 
 def engine_size(value: str, unit: str) -> int:
@@ -140,6 +144,14 @@ class NpuSmiProcess:
     where: Where
 
 
+@dataclass(frozen=True)
+class NonDefaultArgs:
+    """``non-default args: {...}`` (V18 vllm/entrypoints/utils.py:206-233): the flags the user changed,
+    values as Python literals where they are ones (int, float, bool, None, str), else their repr text."""
+    args: dict
+    where: Where
+
+
 @dataclass
 class LogEvidence:
     files: list[str] = field(default_factory=list)
@@ -152,48 +164,51 @@ class LogEvidence:
     breakdowns: list[MemoryBreakdown] = field(default_factory=list)
     configs: list[EngineConfig] = field(default_factory=list)
     npu_smi: list[NpuSmiProcess] = field(default_factory=list)
+    non_default: list[NonDefaultArgs] = field(default_factory=list)
+    mlapo_disabled: list[Where] = field(default_factory=list)
     workers: dict[tuple, Worker] = field(default_factory=dict)
     lines: int = 0
 
     def extend(self, other: "LogEvidence") -> None:
         for name in ("files", "weights", "kv_available", "kv_tokens", "concurrency", "shortfalls", "ooms",
-                     "breakdowns", "configs", "npu_smi"):
+                     "breakdowns", "configs", "npu_smi", "non_default", "mlapo_disabled"):
             getattr(self, name).extend(getattr(other, name))
         self.workers.update(other.workers)
         self.lines += other.lines
 
     def empty(self) -> bool:
         return not any((self.weights, self.kv_available, self.kv_tokens, self.concurrency, self.shortfalls,
-                        self.ooms, self.breakdowns, self.configs, self.npu_smi))
+                        self.ooms, self.breakdowns, self.configs, self.npu_smi, self.non_default))
 
 
 # ------------------------------------------------------------------------------- patterns
-_WEIGHTS_ASCEND = re.compile(rf"Loading model weights took ({_NUM})\s*(GiB|GB|MiB|MB)\b")
-_WEIGHTS_UPSTREAM = re.compile(rf"Model loading took ({_NUM})\s*(GiB|GB|MiB|MB)(?: memory)? and ({_NUM}) ?s(?:econds)?")
-_KV_AVAILABLE = re.compile(rf"Available KV cache memory:\s*({_NUM})\s*(GiB|GB|MiB|MB)\b")
-_AVAILABLE_OLD = re.compile(rf"Available memory:\s*({_NUM}),\s*total memory:\s*({_NUM})")
-_KV_TOKENS = re.compile(rf"GPU KV cache size:\s*({_NUM})\s*tokens")
-_CONCURRENCY = re.compile(rf"Maximum concurrency for ({_NUM}) tokens per request:\s*({_NUM})x")
+_A = re.ASCII
+_SP = r"[ \t]{0,8}"
+_WEIGHTS_ASCEND = re.compile(rf"Loading model weights took ({_NUM}){_SP}(GiB|GB|MiB|MB)\b", _A)
+_WEIGHTS_UPSTREAM = re.compile(rf"Model loading took ({_NUM}){_SP}(GiB|GB|MiB|MB)(?: memory)? and ({_NUM}) ?s(?:econds)?", _A)
+_KV_AVAILABLE = re.compile(rf"Available KV cache memory:{_SP}({_NUM}){_SP}(GiB|GB|MiB|MB)\b", _A)
+_AVAILABLE_OLD = re.compile(rf"Available memory:{_SP}({_NUM}),{_SP}total memory:{_SP}({_NUM})", _A)
+_KV_TOKENS = re.compile(rf"GPU KV cache size:{_SP}({_NUM}){_SP}tokens", _A)
+_CONCURRENCY = re.compile(rf"Maximum concurrency for ({_NUM}) tokens per request:{_SP}({_NUM})x", _A)
 _SHORTFALL = re.compile(
-    rf"To serve at least one request with the models?'s max seq len \(({_NUM})\),\s*\(?({_NUM})\s*(GiB|GB|MiB|MB) KV "
-    rf"cache is needed, which is larger than the available KV cache memory \(({_NUM})\s*(GiB|GB|MiB|MB)\)\.?"
-    rf"(?:\s*Based on the available memory, the estimated maximum model length is ({_NUM}))?")
-_OOM = re.compile(rf"out of memory\.?\s*Tried to allocate ({_NUM})\s*([KMGT]?i?B)")
+    rf"To serve at least one request with the models?'s max seq len \(({_NUM})\),{_SP}\(?({_NUM}){_SP}(GiB|GB|MiB|MB) KV "
+    rf"cache is needed, which is larger than the available KV cache memory \(({_NUM}){_SP}(GiB|GB|MiB|MB)\)\.?"
+    rf"(?:{_SP}Based on the available memory, the estimated maximum model length is ({_NUM}))?", _A)
+_SHORTFALL_START = "To serve at least one"
+_OOM = re.compile(rf"out of memory\.?{_SP}Tried to allocate ({_NUM}){_SP}([KMGT]?i?B)", _A)
 _OOM_FIELDS = {
-    "device": re.compile(r"\((?:NPU|GPU) (\d+);"),
-    "total": re.compile(rf"({_NUM})\s*([KMGT]?i?B) total capacity"),
-    "allocated": re.compile(rf"({_NUM})\s*([KMGT]?i?B) already allocated"),
-    "free": re.compile(rf"({_NUM})\s*([KMGT]?i?B) free"),
-    "reserved": re.compile(rf"({_NUM})\s*([KMGT]?i?B) reserved in total"),
+    "device": re.compile(r"\((?:NPU|GPU) (\d{1,5});", _A),
+    "total": re.compile(rf"({_NUM}){_SP}([KMGT]?i?B) total capacity", _A),
+    "allocated": re.compile(rf"({_NUM}){_SP}([KMGT]?i?B) already allocated", _A),
+    "free": re.compile(rf"({_NUM}){_SP}([KMGT]?i?B) free", _A),
+    "reserved": re.compile(rf"({_NUM}){_SP}([KMGT]?i?B) reserved in total", _A),
 }
-_BREAKDOWN = re.compile(
-    rf"Free memory on device \(({_NUM})/({_NUM}) GiB\) on startup\..*?"
-    rf"(?:Desired GPU memory utilization is \(({_NUM}),.*?)?"
-    rf"Actual usage:\s*({_NUM}) GiB for weights,\s*({_NUM}) GiB for peak activation,\s*({_NUM}) GiB for "
-    rf"non-torch memory,\s*({_NUM}) GiB for [A-Z]PU graph memory"
-    rf"(?:.*?Current KV cache memory:\s*({_NUM}) GiB)?")
-_CONFIG = re.compile(r"Initializing a V\d LLM engine \((?P<ver>[^)]*)\) with config:\s*(?P<body>.*)$")
-_NPU_SMI = re.compile(r"^\|\s*(\d+)\s+(\d+)\s*\|\s*(\d+)\s*\|\s*(\S[^|]*?)\s*\|\s*(\d+)\s*\|\s*$")
+_SIZE_FIELD = re.compile(rf"({_NUM}) GiB", _A)
+_CONFIG_MARK = " LLM engine ("
+_NON_DEFAULT_MARK = "non-default args: "
+
+MAX_BYTES = 1 << 44                 # 16 TiB: any size one device reports
+MAX_TOKENS = 1 << 40
 
 
 def _num(text: str) -> float:
@@ -204,114 +219,300 @@ def _int(text: str) -> int:
     return int(round(_num(text)))
 
 
+class _Checker:
+    """Range checks of one file's numbers: an implausible figure is one error naming file and line."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def size(self, value: str, unit: str, line: int, what: str, negative: bool = False) -> int:
+        v = parse_number(value, self.name, f"line {line}: {what}", lo=-MAX_BYTES if negative else 0,
+                         hi=MAX_BYTES, commas=True)
+        b = v * _SIZE_UNITS[unit.lower()]
+        if not -MAX_BYTES <= b <= MAX_BYTES:
+            raise AuditInputError(self.name, f"line {line}: {what}: {value} {unit} is outside the plausible range")
+        return int(round(b))
+
+    def count(self, value: str, line: int, what: str, hi: float = MAX_TOKENS) -> int:
+        return int(parse_number(value, self.name, f"line {line}: {what}", lo=0, hi=hi, integer=True, commas=True))
+
+    def real(self, value: str, line: int, what: str, hi: float) -> float:
+        return parse_number(value, self.name, f"line {line}: {what}", lo=0, hi=hi, commas=True)
+
+
 def config_fields(body: str) -> dict[str, str]:
     """Top-level ``key=value`` pairs of vLLM's config line; commas inside (), [], {} or quotes
-    do not split."""
+    do not split. One linear pass."""
     out: dict[str, str] = {}
-    depth, quote, start = 0, "", 0
-    parts = []
-    for i, ch in enumerate(body):
-        if quote:
-            if ch == quote:
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth = max(depth - 1, 0)
-        elif ch == "," and depth == 0:
-            parts.append(body[start:i])
-            start = i + 1
-    parts.append(body[start:])
-    for p in parts:
+    for p in _split_top(body, ","):
         k, sep, v = p.strip().partition("=")
-        if sep and re.fullmatch(r"[A-Za-z_][\w.]*", k.strip()):
-            out[k.strip()] = v.strip().strip("'\"")
+        k = k.strip()
+        if sep and k and k.isascii() and k.replace("_", "a").replace(".", "a").isalnum() and not k[0].isdigit():
+            out[k] = v.strip().strip("'\"")
     return out
 
 
+def _split_top(body: str, sep: str) -> list[str]:
+    """``body`` split at ``sep`` outside brackets and quotes (linear; a backslash escapes in quotes)."""
+    depth, quote, start, esc = 0, "", 0, False
+    parts = []
+    for i, ch in enumerate(body):
+        if quote:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{<":
+            depth += 1
+        elif ch in ")]}>":
+            depth = max(depth - 1, 0)
+        elif ch == sep and depth == 0:
+            parts.append(body[start:i])
+            start = i + 1
+    parts.append(body[start:])
+    return parts
+
+
+def _literal(text: str):
+    """A Python repr value as what it is when it is a simple literal (int, float, bool, None, quoted
+    string without escapes), else the text itself. Never evaluates anything."""
+    t = text.strip()
+    if t in ("True", "False"):
+        return t == "True"
+    if t == "None":
+        return None
+    if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"" and "\\" not in t:
+        return t[1:-1]
+    if t.isascii() and 0 < len(t) <= 20:
+        body = t[1:] if t[0] in "+-" else t
+        if body.isdigit():
+            return int(t)
+        a, dot, b = body.partition(".")
+        if dot and (a.isdigit() or not a) and (b.isdigit()) and len(b) <= 12:
+            return float(t)
+    return t
+
+
+def non_default_args(text: str) -> dict | None:
+    """The dict of a ``non-default args: {...}`` line (top-level keys only, values via ``_literal``), or
+    None when the text is not a dict literal."""
+    t = text.strip()
+    if not (t.startswith("{") and t.endswith("}")):
+        return None
+    out = {}
+    for item in _split_top(t[1:-1], ","):
+        if not item.strip():
+            continue
+        k, sep, v = _key_split(item) if item.strip()[0] in "'\"" else item.partition(":")
+        key = _literal(k)
+        if sep and isinstance(key, str) and key:
+            out[key] = _literal(v)
+    return out
+
+
+def _key_split(item: str) -> tuple[str, str, str]:
+    s = item.strip()
+    q = s[0]
+    end = s.find(q, 1)
+    if end < 0:
+        return s, "", ""
+    rest = s[end + 1:].lstrip()
+    if not rest.startswith(":"):
+        return s, "", ""
+    return s[:end + 1], ":", rest[1:]
+
+
+def parse_breakdown(line: str) -> dict | None:
+    """The warm-up breakdown (vLLM-Ascend worker, one line): "... Free memory on device (F/T GiB) on startup.
+    Desired GPU memory utilization is (U, D GiB). Actual usage: W GiB for weights, A GiB for peak activation,
+    N GiB for non-torch memory, G GiB for NPU graph memory. ... Current KV cache memory: K GiB" -- read with
+    str.find and partition only (linear on any line); None when "Actual usage:" has not all four figures."""
+    i = line.find("Actual usage:")
+    if i < 0:
+        return None
+    out: dict = {}
+    tail = line[i + len("Actual usage:"):]
+    for key, label in (("weights", "for weights"), ("activation", "for peak activation"),
+                       ("non_torch", "for non-torch memory"), ("graph", "PU graph memory")):
+        j = tail.find(label)
+        if j < 0:
+            return None
+        m = list(_SIZE_FIELD.finditer(tail[max(0, j - 40):j]))
+        if not m:
+            return None
+        out[key] = m[-1].group(1)
+        tail = tail[j + len(label):]
+    j = line.find("Free memory on device (")
+    if j >= 0:
+        inner = line[j + len("Free memory on device ("):].partition(")")[0]
+        f, slash, rest = inner.partition("/")
+        out["free"], out["total"] = (f.strip(), rest.replace("GiB", "").strip()) if slash else (None, None)
+    j = line.find("memory utilization is (")
+    if j >= 0:
+        out["util"] = line[j + len("memory utilization is ("):].partition(",")[0].strip()
+    j = line.find("Current KV cache memory:")
+    if j >= 0:
+        m = _SIZE_FIELD.search(line[j:j + 80])
+        out["kv"] = m.group(1) if m else None
+    return out
+
+
+def _npu_smi(line: str) -> tuple | None:
+    """``| 2       0        | 577786   | VLLMWorker_DP   | 59217   |`` split on "|" (linear)."""
+    s = line.strip()
+    if not (s.startswith("|") and s.endswith("|")) or s.count("|") != 5:
+        return None
+    cells = [c.strip() for c in s[1:-1].split("|")]
+    ids = cells[0].split()
+    if len(ids) != 2 or not all(x.isascii() and x.isdigit() and len(x) <= 6 for x in ids):
+        return None
+    pid, name, mem = cells[1], cells[2], cells[3]
+    if not (pid.isascii() and pid.isdigit() and len(pid) <= 10 and mem.isascii() and mem.isdigit()
+            and len(mem) <= 9 and name):
+        return None
+    return int(ids[0]), int(ids[1]), int(pid), name, int(mem)
+
+
 def parse_log_text(text: str, name: str = "<log>") -> LogEvidence:
-    """Every recognised line of one log; see the module docstring for the shapes."""
+    """Every recognised line of one log (lines end at "\\n" only); see the module docstring."""
+    parts = text.split("\n")
+    if parts and parts[-1] == "":
+        parts.pop()
+    return parse_log_lines(enumerate(parts, 1), name)
+
+
+def parse_log_lines(lines: Iterable[tuple[int, str]], name: str = "<log>") -> LogEvidence:
     ev = LogEvidence(files=[name])
-    for n, raw in enumerate(text.splitlines(), 1):
+    chk = _Checker(name)
+    pending: list | None = None       # a KV-shortfall error wrapped over several lines
+    for n, raw in lines:
         ev.lines += 1
         worker, line = split_prefix(raw.rstrip("\r"))
         if worker is not None:
             ev.workers.setdefault(worker.identity(), worker)
-        where = Where(name, n)
-        if "took" in line:
-            m = _WEIGHTS_ASCEND.search(line)
-            if m:
-                ev.weights.append(WeightsLine(worker, engine_size(m.group(1), m.group(2)),
-                                              f"{m.group(1)} {m.group(2)}", "ascend-v1", None, where))
-                continue
-            m = _WEIGHTS_UPSTREAM.search(line)
-            if m:
-                form = "upstream" if "memory" in line[m.start():m.end()] else "upstream-old"
-                ev.weights.append(WeightsLine(worker, engine_size(m.group(1), m.group(2)),
-                                              f"{m.group(1)} {m.group(2)}", form, _num(m.group(3)), where))
-                continue
-        if "Available" in line:
-            m = _KV_AVAILABLE.search(line)
-            if m:
-                ev.kv_available.append(KvAvailable(worker, engine_size(m.group(1), m.group(2)), None,
-                                                   "kv-cache-memory", where))
-                continue
-            m = _AVAILABLE_OLD.search(line)
-            if m:
-                ev.kv_available.append(KvAvailable(worker, _int(m.group(1)), _int(m.group(2)),
-                                                   "available-memory", where))
-                continue
+        if pending is not None:
+            pending[2] += " " + line.strip()
+            pending[3] += 1
+            m = _SHORTFALL.search(pending[2])
+            done = m is not None and (m.group(6) or "Try increasing" in pending[2])
+            if done or pending[3] >= 8:
+                if m is not None:
+                    _shortfall(ev, chk, m, Where(name, pending[0]), pending[0])
+                pending = None
+            continue
+        _line(ev, chk, worker, line, n, name)
+        if _SHORTFALL_START in line and (not ev.shortfalls or ev.shortfalls[-1].where.line != n):
+            pending = [n, worker, line[line.find(_SHORTFALL_START):], 0]
+    return ev
+
+
+def _shortfall(ev: LogEvidence, chk: _Checker, m, where: Where, n: int) -> None:
+    ev.shortfalls.append(KvShortfall(chk.count(m.group(1), n, "max seq len"),
+                                     chk.size(m.group(2), m.group(3), n, "KV needed"),
+                                     chk.size(m.group(4), m.group(5), n, "KV available", negative=True),
+                                     chk.count(m.group(6), n, "estimated max len") if m.group(6) else None, where))
+
+
+def _line(ev: LogEvidence, chk: _Checker, worker, line: str, n: int, name: str) -> None:
+    where = Where(name, n)
+    if "took" in line:
+        m = _WEIGHTS_ASCEND.search(line)
+        if m:
+            ev.weights.append(WeightsLine(worker, chk.size(m.group(1), m.group(2), n, "weights"),
+                                          f"{m.group(1)} {m.group(2)}", "ascend-v1", None, where))
+            return
+        m = _WEIGHTS_UPSTREAM.search(line)
+        if m:
+            form = "upstream" if "memory" in line[m.start():m.end()] else "upstream-old"
+            ev.weights.append(WeightsLine(worker, chk.size(m.group(1), m.group(2), n, "weights"),
+                                          f"{m.group(1)} {m.group(2)}", form,
+                                          chk.real(m.group(3), n, "load seconds", 1e9), where))
+            return
+    if "Available" in line:
+        m = _KV_AVAILABLE.search(line)
+        if m:
+            ev.kv_available.append(KvAvailable(worker, chk.size(m.group(1), m.group(2), n, "available KV",
+                                                                 negative=True), None, "kv-cache-memory", where))
+            return
+        m = _AVAILABLE_OLD.search(line)
+        if m:
+            ev.kv_available.append(KvAvailable(worker, chk.size(m.group(1), "b", n, "available memory", negative=True),
+                                               chk.size(m.group(2), "b", n, "total memory"), "available-memory", where))
+            return
+    if "KV cache size" in line:
         m = _KV_TOKENS.search(line)
         if m:
-            ev.kv_tokens.append(KvTokens(worker, _int(m.group(1)), where))
-            continue
+            ev.kv_tokens.append(KvTokens(worker, chk.count(m.group(1), n, "KV tokens"), where))
+            return
+    if "Maximum concurrency" in line:
         m = _CONCURRENCY.search(line)
         if m:
-            ev.concurrency.append(Concurrency(worker, _int(m.group(1)), _num(m.group(2)), where))
-            continue
+            ev.concurrency.append(Concurrency(worker, chk.count(m.group(1), n, "tokens per request"),
+                                              chk.real(m.group(2), n, "concurrency", 1e12), where))
+            return
+    if _SHORTFALL_START in line:
         m = _SHORTFALL.search(line)
-        if m:
-            ev.shortfalls.append(KvShortfall(_int(m.group(1)), engine_size(m.group(2), m.group(3)),
-                                             engine_size(m.group(4), m.group(5)),
-                                             _int(m.group(6)) if m.group(6) else None, where))
-            continue
+        if m and (m.group(6) or "Try increasing" in line or "estimated maximum" not in line):
+            _shortfall(ev, chk, m, where, n)
+            return
+    if "out of memory" in line:
         m = _OOM.search(line)
         if m:
             tail = line[m.end():]
             got = {}
             for k, rx in _OOM_FIELDS.items():
                 f = rx.search(tail)
-                got[k] = (int(f.group(1)) if k == "device" else engine_size(f.group(1), f.group(2))) if f else None
-            ev.ooms.append(NpuOom(worker, engine_size(m.group(1), m.group(2)), got["device"], got["total"],
-                                  got["allocated"], got["free"], got["reserved"], where))
-            continue
-        m = _BREAKDOWN.search(line)
-        if m:
-            g = m.groups()
-            ev.breakdowns.append(MemoryBreakdown(
-                worker, engine_size(g[0], "GiB"), engine_size(g[1], "GiB"), _num(g[2]) if g[2] else None,
-                engine_size(g[3], "GiB"), engine_size(g[4], "GiB"), engine_size(g[5], "GiB"),
-                engine_size(g[6], "GiB"), engine_size(g[7], "GiB") if g[7] else None, where))
-            continue
-        m = _CONFIG.search(line)
-        if m:
-            ev.configs.append(EngineConfig(m.group("ver").strip() or None, config_fields(m.group("body")), where))
-            continue
-        m = _NPU_SMI.match(line.strip())
-        if m:
-            ev.npu_smi.append(NpuSmiProcess(int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(4),
-                                            int(m.group(5)) * MiB, where))
-    return ev
+                if f is None:
+                    got[k] = None
+                elif k == "device":
+                    got[k] = int(f.group(1))
+                else:
+                    got[k] = chk.size(f.group(1), f.group(2), n, f"OOM {k}")
+            ev.ooms.append(NpuOom(worker, chk.size(m.group(1), m.group(2), n, "OOM allocation"), got["device"],
+                                  got["total"], got["allocated"], got["free"], got["reserved"], where))
+            return
+    if "Actual usage:" in line:
+        b = parse_breakdown(line)
+        if b is not None:
+            def gib(key):
+                v = b.get(key)
+                return chk.size(v, "GiB", n, f"breakdown {key}") if v else None
+            util = chk.real(b["util"], n, "gpu memory utilization", 1.0) if b.get("util") else None
+            ev.breakdowns.append(MemoryBreakdown(worker, gib("free") or 0, gib("total") or 0, util, gib("weights"),
+                                                 gib("activation"), gib("non_torch"), gib("graph"), gib("kv"), where))
+            return
+    if _CONFIG_MARK in line and "with config:" in line:
+        i = line.find("Initializing a V")
+        if i >= 0:
+            ver = line[line.find("(", i) + 1:].partition(")")[0].strip()[:40]
+            body = line.partition("with config:")[2]
+            ev.configs.append(EngineConfig(ver or None, config_fields(body), where))
+            return
+    if _NON_DEFAULT_MARK in line:
+        args = non_default_args(line.partition(_NON_DEFAULT_MARK)[2])
+        if args is not None:
+            ev.non_default.append(NonDefaultArgs(args, where))
+            return
+    low = line.lower() if "lapo" in line.lower() else ""
+    if "mlapo" in low and "disabl" in low:
+        ev.mlapo_disabled.append(where)
+        return
+    if line.lstrip().startswith("|"):
+        r = _npu_smi(line)
+        if r is not None:
+            ev.npu_smi.append(NpuSmiProcess(r[0], r[1], r[2], r[3], r[4] * MiB, where))
 
 
 def read_logs(paths: list[str | Path]) -> LogEvidence:
-    """All recognised lines of several log files; a file that cannot be read is an input error."""
+    """All recognised lines of several log files (each read line by line through the one capped
+    opener); a file that cannot be read, a bad byte or an implausible number is an input error."""
     ev = LogEvidence()
     for p in paths:
-        data = read_input_bytes(p, "log")
-        ev.extend(parse_log_text(data.decode("utf-8", errors="replace"), str(p)))
+        ev.extend(parse_log_lines(iter_lines(p, "log", LOG_CAP), str(p)))
     if paths and ev.empty():
         raise AuditInputError(paths[0] if len(paths) == 1 else "--log",
                               "no engine memory lines found (expected e.g. 'Loading model weights took X GB')")

@@ -1,42 +1,60 @@
-"""Ascend profiler ``kernel_details.csv`` reader: measured kernel time per op class and per layer.
+"""Ascend profiler reader: measured kernel time per op class and per layer.
 
-One file per rank (several files = several ranks), or one file holding several ranks in a
-``Device_id`` column. Columns used: ``Type``, ``Duration(us)`` (required), ``Name``, ``Start Time(us)``,
-``Input Shapes`` (optional; shapes are read with the kernel-table importer's ``parse_shapes``).
+Files (research kernel-types.md §2): torch_npu's ``kernel_details.csv``
+(``<dir>_ascend_pt/ASCEND_PROFILER_OUTPUT/``), msprof's ``op_summary_*.csv`` (same rows, msprof column
+names: ``OP Type``, ``Op Name``, ``Task Duration(us)``, ``Task Start Time(us)``, ``Task Type``) and
+``op_statistic*.csv`` (one row per Type: ``OP Type``, ``Count``, ``Total Time(us)``; no order, so no
+layers). ``Block Dim`` and its newer name ``Block Num`` are both accepted (torch_npu commit 48596093).
 
-Mapping (data, ``KERNEL_CLASSES``): a kernel's Type (else its Name) maps to one of our perf op
-classes (``linear``, ``bmm``, ``sfa``, ...) or collectives (``all_gather``, ...). Kernels nothing
-maps are kept and listed with their total time, never dropped.
+Rows: ``N/A`` or blank fields are read (communication rows carry ``N/A`` shapes and OP State, AICPU rows
+``N/A`` block dims: DOC field table, msmodeling parse_kernel_details.py:289-291); a row whose duration is
+``N/A`` is counted as skipped, never an error. Every number is range-checked (durations 0..1e12 us,
+dims 0..2^40, Device_id 0..65535); a malformed one is one error naming file and line.
 
-Layers come from the order inside a layer: the attention kernel (``sfa`` / ``attention``) occurs
-once per decoder layer, so it anchors each layer; the layer starts ``norms_before_anchor`` norm
-kernels before its anchor (3 in the DSA program: input, q_a and kv_a layernorms), so the input
-layernorm and the projections before attention belong to the anchor's layer. Kernels before the
-first layer or after the last one are ``None`` (embedding, final norm, lm_head).
+Ranks (§2.4): ``profiler_info_{rank}.json`` (``rank_id``) next to the file or one or two levels up, else
+a ``rank{r}`` field of a ``*_ascend_pt`` directory name (vLLM-Ascend's worker_name
+``dp{d}_pp{p}_tp{t}_dcp{c}_ep{e}_rank{r}``, V18 vllm/distributed/utils.py:594-626), else (file,
+``Device_id``): ``Device_id`` is the local chip id and repeats on every node, so two files are never
+folded into one rank by it; ranks then follow file order and the ticket says so.
+
+Classes (``auditor.engines.vllm_ascend.profiler``): Type, else Name, to an op class, a composite class
+(``moe_fused``, ``mla_preprocess``, ...), "ignore: why" (listed, not fitted) or None (unmapped, listed).
+
+Layers: the attention kernel (SFA / FIA / ring-MLA, not AttentionUpdate) anchors each decoder layer;
+the layer starts ``norms_before_anchor`` norm kernels before it (input, q_a and kv_a norms; MLAPO's
+``mla_preprocess`` holds the q_a and kv_a norms and counts two, the W8A8 ``AddRmsNormDynamicQuant``
+and ``KvRmsNormRopeCache`` count one). Kernels before the first layer or after the last are outside.
 """
 from __future__ import annotations
 
 import csv
-import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...engines.vllm_ascend.profiler import (ANCHOR_CLASSES, COLLECTIVE_CLASSES, COMPOSITES, NORM_WEIGHT,  # noqa: F401
+                                             gather_class, is_anchor, kernel_class)
 from ...errors import AuditInputError
-from ...perf.measured import REQUIRED_COLUMNS, parse_shapes
+from ...inputs import PROFILE_CAP, iter_lines, load_json, parse_number
 
-from ...engines.vllm_ascend.profiler import ANCHOR_CLASSES, COLLECTIVE_CLASSES, KERNEL_CLASSES, NORM_CLASSES  # noqa: F401
+MAX_US = 1e12                 # one kernel's duration or start time, in us (11.6 days)
+MAX_DIM = 1 << 40
+MAX_ROWS = 20_000_000
 
-
-def kernel_class(typ: str, name: str = "") -> str | None:
-    """Our op class of one kernel, or None (unmapped)."""
-    for text in (typ, name):
-        low = text.lower()
-        for needle, cls in KERNEL_CLASSES:
-            # HCCL kernel names vary in case (hcom_alltoAll_, hcom_allGather_): collectives match caselessly
-            if needle in text or (cls in COLLECTIVE_CLASSES and needle.lower() in low):
-                return cls
-    return None
+#: our column -> the names the tools use for it (kernel_details first, then msprof op_summary)
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "Type": ("Type", "OP Type", "Op Type"),
+    "Name": ("Name", "Op Name", "OP Name"),
+    "Duration(us)": ("Duration(us)", "Task Duration(us)"),
+    "Start Time(us)": ("Start Time(us)", "Task Start Time(us)"),
+    "Accelerator Core": ("Accelerator Core", "Task Type", "Core Type"),
+    "Block Dim": ("Block Dim", "Block Num"),
+    "Input Shapes": ("Input Shapes",),
+    "Device_id": ("Device_id", "Device ID"),
+    "Count": ("Count",),
+    "Total Time(us)": ("Total Time(us)",),
+}
+NA = ("", "N/A", "NA", "n/a", "-")
 
 
 @dataclass
@@ -49,6 +67,7 @@ class Kernel:
     shapes: str
     cls: str | None
     layer: int | None = None
+    anchor: bool = False
 
 
 @dataclass
@@ -61,64 +80,143 @@ class ProfileEvidence:
     by_class_us: dict[str, float] = field(default_factory=dict)         # mean over ranks, per step
     by_layer_class_us: dict[tuple[int, str], float] = field(default_factory=dict)
     unmapped: list[dict] = field(default_factory=list)                   # {type, count, total_us}
+    ignored: list[dict] = field(default_factory=list)                    # {type, count, total_us, why}
+    rank_source: dict[int, str] = field(default_factory=dict)            # rank -> where it came from
+    rank_total_us: dict[int, float] = field(default_factory=dict)        # per step
+    anchors_per_rank: dict[int, int] = field(default_factory=dict)
+    skipped_rows: int = 0
+    notes: list[str] = field(default_factory=list)
+    aggregated: bool = False                     # op_statistic: no order, no layers
 
     def total_us(self) -> float:
         return sum(self.by_class_us.values())
 
 
-def _rows(path: Path, rank_base: int) -> list[Kernel]:
-    try:
-        f = path.open(newline="", encoding="utf-8-sig")
-    except OSError as exc:
-        raise AuditInputError(path, f"cannot read profile: {exc.strerror or exc}") from None
-    out: list[Kernel] = []
-    with f:
-        reader = csv.DictReader(f)
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        missing = [c for c in REQUIRED_COLUMNS if c not in header and c != "Input Shapes"]
-        if missing:
-            raise AuditInputError(path, f"not a kernel_details.csv: missing column(s) {', '.join(missing)}")
-        reader.fieldnames = header
+def _rank_from_path(path: Path) -> tuple[int | None, str]:
+    """(rank, how) from profiler_info_{rank}.json or a ``rank{r}`` field of an ``*_ascend_pt`` dir."""
+    for d in list(path.parents)[:3]:
         try:
-            for i, row in enumerate(reader):
-                typ = (row.get("Type") or "").strip()
-                name = (row.get("Name") or "").strip()
-                try:
-                    dur = float(row["Duration(us)"])
-                    start = float(row.get("Start Time(us)") or i)
-                    if not (math.isfinite(dur) and dur >= 0 and math.isfinite(start)):
-                        raise ValueError(row["Duration(us)"])
-                    shapes = (row.get("Input Shapes") or "").strip().strip('"')
-                    parse_shapes(shapes)             # validates the shape column like the importer does
-                    dev = row.get("Device_id")
-                    rank = rank_base + (int(dev) if dev not in (None, "") else 0)
-                except (ValueError, TypeError) as exc:
-                    raise AuditInputError(path, f"line {reader.line_num}: cannot read row: {exc}") from None
-                out.append(Kernel(rank, name, typ, start, dur, shapes, kernel_class(typ, name)))
-        except csv.Error as exc:
-            raise AuditInputError(path, f"line {reader.line_num}: malformed CSV: {exc}") from None
+            infos = sorted(p for p in d.iterdir() if p.name.startswith("profiler_info") and p.name.endswith(".json"))
+        except OSError:
+            infos = []
+        if len(infos) == 1:
+            doc = load_json(infos[0], "profiler info", cap=1 << 20)
+            r = doc.get("rank_id") if isinstance(doc, dict) else None
+            if isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 65_536:
+                return r, f"{infos[0].name} rank_id"
+            stem = infos[0].name[len("profiler_info"):-len(".json")].lstrip("_")
+            if stem.isdigit() and stem.isascii() and len(stem) <= 5:
+                return int(stem), infos[0].name
+        if d.name.endswith("_ascend_pt"):
+            for tok in d.name.split("_"):
+                if tok.startswith("rank") and tok[4:].isdigit() and tok[4:].isascii() and len(tok) <= 9:
+                    return int(tok[4:]), f"directory {d.name}"
+    return None, ""
+
+
+def _cell(row: list[str], idx: dict[str, int], col: str) -> str:
+    i = idx.get(col)
+    return row[i].strip() if i is not None and i < len(row) else ""
+
+
+def _shapes(text: str, where: Path, at: str = "") -> list[tuple[int, ...]]:
+    t = text.strip().strip('"').strip()
+    if t in NA:
+        return []
+    out = []
+    for slot in t.split(";"):
+        slot = slot.strip()
+        if not slot or slot in NA:
+            out.append(())
+            continue
+        dims = []
+        for d in slot.split(","):
+            d = d.strip()
+            if not (d.isascii() and d.isdigit() and len(d) <= 13):
+                raise AuditInputError(where, f"{at}Input Shapes: bad dimension {d[:40]!r}")
+            v = int(d)
+            if v > MAX_DIM:
+                raise AuditInputError(where, f"{at}Input Shapes: dimension {v} is over 2^40")
+            dims.append(v)
+        out.append(tuple(dims))
     return out
+
+
+def _rows(path: Path, hidden: int | None) -> tuple[dict[int, list[Kernel]], int, bool]:
+    """{Device_id: kernels} of one file, rows skipped (N/A duration), and whether it is an op_statistic."""
+    lines = iter_lines(path, "profile", PROFILE_CAP)
+    reader = csv.reader(text for _, text in lines)
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        raise AuditInputError(path, "profile is empty") from None
+    except csv.Error as exc:
+        raise AuditInputError(path, f"line 1: malformed CSV: {exc}") from None
+    idx: dict[str, int] = {}
+    for ours, names in COLUMNS.items():
+        for n in names:
+            if n in header:
+                idx[ours] = header.index(n)
+                break
+    stat = "Total Time(us)" in idx and "Count" in idx and "Duration(us)" not in idx
+    need = ("Type", "Total Time(us)") if stat else ("Type", "Duration(us)")
+    missing = [c for c in need if c not in idx]
+    if missing:
+        raise AuditInputError(path, "not a kernel_details.csv / op_summary / op_statistic CSV: missing column(s) "
+                                    + ", ".join(" or ".join(COLUMNS[c]) for c in missing))
+    out: dict[int, list[Kernel]] = defaultdict(list)
+    skipped = n = 0
+    try:
+        for row in reader:
+            n += 1
+            line = reader.line_num
+            where, at = path, f"line {line}: "
+            if n > MAX_ROWS:
+                raise AuditInputError(path, f"more than {MAX_ROWS:,} kernel rows")
+            if not any(c.strip() for c in row):
+                continue
+            typ, name = _cell(row, idx, "Type"), _cell(row, idx, "Name")
+            dev_t = _cell(row, idx, "Device_id")
+            dev = 0 if dev_t in NA else int(parse_number(dev_t, where, at + "Device_id", lo=0, hi=65_535, integer=True))
+            dur_t = _cell(row, idx, "Total Time(us)" if stat else "Duration(us)")
+            if dur_t in NA:
+                skipped += 1
+                continue
+            dur = parse_number(dur_t, where, at + "duration", lo=0, hi=MAX_US)
+            start_t = _cell(row, idx, "Start Time(us)")
+            start = float(n) if stat or start_t in NA else parse_number(start_t, where, at + "start time", lo=0, hi=1e18)
+            shapes_t = _cell(row, idx, "Input Shapes")
+            cls = kernel_class(typ, name)
+            if cls == "embedding" and "GatherV2" in (typ or name):
+                cls = gather_class(_shapes(shapes_t, where, at), hidden)
+            else:
+                _shapes(shapes_t, where, at)                 # validated either way
+            out[dev].append(Kernel(-1, name, typ, start, dur, shapes_t, cls, anchor=is_anchor(typ or name, cls)))
+    except csv.Error as exc:
+        raise AuditInputError(path, f"line {reader.line_num}: malformed CSV: {exc}") from None
+    return out, skipped, stat
 
 
 def assign_layers(kernels: list[Kernel], n_layers: int | None, norms_before_anchor: int = 3) -> tuple[int, int]:
     """Set ``Kernel.layer`` for one rank's kernels (sorted by start); returns (layers, steps)."""
-    anchors = [i for i, k in enumerate(kernels) if k.cls in ANCHOR_CLASSES]
+    anchors = [i for i, k in enumerate(kernels) if k.anchor]
     if not anchors:
         return 0, 1
     per_pass = n_layers if n_layers else len(anchors)
     steps = max(1, round(len(anchors) / per_pass)) if per_pass else 1
-    starts = []
+    starts: list[int] = []
     for a in anchors:
         j, seen, start = a - 1, 0, a
         lo = starts[-1] + 1 if starts else 0
         while j >= lo and seen < norms_before_anchor:
-            if kernels[j].cls in NORM_CLASSES:
-                seen += 1
+            w = NORM_WEIGHT.get(kernels[j].cls or "", 0)
+            if w:
+                seen += w
                 start = j
             j -= 1
-        starts.append(start if seen == norms_before_anchor else a)
-    # a layer ends where the next begins; the last one at the last kernel of its class pattern
-    # (the period of the previous layer), so the lm_head and final norm stay outside
+        starts.append(start if seen >= norms_before_anchor else a)
+    # a layer ends where the next begins; the last one at the period of the previous layer, so the
+    # lm_head and final norm stay outside
     period = (starts[-1] - starts[-2]) if len(starts) > 1 else len(kernels) - starts[0]
     for n, s in enumerate(starts):
         end = starts[n + 1] if n + 1 < len(starts) else min(len(kernels), s + period)
@@ -128,36 +226,84 @@ def assign_layers(kernels: list[Kernel], n_layers: int | None, norms_before_anch
     return min(per_pass, len(anchors)), steps
 
 
-def read_profiles(paths: list[str | Path], n_layers: int | None = None,
-                  norms_before_anchor: int = 3) -> ProfileEvidence:
-    """Kernels of every file (file i = rank i unless a Device_id column says otherwise)."""
-    kernels: list[Kernel] = []
-    for i, p in enumerate(paths):
-        rows = _rows(Path(p), 0 if len(paths) == 1 else i)
+def read_profiles(paths: list[str | Path], n_layers: int | None = None, norms_before_anchor: int = 3,
+                  hidden: int | None = None) -> ProfileEvidence:
+    """Kernels of every file, ranks as the module docstring says; times per step, mean over ranks."""
+    notes: list[str] = []
+    per_file = []
+    skipped = 0
+    any_stat = False
+    for p in paths:
+        path = Path(p)
+        rows, sk, stat = _rows(path, hidden)
+        skipped += sk
+        any_stat |= stat
         if not rows:
-            raise AuditInputError(p, "kernel_details.csv has no kernel rows")
-        kernels += rows
-    by_rank: dict[int, list[Kernel]] = defaultdict(list)
-    for k in kernels:
-        by_rank[k.rank].append(k)
+            raise AuditInputError(path, "profile has no kernel rows")
+        rank, how = _rank_from_path(path)
+        per_file.append((path, rows, rank, how))
+    # global ranks: the profiler's own where every file names one, else (file, Device_id) in order
+    by_rank: dict[int, list[Kernel]] = {}
+    source: dict[int, str] = {}
+    named = all(r is not None and len(rows) == 1 for _, rows, r, _ in per_file)
+    if named:
+        for path, rows, r, how in per_file:
+            if r in by_rank:
+                notes.append(f"{path}: rank {r} ({how}) is also named by {source[r]}; its kernels kept as a separate "
+                             "rank")
+                r = max(by_rank) + 1
+            (ks,) = rows.values()
+            by_rank[r], source[r] = ks, f"{path.name}: {how}"
+    else:
+        nxt = 0
+        for path, rows, r, how in per_file:
+            for dev in sorted(rows):
+                by_rank[nxt], source[nxt] = rows[dev], f"{path.name}: Device_id {dev}"
+                nxt += 1
+        if len(per_file) > 1:
+            notes.append("ranks from file order and Device_id (no profiler_info_{rank}.json or *_rank{r}_*_ascend_pt "
+                         "directory names them): Device_id is the chip on its node, so which global rank each "
+                         "file is stays ambiguous")
+    if skipped:
+        notes.append(f"{skipped} profile row(s) with an N/A duration skipped")
+    kernels: list[Kernel] = []
     layers, steps = 0, 1
-    for rank_kernels in by_rank.values():
-        rank_kernels.sort(key=lambda k: k.start_us)
-        layers, steps = assign_layers(rank_kernels, n_layers, norms_before_anchor)
+    anchors: dict[int, int] = {}
+    for r, ks in by_rank.items():
+        for k in ks:
+            k.rank = r
+        ks.sort(key=lambda k: k.start_us)
+        anchors[r] = sum(k.anchor for k in ks)
+        if not any_stat:
+            layers, steps = assign_layers(ks, n_layers, norms_before_anchor)
+        kernels += ks
+    if any_stat:
+        notes.append("op_statistic rows have no order: time per op class only, no layers, one step assumed")
+    elif n_layers and anchors and any(a % n_layers for a in anchors.values()):
+        odd = sorted({a for a in anchors.values()})
+        notes.append(f"LAYER MISMATCH: {', '.join(map(str, odd))} attention kernel(s) per rank is not a multiple of "
+                     f"the model's {n_layers} layers (an MTP layer, a partial step, or another model); per-layer "
+                     "rows are approximate")
     nr = len(by_rank)
     by_class: dict[str, float] = defaultdict(float)
     by_layer: dict[tuple[int, str], float] = defaultdict(float)
+    rank_total: dict[int, float] = defaultdict(float)
     unmapped: dict[str, list] = {}
+    ignored: dict[str, list] = {}
     for k in kernels:
-        if k.cls is None:
-            u = unmapped.setdefault(k.type or k.name, [0, 0.0])
+        if k.cls is None or k.cls.startswith("ignore"):
+            d = unmapped if k.cls is None else ignored
+            u = d.setdefault(k.type or k.name, [0, 0.0, k.cls])
             u[0] += 1
             u[1] += k.duration_us
             continue
         by_class[k.cls] += k.duration_us / nr / steps
+        rank_total[k.rank] += k.duration_us / steps
         if k.layer is not None:
             by_layer[(k.layer, k.cls)] += k.duration_us / nr / steps
-    un = sorted(({"type": t, "count": c, "total_us": us} for t, (c, us) in unmapped.items()),
-                key=lambda d: -d["total_us"])
-    return ProfileEvidence([str(p) for p in paths], kernels, sorted(by_rank), steps, layers,
-                           dict(by_class), dict(by_layer), un)
+    un = sorted(({"type": t, "count": c, "total_us": us} for t, (c, us, _) in unmapped.items()),
+                key=lambda d: (-d["total_us"], d["type"]))
+    ig = sorted(({"type": t, "count": c, "total_us": us, "why": why.partition(": ")[2]}
+                 for t, (c, us, why) in ignored.items()), key=lambda d: (-d["total_us"], d["type"]))
+    return ProfileEvidence([str(p) for p in paths], kernels, sorted(by_rank), steps, layers, dict(by_class),
+                           dict(by_layer), un, ig, source, dict(rank_total), anchors, skipped, notes, any_stat)
