@@ -213,3 +213,17 @@ def test_symlinked_hub_cache_layout(shared_dir, tmp_path):
     direct = run_json(["memory", str(src), "--tp", "2"], tmp_path)
     linked = run_json(["memory", str(snap), "--tp", "2"], tmp_path)
     assert linked["worst_rank"] == direct["worst_rank"]
+
+
+def test_observed_names_the_engine_version_and_role_that_explain_it(capsys):
+    """The seed RFC's ~38 GB: the figure a v0.18 P node holds, given to a main/mixed audit of the same
+    plan, is explained by that version and role (the search finds the configuration exactly)."""
+    plan = ["glm-5.1", "--tp", "16", "--dp", "2", "--ep", "32", "--sp", "--max-model-len", "8K"]
+    assert main(["memory", *plan, "--engine", "vllm-ascend@0.18", "--role", "prefill", "--format", "json"]) == 0
+    p_node = json.loads(capsys.readouterr().out)["worst_rank"]["bytes"]
+    assert main(["memory", *plan, "--observed", f"{p_node}B", "--format", "json"]) == 0
+    close = json.loads(capsys.readouterr().out)["observed"]["closest_configurations"]
+    assert close[0]["relative"] == 0.0 and close[0]["role"] == "prefill"
+    assert (close[0]["engine"], close[0]["role"]) in {(c["engine"], c["role"]) for c in close
+                                                      if c["worst_rank_bytes"] == p_node}
+    assert any(c["engine"] == "vllm-ascend@0.18" for c in close if c["worst_rank_bytes"] == p_node)

@@ -75,6 +75,9 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
         raise AuditInputError("--mtp", f"{src.spec.name} has no MTP layer (num_nextn_predict_layers = 0)")
     audit = run_memory_audit(src, plan, engine)
     rep = memory_report(audit, by=by, observed=obs, budget=bud)
+    if obs is not None:
+        from ..memory.explain import explain_observed
+        rep["observed"]["closest_configurations"] = explain_observed(src, audit.plan, obs)
     hbm = rank_budget(src.spec, audit.plan, engine, weights_bytes=stage_worst(audit.ledger.total, audit.plan),
                       device=dev, mtp=mtp, dsa_cp=audit.layout.dsa_cp, **runtime)
     attach_runtime(rep, hbm, dev)

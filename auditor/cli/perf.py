@@ -163,6 +163,7 @@ def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, b
     """Grid of TP x DP x workloads (batched kernel): the best configurations by TTFT and decode tok/s."""
     from ..devices.profiles import load_device
     from ..perf.sweep import parse_grid, run_sweep
+    from ..engines.registry import as_engine
     from ..report.sweep import render_sweep, write_sweep_csv
     from ..source import open_model
 
@@ -196,4 +197,7 @@ def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, b
     if csv_path:
         write_sweep_csv(res, csv_path)
         click.echo(f"wrote {csv_path} ({res.n_configs} configurations)", err=True)
-    emit(render_sweep(res, fmt, top), output)
+    context = {"model": src.spec.name, "recipe": src.scheme_recipe, "engine": as_engine(engine).key,
+               "device": dev.name, "ep": "on" if ep_mode == "on" else "off", "kv_cache_dtype": runtime["kv_cache_dtype"],
+               "gpu_memory_utilization": runtime["util"], "mtp_acceptance": acceptance}
+    emit(render_sweep(res, fmt, top, context), output)

@@ -96,6 +96,13 @@ def render_memory(rep: dict, fmt: str = "table", max_tensor_rows: int | None = N
         lines.append(f"observed {gib(o['observed_bytes'])} {u.name}, modeled {gib(o['modeled_bytes'])} {u.name}, "
                      f"delta {signed_gib(o['delta_bytes'])} {u.name}"
                      + (f" ({100 * o['relative']:+.1f}%)" if o["relative"] is not None else ""))
+        close = o.get("closest_configurations") or []
+        if close:
+            lines.append("the same plan under other engine versions and roles, closest first: "
+                         + "; ".join(f"{c['engine']} role {c['role']} {gib(c['worst_rank_bytes'])} {u.name} "
+                                     f"({100 * c['relative']:+.1f}%)" for c in close))
+            lines.append("for a rank-by-rank explanation from the engine's log: audit align MODEL --log LOG "
+                         "(searches version, role, SP, recipe, DP, ...)")
         body = [[c["category"], gib(c["modeled_bytes"]),
                  gib(c["needed_bytes"]) if c["needed_bytes"] >= 0 else "impossible",
                  f"x{c['factor']:.2f}" if c["factor"] is not None and c["needed_bytes"] >= 0 else "-"]

@@ -28,11 +28,21 @@ def write_sweep_csv(res: SweepResult, path: Path) -> None:
             w.writerow(list(_row(r).values()))
 
 
-def render_sweep(res: SweepResult, fmt: str, top: int = 5) -> str:
+#: the ranked tables' columns and their short headings (the CSV keeps every column, full names)
+_SHOWN = (("tp", "tp"), ("dp", "dp"), ("tokens", "tokens"), ("context", "ctx"), ("batch", "batch"),
+          ("mtp", "mtp"), ("ttft_ms", "TTFT ms"), ("decode_step_ms", "step ms"),
+          ("prefill_tok_s_per_device", "pre tok/s/die"), ("decode_tok_s_per_device", "dec tok/s/die"),
+          ("weights_gib", "W GiB"), ("kv_free_gib", "KV free"))
+
+
+def render_sweep(res: SweepResult, fmt: str, top: int = 5, context: dict | None = None) -> str:
+    """``context``: what the grid was evaluated for (model, recipe, engine, device, KV dtype, ...),
+    named above the tables and in the JSON."""
+    context = context or {}
     by_ttft = [_row(r) for r in res.best("ttft_ms", largest=False, k=top)]
     by_dec = [_row(r) for r in res.best("decode_tok_s_per_device", largest=True, k=top)]
     if fmt == "json":
-        return json.dumps({"configurations": res.n_configs, "infeasible": res.n_infeasible, "skipped": res.skipped,
+        return json.dumps({**context, "configurations": res.n_configs, "infeasible": res.n_infeasible, "skipped": res.skipped,
                            "notes": res.notes,
                            "best_ttft": by_ttft, "best_decode_tok_s_per_device": by_dec}, indent=1)
     if fmt == "csv":
@@ -46,16 +56,22 @@ def render_sweep(res: SweepResult, fmt: str, top: int = 5) -> str:
     tf = "github" if fmt == "markdown" else "simple"
 
     def table(rows: list[dict]) -> str:
-        cells = [[str(v) if c in _INT else f"{v:.{_DECIMALS[c]}f}" for c, v in r.items()] for r in rows]
-        return tabulate(cells, COLUMNS, tablefmt=tf, disable_numparse=True, colalign=["right"] * len(COLUMNS))
+        cells = [[str(r[c]) if c in _INT else f"{r[c]:.{_DECIMALS[c]}f}" for c, _ in _SHOWN] for r in rows]
+        return tabulate(cells, [h for _, h in _SHOWN], tablefmt=tf, disable_numparse=True,
+                        colalign=["right"] * len(_SHOWN))
 
-    out = [f"{res.n_configs} configurations evaluated, {res.n_infeasible} do not fit the device's HBM "
-           "(fits = 0 in the CSV; never ranked)"]
+    out = []
+    if context:
+        shown = {"kv_cache_dtype": "KV", "gpu_memory_utilization": "util", "mtp_acceptance": "accept"}
+        out.append("audit sweep: " + ", ".join(f"{shown.get(k, k)} {v}" for k, v in context.items()))
+    out += [f"{res.n_configs} configurations evaluated, {res.n_infeasible} do not fit the device's HBM "
+            "(fits = 0 in the CSV; never ranked)",
+            "W = worst-rank weights, KV free = the pool left after the batch's requests (GiB)"]
     for s in res.skipped:
         out.append(f"skipped {s}")
     out += ["", f"best TTFT (prefill time per DP rank batch), top {top}:",
             table(by_ttft),
-            "", f"best decode tokens/s per device (all drafts accepted), top {top}:",
+            "", f"best decode tokens/s per device, top {top}:",
             table(by_dec)]
     out += [f"note: {n}" for n in res.notes]
     return "\n".join(out) + "\n"
