@@ -31,6 +31,8 @@ def parse_tolerance(text: str | None) -> float | None:
     if text is None:
         return None
     t = text.strip()
+    if not t.isascii() or len(t) > 24:
+        raise AuditInputError("--tolerance", f"expected a percentage like 5% or a fraction like 0.05, got {text[:40]!r}")
     try:
         v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
     except ValueError:
