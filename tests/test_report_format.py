@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from auditor.cli import main
 from auditor.report.ranges import ranges
-from auditor.report.units import binary, count
+from auditor.units import binary, count
 
 
 def test_binary_units_with_two_decimals():

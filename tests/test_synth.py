@@ -20,7 +20,7 @@ from auditor.model.expected import expected_tensors
 from auditor.model.presets import preset_names, preset_spec
 from auditor.synth import config_from_spec, safetensors_header, synthesize
 from auditor.cli.synth import synth_command
-from auditor.report.units import parse_size
+from auditor.units import parse_size
 
 
 def raw_header(path: Path) -> tuple[bytes, dict]:

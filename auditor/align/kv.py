@@ -16,8 +16,8 @@ import numpy as np
 
 from .evidence.logs import LogEvidence
 from .ranks import global_rank
+from ..units import GiB
 
-GiB = 1 << 30
 _KV_DTYPES = {"auto": "bf16", "bf16": "bf16", "bfloat16": "bf16", "c8": "c8", "c8-indexer": "c8-indexer"}
 
 

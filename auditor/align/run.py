@@ -17,6 +17,7 @@ from .evidence.logs import LogEvidence, read_logs
 from .evidence.profile import read_profiles
 from .kv import observed_kv, predicted_kv
 from .ranks import observed_weights, sizes_from_config, sizes_from_workers
+from ..units import GiB
 
 SCHEMA = 1
 #: a candidate "explains" the weights when every observed rank is within this share of the observed value
@@ -218,12 +219,12 @@ def rank_differences(groups: list[dict]) -> list[str]:
         diffs = [(k, steps.get(k, 0) - ref_steps.get(k, 0)) for k in dict.fromkeys([*ref_steps, *steps])]
         diffs = [(k, d) for k, d in diffs if abs(d) >= 1 << 20]
         naive = g["naive_bytes"] - ref["naive_bytes"]
-        parts = [f"{k} {d / 2**30:+.3f} GiB" for k, d in sorted(diffs, key=lambda kd: -abs(kd[1]))[:3]]
+        parts = [f"{k} {d / GiB:+.3f} GiB" for k, d in sorted(diffs, key=lambda kd: -abs(kd[1]))[:3]]
         if abs(naive) >= 1 << 20:
-            parts.insert(0, f"the plain shard of the stored weights {naive / 2**30:+.3f} GiB (uneven split of "
+            parts.insert(0, f"the plain shard of the stored weights {naive / GiB:+.3f} GiB (uneven split of "
                             "experts or layers over the ranks)")
         d = g["observed_bytes"] - ref["observed_bytes"]
-        out.append(f"ranks {g['ranks']} hold {abs(d) / 2**30:.3f} GiB {'more' if d > 0 else 'less'} than ranks "
+        out.append(f"ranks {g['ranks']} hold {abs(d) / GiB:.3f} GiB {'more' if d > 0 else 'less'} than ranks "
                    f"{ref['ranks']} in the log; the best candidate says: " + ("; ".join(parts) or
                                                                                "no modelled difference"))
     return out
@@ -242,8 +243,8 @@ def verdict(memory: dict | None, logs: LogEvidence | None, recipe: str | None) -
     obs_min = min((g["observed_bytes"] for g in memory["groups"]), default=0)
     naive = min((g["naive_bytes"] for g in memory["groups"]), default=0)
     if obs_min and naive and obs_min < naive:
-        notes.append(f"the observed {obs_min / 2**30:.3f} GiB is BELOW the naive stored size per rank "
-                     f"{naive / 2**30:.3f} GiB: with this plan the weights cannot all be resident -- more ranks "
+        notes.append(f"the observed {obs_min / GiB:.3f} GiB is BELOW the naive stored size per rank "
+                     f"{naive / GiB:.3f} GiB: with this plan the weights cannot all be resident -- more ranks "
                      "share them (another TP/DP/EP), another recipe, or the figure is not the weights")
     if not best.get("grouping_matches", True):
         notes.append("rank groupings disagree: the log's ranks split into groups the best candidate does not "
@@ -418,7 +419,7 @@ def run_align(req: AlignRequest) -> dict:
                            "serialised (no overlap)")
     title_bits = [source.spec.name, plan_used.describe(), as_engine(engine).label]
     if best is not None:
-        title_bits.append(f"weights max residual {best.max_abs / 2**30:.3f} GiB")
+        title_bits.append(f"weights max residual {best.max_abs / GiB:.3f} GiB")
     ticket = {
         "schema": SCHEMA, "tool": "audit align",
         "title": "Alignment: " + " | ".join(title_bits),

@@ -4,7 +4,7 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from ..report.ranges import ranges
-from ..report.units import gib, signed_gib
+from ..units import gib, signed_gib
 
 #: section headings, in order (the golden test checks them)
 SECTIONS = ("Verdict", "Configuration", "Evidence", "Memory: observed vs predicted", "Candidate configurations", "KV cache",

@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 from ..report.figure import new_figure, save_png
-from ..report.units import GiB
+from ..units import GiB
 
 
 def write_memory_waterfall(group: dict, path: Path, title: str) -> None:

@@ -46,7 +46,7 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
     from ..memory.audit import run_memory_audit
     from ..report.memory_model import memory_report
     from ..report.memory_text import render_memory, render_memory_csv
-    from ..report.units import parse_size
+    from ..units import parse_size
     from ..source import open_model
 
     guard_output(output, model)

@@ -35,7 +35,7 @@ def synth_command(out_dir: Path, model: str, recipe: str | None, config_path: Pa
     reading any tensor returns zeros.
     """
     from ..model.config import load_config_file
-    from ..report.units import parse_size
+    from ..units import parse_size
     from ..synth import synthesize
 
     config = load_config_file(config_path) if config_path else None

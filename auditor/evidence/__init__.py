@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AuditInputError
+from ..units import GiB
 
-GiB = 1 << 30
 CORPUS = Path(__file__).with_name("published.json")
 #: tolerances the tests hold every row to
 WEIGHTS_REL_TOL = 0.02

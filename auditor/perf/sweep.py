@@ -22,6 +22,7 @@ from ..parallel import ParallelPlan
 from ..runtime.feasibility import grid_kv_free
 from .api import cached_program
 from ..model.recipes import check_recipe
+from ..units import GiB
 
 COLUMNS = ["tp", "dp", "ep", "tokens", "context", "batch", "mtp", "ttft_ms", "decode_step_ms",
            "prefill_tok_s_per_device", "decode_tok_s_per_device",
@@ -128,8 +129,8 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
         block[:, 9] = work[:, 2] * work[:, 0] / t_pre / tp
         block[:, 10] = work[:, 2] * expected_tokens(work[:, 3], acceptance) / t_dec / tp
         block[:, 11] = dec_ctx
-        block[:, 12] = weights / 2**30
-        block[:, 13] = free / 2**30
+        block[:, 12] = weights / GiB
+        block[:, 13] = free / GiB
         block[:, 14] = free >= 0
         out.append(block)
         if progress:

@@ -16,8 +16,8 @@ from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
 from ..runtime.budget import usable_total
 from ..runtime.feasibility import workload_fit
+from ..units import GiB
 
-GiB = 1 << 30
 
 
 def _size(p: ParallelPlan) -> int:

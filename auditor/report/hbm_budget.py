@@ -6,8 +6,8 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from ..engines.vllm_ascend.activation import TERM_DOCS
-from .units import GiB, MiB
-from .units import gib as _g
+from ..units import GiB, MiB
+from ..units import gib as _g
 
 
 def budget_rows(rt: dict) -> list[list[str]]:

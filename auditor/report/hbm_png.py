@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .figure import new_figure, save_png
-from .units import GiB
+from ..units import GiB
 
 
 def write_hbm_png(rep: dict, path: Path) -> None:

@@ -14,7 +14,7 @@ from ..model.names import BLOCKS
 from ..source import ModelSource
 from .findings import findings_section, group_findings
 from .inventory_tensors import TensorRows
-from .units import Unit, human
+from ..units import Unit, human
 
 
 def _group(keys: np.ndarray, nbytes: np.ndarray) -> dict[str, dict[str, int]]:

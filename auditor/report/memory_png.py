@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .figure import new_figure, save_png
-from .units import pick_unit
+from ..units import pick_unit
 
 NAIVE_STEP = "naive estimate"
 RESIDENT_STEP = "resident"

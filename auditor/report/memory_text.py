@@ -5,7 +5,7 @@ from tabulate import tabulate
 
 from ..model.classify import CATEGORIES
 from .findings import findings_section
-from .units import Unit, count
+from ..units import Unit, count
 
 
 def _rank_groups(ranks: list[dict]) -> list[tuple[list[int], dict]]:

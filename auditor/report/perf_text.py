@@ -18,7 +18,7 @@ from tabulate import tabulate
 
 from ..perf.api import PerfResult, PhaseResult
 from .ranges import ranges
-from .units import binary
+from ..units import binary
 
 
 def _si(x: float) -> str:

@@ -25,8 +25,8 @@ from ..engines.registry import EngineLike, as_engine
 from ..errors import AuditInputError
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
+from ..units import GiB
 
-GiB = 1 << 30
 DEFAULT_UTIL = 0.9
 DEFAULT_MAX_NUM_SEQS = 256
 

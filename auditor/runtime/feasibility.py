@@ -18,8 +18,8 @@ from ..parallel import ParallelPlan
 from ..engines.registry import EngineLike, as_engine
 from .budget import RuntimeBudget, rank_budget, usable_total
 from .weights import plan_weights
+from ..units import GiB
 
-GiB = 1 << 30
 
 
 @dataclass

@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from .budget import RuntimeBudget
+from ..units import GiB
 
 
 def answer_line(b: RuntimeBudget, dp: int = 1) -> str:
     """The one-line answer: weights per rank, the KV pool, and how many requests of max_model_len one
     DP engine holds (x DP for the deployment), or the engine's refusal."""
-    gib = 1 << 30
-    head = f"weights {b.weights_bytes / gib:.2f} GiB/rank"
+    head = f"weights {b.weights_bytes / GiB:.2f} GiB/rank"
     if b.kv_available_bytes <= 0:
         return f"{head}; no KV budget left: the engine refuses to start (exit 3)"
-    pool = f"KV pool {b.kv_pool_bytes / gib:.2f} GiB = {b.kv_tokens:,} tokens"
+    pool = f"KV pool {b.kv_pool_bytes / GiB:.2f} GiB = {b.kv_tokens:,} tokens"
     if not b.fits:
         return (f"{head}; {pool}; one request of max_model_len {b.max_model_len:,} does NOT fit "
                 f"(largest that fits: {b.estimated_max_model_len:,})")

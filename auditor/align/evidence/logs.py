@@ -33,9 +33,8 @@ from pathlib import Path
 from ...errors import AuditInputError
 from ...inputs import LOG_CAP, iter_lines, parse_number
 from .workers import Worker, split_prefix
+from ...units import GiB, MiB
 
-GiB = 1 << 30
-MiB = 1 << 20
 # what sizes in engine messages mean: torch and vLLM divide by 2^30 / 2^20 whatever they print
 _SIZE_UNITS = {"b": 1, "kb": 1 << 10, "kib": 1 << 10, "mb": MiB, "mib": MiB, "gb": GiB, "gib": GiB,
                "tb": 1 << 40, "tib": 1 << 40}

@@ -10,9 +10,8 @@ from ...model.spec import ModelSpec
 from ...parallel import ParallelPlan
 from ..kv_interface import KVSpec, cdiv
 from . import activation, hccl
+from ...units import GiB, MiB
 
-GiB = 1 << 30
-MiB = 1 << 20
 DEFAULT_UTIL = 0.9
 DEFAULT_MAX_NUM_SEQS = 256
 #: memory other processes hold on the die at start (spec §5 assumption 3, UNCONFIRMED)

@@ -28,9 +28,8 @@ from typing import Any
 
 from ...parallel import ParallelPlan
 from . import activation
+from ...units import GiB, MiB
 
-MiB = 1 << 20
-GiB = 1 << 30
 DEFAULT_GROUP_MB = 200
 DEFAULT_HCCL_BUFFSIZE_MB = 200
 DP_GROUP_MB = 50

@@ -9,8 +9,8 @@ them (engine-vllm-ascend-runtime.md §3.5), so a user can diff them against a re
   "models's" and its doubled opening parenthesis; sizes through ``format_gib`` = round(b/2^30, 2).
 """
 from __future__ import annotations
+from ...units import GiB
 
-GiB = 1 << 30
 _DOCS = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 
 

@@ -1,13 +1,16 @@
-"""Byte sizes: parse what users type ("38GiB", "31 GB", "500MiB") and format what we print."""
+"""Byte units, once: the constants every module uses, parsing what users type ("38GiB", "31 GB",
+"500MiB") and formatting what we print. The bottom floor: imports nothing of the project but the
+error type and the caps."""
 from __future__ import annotations
 
 import re
 
-from ..errors import AuditInputError
-from ..limits import MAX_SIZE_BYTES
+from .errors import AuditInputError
+from .limits import MAX_SIZE_BYTES
 
-GiB = 1024 ** 3
-MiB = 1024 ** 2
+KiB = 1 << 10
+MiB = 1 << 20
+GiB = 1 << 30
 
 _UNITS = {"b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000 ** 2, "mb": 1000 ** 2, "mib": MiB,
           "g": GiB, "gb": 1000 ** 3, "gib": GiB, "t": 1024 ** 4, "tb": 1000 ** 4, "tib": 1024 ** 4}
