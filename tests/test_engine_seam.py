@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import types
 
 import pytest
@@ -42,6 +43,10 @@ class ToyEngine(VllmAscend):
     @property
     def loglines(self):
         return self._lines
+
+    @classmethod
+    def weights_patterns(cls):
+        return ((re.compile(r"toy: weights resident ([0-9.]{1,20}) (GiB)"), "toy", "toy:"),)
 
     def launch(self, model, instance, *, quantized=False):
         args = [f"toyserve {model}", f"--shards {instance.tp * instance.dp}"]
@@ -103,3 +108,24 @@ def test_plan_launch_is_the_toy_engines_command(toy, capsys):
     doc = json.loads(capsys.readouterr().out)
     launches = doc["launch"]
     assert launches and all(inst["command"].startswith("toyserve ") for inst in launches)
+
+
+def test_align_reads_the_toy_engines_log_line(toy, tmp_path, capsys):
+    """The toy's own weights line (printed by memory above) is read back by align's log reader and
+    explained by the toy engine's ledger of the same plan."""
+    plan = ["--tp", "16", "--ep", "16", "--max-model-len", "8192"]
+    assert main(["memory", "glm-5.1", *plan, "--engine", "toy@1.0", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    line = next(x for x in doc["vllm_log_lines"] if x.startswith("toy: weights resident"))
+    log = tmp_path / "toy.log"
+    log.write_text("INFO starting\n" + line + "\n")
+    out = tmp_path / "ticket"
+    code = main(["align", "glm-5.1", *plan, "--engine", "toy@1.0", "--log", str(log), "--output-dir", str(out),
+                 "--no-png"])
+    capsys.readouterr()
+    assert code == 0
+    ticket = json.loads((out / "ticket.json").read_text())
+    text = json.dumps(ticket)
+    shown = float(line.split()[-2])
+    assert f"{shown:.3f}" in (out / "ticket.md").read_text()
+    assert "toy@1.0" in text

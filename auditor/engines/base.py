@@ -123,6 +123,12 @@ class Engine:
         """The module of the engine's log-line formatters (weights, KV, concurrency, errors)."""
         raise NotImplementedError
 
+    @classmethod
+    def weights_patterns(cls) -> tuple:
+        """(pattern, form, marker) of every per-worker weights line this family prints: ``audit align``
+        reads a log with the patterns of every registered family."""
+        return ()
+
     def launch(self, model: str, instance: Any) -> dict[str, Any]:
         """The launch command of one instance: {'args': [...], 'env': {...}, 'command': str}."""
         raise NotImplementedError

@@ -183,8 +183,6 @@ class LogEvidence:
 # ------------------------------------------------------------------------------- patterns
 _A = re.ASCII
 _SP = r"[ \t]{0,8}"
-_WEIGHTS_ASCEND = re.compile(rf"Loading model weights took ({_NUM}){_SP}(GiB|GB|MiB|MB)\b", _A)
-_WEIGHTS_UPSTREAM = re.compile(rf"Model loading took ({_NUM}){_SP}(GiB|GB|MiB|MB)(?: memory)? and ({_NUM}) ?s(?:econds)?", _A)
 _KV_AVAILABLE = re.compile(rf"Available KV cache memory:{_SP}({_NUM}){_SP}(GiB|GB|MiB|MB)\b", _A)
 _AVAILABLE_OLD = re.compile(rf"Available memory:{_SP}({_NUM}),{_SP}total memory:{_SP}({_NUM})", _A)
 _KV_TOKENS = re.compile(rf"GPU KV cache size:{_SP}({_NUM}){_SP}tokens", _A)
@@ -376,6 +374,12 @@ def _npu_smi(line: str) -> tuple | None:
     return int(ids[0]), int(ids[1]), int(pid), name, int(mem)
 
 
+def _weights_patterns() -> tuple:
+    """The weights lines of every registered engine family (its ``loglines``), first match wins."""
+    from ...engines.registry import families
+    return tuple(p for cls in families().values() for p in cls.weights_patterns())
+
+
 def parse_log_text(text: str, name: str = "<log>") -> LogEvidence:
     """Every recognised line of one log (lines end at "\\n" only); see the module docstring."""
     parts = text.split("\n")
@@ -418,18 +422,16 @@ def _shortfall(ev: LogEvidence, chk: _Checker, m, where: Where, n: int) -> None:
 
 def _line(ev: LogEvidence, chk: _Checker, worker, line: str, n: int, name: str) -> None:
     where = Where(name, n)
-    if "took" in line:
-        m = _WEIGHTS_ASCEND.search(line)
+    for pattern, form, marker in _weights_patterns():
+        if marker not in line:
+            continue
+        m = pattern.search(line)
         if m:
+            if form == "upstream" and "memory" not in line[m.start():m.end()]:
+                form = "upstream-old"
+            seconds = chk.real(m.group(3), n, "load seconds", 1e9) if pattern.groups >= 3 else None
             ev.weights.append(WeightsLine(worker, chk.size(m.group(1), m.group(2), n, "weights"),
-                                          f"{m.group(1)} {m.group(2)}", "ascend-v1", None, where))
-            return
-        m = _WEIGHTS_UPSTREAM.search(line)
-        if m:
-            form = "upstream" if "memory" in line[m.start():m.end()] else "upstream-old"
-            ev.weights.append(WeightsLine(worker, chk.size(m.group(1), m.group(2), n, "weights"),
-                                          f"{m.group(1)} {m.group(2)}", form,
-                                          chk.real(m.group(3), n, "load seconds", 1e9), where))
+                                          f"{m.group(1)} {m.group(2)}", form, seconds, where))
             return
     if "Available" in line:
         m = _KV_AVAILABLE.search(line)

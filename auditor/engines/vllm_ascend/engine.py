@@ -83,6 +83,10 @@ class VllmAscend(Engine):
     def loglines(self) -> Any:
         return loglines
 
+    @classmethod
+    def weights_patterns(cls) -> tuple:
+        return loglines.WEIGHTS_PATTERNS
+
     def launch(self, model: str, instance: Any, *, quantized: bool = False) -> dict[str, Any]:
         return launch.launch_instance(model, instance, self.kv_switches(instance.kv_cache_dtype), quantized=quantized)
 

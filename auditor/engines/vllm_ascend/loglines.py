@@ -9,6 +9,8 @@ them (engine-vllm-ascend-runtime.md §3.5), so a user can diff them against a re
   "models's" and its doubled opening parenthesis; sizes through ``format_gib`` = round(b/2^30, 2).
 """
 from __future__ import annotations
+
+import re
 from ...units import GiB
 
 _DOCS = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
@@ -184,3 +186,16 @@ def parse_available_kv_line(line: str) -> float | None:
     if not isinstance(line, str) or len(line) > MAX_LINE:
         return None
     return _after(line, "Available KV cache memory:")[0]
+
+
+# ---------------------------------------------------------------- reading them back (audit align)
+#: a printed number: digits with optional thousands commas and decimals, bounded (no backtracking)
+NUM = r"[-+]?(?:\d{1,3}(?:,\d{3}){1,6}|\d{1,20})(?:\.\d{1,12})?"
+_SP = r"[ \t]{0,8}"
+#: the per-worker weights lines this engine (and the upstream runner it may run) prints:
+#: (pattern with groups number, unit[, seconds], form, marker substring tested first)
+WEIGHTS_PATTERNS: tuple[tuple[re.Pattern, str, str], ...] = (
+    (re.compile(rf"Loading model weights took ({NUM}){_SP}(GiB|GB|MiB|MB)\b", re.ASCII), "ascend-v1", "took"),
+    (re.compile(rf"Model loading took ({NUM}){_SP}(GiB|GB|MiB|MB)(?: memory)? and ({NUM}) ?s(?:econds)?", re.ASCII),
+     "upstream", "took"),
+)
