@@ -14,6 +14,7 @@ import click
 from .. import __version__
 from ..errors import AuditInputError
 from .align import align_command
+from .bench import bench_command
 from .calibrate import calibrate_command
 from .evidence import evidence_command
 from .kernels import kernels_group
@@ -30,7 +31,7 @@ def cli() -> None:
 
 
 for _command in (memory_command, inventory_command, synth_command, perf_command, sweep_command,
-                 calibrate_command, kernels_group, align_command, plan_command, evidence_command):
+                 calibrate_command, kernels_group, align_command, plan_command, evidence_command, bench_command):
     cli.add_command(_command)
 
 

@@ -82,6 +82,9 @@ class Device:
     path: str = ""                             # file it was loaded from ("" for built-in copies)
     vector_sort_ops_per_s: float = 0.0         # 0: vector_flops F32 / 16 (see SCHEMA)
     host_ms: dict = field(default_factory=lambda: {"prefill": 0.0, "decode": 0.0})
+    #: host model of the serving simulation (auditor.serving.costs: launch_us, prefill_token_us,
+    #: decode_token_us, step_ms); empty: the uncalibrated defaults
+    serving: dict = field(default_factory=dict)
 
     @property
     def sort_rate(self) -> float:
@@ -117,6 +120,7 @@ class Device:
             "static_us": dict(self.static_us),
             **({"vector_sort_ops_per_s": self.vector_sort_ops_per_s} if self.vector_sort_ops_per_s else {}),
             "host_ms": dict(self.host_ms),
+            **({"serving": dict(self.serving)} if self.serving else {}),
             "grid": list(self.grid),
             "tiers": [
                 {"name": n, "topology": t, "bytes_per_s": bw, "latency_us": lat * 1e6}
@@ -246,7 +250,24 @@ def device_from_json(doc: Any, where: Path | str = "<device>") -> Device:
         efficiency=eff, static_us=static, tiers=tiers, grid=tuple(grid), calibration=calib,
         tier_topologies=tuple(topos), tier_names=tuple(names), source=str(doc.get("source", "")),
         hbm_usable_bytes=int(usable), vector_sort_ops_per_s=sort_rate, host_ms=host,
+        serving=_serving_block(doc, where),
     )
+
+
+def _serving_block(doc: dict, where: Any) -> dict:
+    """The optional ``serving`` object: non-negative numbers (ms / us) plus free-text provenance."""
+    blk = doc.get("serving", {})
+    if not isinstance(blk, dict):
+        raise AuditInputError(where, "'serving' must be an object")
+    out = {}
+    for k, v in blk.items():
+        if k in ("launch_us", "prefill_token_us", "decode_token_us", "step_ms"):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1e6:
+                raise AuditInputError(where, f"'serving.{k}' must be a non-negative number, got {v!r}")
+            out[k] = float(v)
+        else:
+            out[k] = v
+    return out
 
 
 def write_device(dev: Device, path: Path) -> None:

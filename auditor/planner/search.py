@@ -196,6 +196,10 @@ def _run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
         g = grid_budget(spec, plan, engine, recipe, device, batch=BK[:, 0], request_tokens=np.full(len(BK), wl.max_len),
                         step_tokens=BK[:, 0] * (1 + BK[:, 1]), mtp=BK[:, 1], util=space.util,
                         kv_cache_dtype=space.kv_cache_dtype)
+        n = len(BK)
+        # per-row weights and page size (a K = 0 row loads no drafter: runtime.feasibility.grid_budget)
+        g["weights"] = np.broadcast_to(np.asarray(g["weights"], dtype=float), (n,))
+        g["page_block"] = np.broadcast_to(np.asarray(g["page_block"], dtype=float), (n,))
         return {"t_step": t_step, **g}
 
     # ---- aggregated
@@ -216,8 +220,8 @@ def _run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
                     continue
                 configs.append(Config(
                     "agg", n, n, f"{n // s} x {_label(plan)}", int(B[i]), int(BK[i, 1]), t_pre * 1e3,
-                    tpot[i] * 1e3, per_die[i], 1 / tpot[i], d["weights"] / GiB,
-                    d["num_blocks"][i] * d["page_block"] / GiB, int(d["num_blocks"][i] * d["block_tokens"]),
+                    tpot[i] * 1e3, per_die[i], 1 / tpot[i], d["weights"][i] / GiB,
+                    d["num_blocks"][i] * d["page_block"][i] / GiB, int(d["num_blocks"][i] * d["block_tokens"]),
                     d["kv_free"][i] / GiB, t_pre * 1e3 <= ttft_ms and tpot[i] * 1e3 <= tpot_ms,
                     {"replicas": n // s, "tp": plan.tp, "dp": plan.dp, "ep": plan.ep, "sp": plan.sp,
                      "role": "mixed"}))
@@ -275,7 +279,7 @@ def _run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
                             configs.append(Config(
                                 "disagg", n, int(used[j]), f"{int(n_p[j])}P x {_label(pplan)} + {nd}D x {_label(dplan)}",
                                 int(BK[i, 0]), int(BK[i, 1]), t_pre * 1e3, tpot[i] * 1e3, per_die[j], 1 / tpot[i],
-                                d["weights"] / GiB, d["num_blocks"][i] * d["page_block"] / GiB,
+                                d["weights"][i] / GiB, d["num_blocks"][i] * d["page_block"][i] / GiB,
                                 int(d["num_blocks"][i] * d["block_tokens"]), d["kv_free"][i] / GiB, True,
                                 {"n_prefill": int(n_p[j]), "n_decode": nd, "p_tp": pplan.tp, "p_dp": pplan.dp,
                                  "p_ep": pplan.ep, "p_sp": pplan.sp, "p_weights_gib": g["weights"] / GiB,

@@ -85,9 +85,14 @@ def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe:
     peak, A_kv, the block count and the KV left after the batch's requests are array expressions.
     Keys: weights, kv_available, num_blocks, page_block, block_tokens, kv_free (negative: short)."""
     eng = as_engine(engine)
-    has_mtp = bool(spec.mtp_layers) and bool(np.any(np.asarray(mtp) > 0))
+    rows_mtp = np.asarray(mtp) > 0
+    has_mtp = bool(spec.mtp_layers) and bool(np.any(rows_mtp))
     wplan = plan.with_(mtp=plan.mtp or has_mtp)
     W = float(max(plan_weights(spec, wplan, engine, recipe)))
+    if has_mtp and not plan.mtp and not np.all(rows_mtp):
+        # each row is charged its own drafter: K = 0 rows load no MTP weights and no drafter cache layer
+        W0 = float(max(plan_weights(spec, plan, engine, recipe)))
+        W = np.where(rows_mtp, W, W0)
     if dsa_cp is None:
         dsa_cp = bool(spec.dsa and plan.sp and plan.tp > 1)
     T = np.maximum(float(plan.max_num_batched_tokens), step_tokens)
@@ -102,6 +107,9 @@ def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe:
     avail = usable_total(device) * util - W - p_act - n_nt - eng.graph_deducted_bytes()
     kv = eng.kv_spec(spec, wplan, variant=kv_cache_dtype, mtp=has_mtp)
     page = float(kv.page_block_bytes)
+    if has_mtp and not plan.mtp and not np.all(rows_mtp):
+        kv0 = eng.kv_spec(spec, plan, variant=kv_cache_dtype, mtp=False)
+        page = np.where(rows_mtp, page, float(kv0.page_block_bytes))
     blocks = np.floor(np.maximum(avail, 0.0) / page)
     per_req = np.ceil(np.ceil(np.asarray(request_tokens) / kv.dcp) / kv.block_size)
     free = (blocks - batch * per_req) * page

@@ -1,0 +1,127 @@
+"""``audit bench``: what ``vllm bench serve`` would print for a deployment and a workload.
+
+Parses options (the same plan/runtime options as ``perf``/``memory``; a P/D deployment as two
+option strings parsed by the same options), calls ``auditor.serving``, renders. No logic here."""
+from __future__ import annotations
+
+import json
+import shlex
+
+import click
+
+from ..devices.profiles import DEFAULT_DEVICE
+from ..errors import AuditInputError
+from .deployment import DeploymentCommand, launch_option
+from .options import acceptance_option, capped, emit, guard_output, output_options, plan_options, recipe_option
+from .runtime_options import runtime_options
+
+
+def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, osl: int):
+    from ..deployment import InstancePlan
+    mml = runtime["max_model_len"] or (isl + osl)
+    return InstancePlan(name, count, plan.tp, plan.dp, plan.ep, bool(plan.sp or plan.dsa_cp),
+                        runtime["max_num_seqs"], plan.max_num_batched_tokens, mml, runtime["util"], mtp=mtp,
+                        kv_cache_dtype=runtime["kv_cache_dtype"],
+                        kv_role={"prefill": "kv_producer", "decode": "kv_consumer"}.get(name),
+                        hccl_buffsize_mb=runtime["hccl_buffsize_mb"], dcp=runtime["dcp"])
+
+
+@click.command("_instance", cls=DeploymentCommand, add_help_option=False)
+@launch_option
+@plan_options
+@runtime_options(device=False)
+def _instance_options(plan, engine, mtp_drafter, runtime, mtp):
+    return plan, runtime, mtp
+
+
+def _parse_instance(text: str, what: str):
+    """One instance's options (``--prefill '...'``): audit's or vLLM's flags, or a launch file, parsed by
+    the same click options as the command."""
+    import os
+    try:
+        args = ["--launch", text] if os.path.isfile(text) else shlex.split(text)
+        return _instance_options.main(args=args, standalone_mode=False)
+    except click.ClickException as exc:
+        raise AuditInputError(what, exc.format_message()) from None
+    except ValueError as exc:
+        raise AuditInputError(what, str(exc)) from None
+
+
+@click.command("bench", cls=DeploymentCommand, short_help="What vllm bench serve would report, from a scheduler simulation.")
+@launch_option
+@click.argument("model", required=False)
+@plan_options
+@runtime_options(device=False)
+@recipe_option("quantization recipe (default: the checkpoint's / preset's own)")
+@click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True, help="device profile")
+@click.option("--prefill", "prefill_opts", default=None,
+              help="P/D: the prefill instance as one string of options (audit's or vLLM's) or a launch file")
+@click.option("--decode", "decode_opts", default=None,
+              help="P/D: the decode instance as one string of options (audit's or vLLM's) or a launch file")
+@click.option("--prefill-count", type=click.IntRange(1, 4096), default=1, show_default=True,
+              help="P/D: how many prefill instances")
+@click.option("--decode-count", type=click.IntRange(1, 4096), default=1, show_default=True,
+              help="P/D: how many decode instances")
+@click.option("--concurrency", type=click.IntRange(1, 1_000_000), required=True, help="--max-concurrency")
+@click.option("--isl", type=capped("--isl"), required=True, help="input tokens per request")
+@click.option("--osl", type=capped("--osl"), required=True, help="output tokens per request (ignore_eos)")
+@click.option("--num-prompts", type=click.IntRange(1, 1_000_000), default=None,
+              help="requests (default: 4 x concurrency)")
+@click.option("--request-rate", type=click.FloatRange(0.0, 1e9, min_open=True), default=None,
+              help="Poisson requests/s (default inf: all at once, bounded by --concurrency)")
+@click.option("--prefix-ratio", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
+              help="share of every prompt that is one shared prefix (prefix-cache hits)")
+@click.option("--prefix-caching/--no-prefix-caching", default=True, show_default=True,
+              help="vLLM's --enable-prefix-caching (hits in whole 128-token blocks)")
+@acceptance_option
+@output_options
+def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device_name, prefill_opts,
+                  decode_opts, prefill_count, decode_count, concurrency, isl, osl, num_prompts, request_rate,
+                  prefix_ratio, prefix_caching, acceptance, fmt, output) -> None:
+    """Simulate vLLM's scheduler (token budget, max_num_seqs, KV admission and preemption, DP
+    lockstep, MTP, prefix cache, P/D with KV transfer) over the perf model's step costs and print the
+    "Serving Benchmark Result" block of vllm bench serve (--format json: its --save-result keys)."""
+    from ..devices.profiles import load_device
+    from ..serving.bench import metrics, render_block
+    from ..serving.sim import BenchWorkload, Deployment, simulate
+    from ..source import open_model
+
+    guard_output(output, model, "--output")
+    if (prefill_opts is None) != (decode_opts is None):
+        raise AuditInputError("--prefill/--decode", "a P/D deployment needs both --prefill and --decode")
+    src = open_model(model, recipe, tables=False)
+    dev = load_device(device_name)
+    if prefill_opts is not None:
+        pp, prt, pm = _parse_instance(prefill_opts, "--prefill")
+        dp_, drt, dm = _parse_instance(decode_opts, "--decode")
+        insts = [_instance("prefill", prefill_count, pp, prt, pm, isl, osl),
+                 _instance("decode", decode_count, dp_, drt, dm, isl, osl)]
+    else:
+        insts = [_instance("aggregated", 1, plan, runtime, mtp, isl, osl)]
+    for i in insts:
+        if i.mtp and not src.spec.mtp_layers:
+            raise AuditInputError("--mtp", f"{src.spec.name} has no MTP layer")
+        if i.max_model_len < isl + (osl if i.name != "prefill" else 1):
+            raise AuditInputError("--max-model-len", f"{i.max_model_len} is shorter than isl + osl = {isl + osl}")
+    dep = Deployment(src.spec, engine, src.scheme_recipe, dev, insts)
+    wl = BenchWorkload(concurrency, isl, osl, num_prompts or 4 * concurrency,
+                       float("inf") if request_rate is None else request_rate, prefix_ratio, acceptance,
+                       prefix_caching)
+    run = simulate(dep, wl)
+    m = metrics(run)
+    if fmt == "json":
+        text = json.dumps({"model_id": model or src.spec.name, "backend": "vllm", "endpoint_type": "vllm",
+                           "label": "audit bench", **m, "notes": run.notes}, indent=2) + "\n"
+    else:
+        shape = " + ".join(f"{i.count} x {i.name} TP{i.tp} DP{i.dp}" + (f" EP{i.ep}" if i.ep > 1 else "")
+                           + (" DSA-CP" if i.sp else "") + f" MTP{i.mtp} seqs {i.max_num_seqs} "
+                           f"batched {i.max_num_batched_tokens}" for i in insts)
+        costs = dep.costs()
+        kv = ", ".join(f"{c.inst.name} {c.num_blocks:,} blocks/rank" for c in costs)
+        text = (f"audit bench: {src.spec.name} ({src.scheme_recipe}) on {dev.name}, {engine}: {shape}\n"
+                f"workload: concurrency {concurrency}, {wl.num_prompts} prompts, isl {isl}, osl {osl}, "
+                f"prefix {prefix_ratio:g} (hit {wl.hit_tokens} tokens), MTP acceptance {acceptance:g}; "
+                f"KV {kv}; {run.dies} dies\n\n" + render_block(m)
+                + f"output tokens/s per die: {m['output_throughput_per_die']:.2f}\n"
+                + "".join(f"note: {n}\n" for n in run.notes))
+    emit(text, output)

@@ -1,0 +1,144 @@
+"""Step-cost coefficients of one deployment instance, precomputed once from the perf kernel.
+
+The simulation (``sim``) asks for thousands of step times; evaluating the layer program each time
+would cost ~1 ms per step. So each instance is tabulated once (~10-30 ms):
+
+* ``dec[b, c]``: device time of a uniform decode step of ``b`` requests (1+K tokens each, the K
+  drafter passes included) at context ``c`` (linear in ``c`` between grid points);
+* ``pre_rest[t]``: context-independent device time of an eager (prefill or mixed) step of ``t``
+  tokens (``kernels.perf_core.partial_time(REST_PART)``, batch 1, drafter pass 1 on the prompt);
+* ``pre_ctx[t, c]``: the attention-like part of a ``t``-token prompt chunk starting at context
+  ``c`` (``CTX_PART``; indexer scores, top-k, SFA gathers); bilinear in (t, c);
+* ``dec_ctx[c]``: the attention-like part of one decode request at context ``c`` (mixed steps).
+
+Host time is not one fitted constant per phase: it is derived from what runs (the serving block
+of the device profile, ``auditor/devices/*.json`` ``serving``):
+
+* an eager step (any prefill chunk in the DP group: under ``FULL_DECODE_ONLY`` only uniform decode
+  batches are captured, and the graph mode is the min over DP ranks, so one eager rank makes all
+  eager; research/serving-facts.md §2 "Lockstep", §6 ``graph_mode.md:14-45``) pays
+  ``launches x launch_us`` for every kernel and collective of the program, plus
+  ``prefill_token_us`` per prefill token (work the roofline misses in eager prefill);
+* a graph decode step pays ``step_ms`` (replay, scheduling, sampling) and, on GLM models whose MTP
+  drafter is forced eager (``llm_base_proposer.py:178-197``, serving-facts §6), the drafter's
+  kernels K times at ``launch_us``;
+* every step pays ``decode_token_us`` per decode token (MoE dispatch/combine and per-expert
+  grouped-matmul work that grows with routed tokens across EP and that the roofline under-counts).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from auditor_kernels import kinds as K
+
+from ..deployment import InstancePlan
+from ..engines.registry import as_engine
+from ..parallel import ParallelPlan
+
+ROLE = {"aggregated": 0, "prefill": 1, "decode": 2}
+PLAN_ROLE = {"aggregated": "mixed", "prefill": "prefill", "decode": "decode"}
+#: context grid of the tables (tokens); extended to the instance's max_model_len
+_CTX = (0, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144)
+#: host-model constants when a device profile has no ``serving`` block (uncalibrated guesses)
+DEFAULT_HOST = {"launch_us": 30.0, "prefill_token_us": 0.0, "decode_token_us": 0.0, "step_ms": 10.0}
+HOST_KEYS = ("launch_us", "prefill_token_us", "decode_token_us", "step_ms")
+#: P->D KV pull bandwidth per die: the TensorCast A3 CLOS tier (196 GB/s), an assumption; vLLM-Ascend
+#: publishes no figure for the Mooncake "ascend" transport (serving-facts §1.8, UNCONFIRMED)
+DEFAULT_KV_LINK_BYTES_PER_S = 196e9
+
+
+def host_params(device: Any) -> np.ndarray:
+    """[launch s, prefill-token s, decode-token s, step s] from the device profile's serving block."""
+    blk = {**DEFAULT_HOST, **(getattr(device, "serving", None) or {})}
+    return np.array([blk["launch_us"] * 1e-6, blk["prefill_token_us"] * 1e-6, blk["decode_token_us"] * 1e-6,
+                     blk["step_ms"] * 1e-3])
+
+
+@dataclass
+class StepCosts:
+    inst: InstancePlan
+    plan: ParallelPlan
+    ctx: np.ndarray          # context grid
+    tok: np.ndarray          # prefill-token grid
+    dec: np.ndarray          # [max_num_seqs + 1, len(ctx)]
+    pre_rest: np.ndarray     # [len(tok)]
+    pre_ctx: np.ndarray      # [len(tok), len(ctx)]
+    dec_ctx: np.ndarray      # [len(ctx)]
+    launches_eager: float    # kernels + collectives of one eager step
+    launches_draft: float    # kernels + collectives of the drafter's K passes (eager GLM drafter), else 0
+    num_blocks: int          # KV blocks per rank
+    block_tokens: int
+    kv_bytes_per_token: float
+    weights_gib: float
+    kv_gib: float
+
+
+def _mult(mode: np.ndarray, mtp: int) -> np.ndarray:
+    return np.where(mode == K.MULT_ALWAYS, 1.0, np.where(mode == K.MULT_FIRST_MTP, 1.0 if mtp >= 1 else 0.0,
+                                                         max(mtp - 1.0, 0.0)))
+
+
+def launch_counts(arrays: tuple, mtp: int) -> tuple[float, float]:
+    """(launches of one step, launches of the drafter's passes) of a program: every op that launches a
+    kernel (not layout ops, not the top-k fused into the indexer) and every collective, times its layer
+    count and its MTP multiplicity."""
+    op_i, op_f, op_m, co_i, co_f, co_m = arrays
+    launches = (op_i[:, K.OPI_KIND] != K.ZERO) & (op_i[:, K.OPI_KIND] != K.IDX_TOPK)
+    n_op = op_f[:, K.OPF_COUNT] * _mult(op_m, mtp) * launches
+    n_co = co_f[:, K.COF_COUNT] * _mult(co_m, mtp)
+    total = float(n_op.sum() + n_co.sum())
+    draft = float(n_op[op_m != K.MULT_ALWAYS].sum() + n_co[co_m != K.MULT_ALWAYS].sum())
+    return total, draft
+
+
+def instance_plan(inst: InstancePlan) -> ParallelPlan:
+    return ParallelPlan(tp=inst.tp, dp=inst.dp, ep=inst.ep, sp=inst.sp, role=PLAN_ROLE[inst.name], mtp=inst.mtp > 0,
+                        max_num_batched_tokens=inst.max_num_batched_tokens)
+
+
+def step_costs(spec: Any, inst: InstancePlan, engine: Any, recipe: str, device: Any) -> StepCosts:
+    from auditor_kernels.perf_core import CTX_PART, REST_PART, partial_time, sweep_grid
+
+    from ..perf.api import cached_program
+    from ..perf.device import device_vector, group_table
+    from ..runtime.feasibility import grid_budget
+    eng = as_engine(engine)
+    plan = instance_plan(inst).validate()
+    k = int(inst.mtp)
+    dv = device_vector(device)
+    dv[K.DEV_HOST_PREFILL] = dv[K.DEV_HOST_DECODE] = 0.0        # host time is the serving model's own
+    grp = group_table(device, plan)
+    cache = inst.kv_cache_dtype
+    pre = cached_program(spec, plan, eng.key, recipe, "prefill", "repetition", True, cache)
+    dec = cached_program(spec, plan, eng.key, recipe, "decode", "repetition", True, cache)
+    pa, da = pre.arrays(), dec.arrays()
+    ctx = np.array(sorted({c for c in _CTX if c < inst.max_model_len} | {inst.max_model_len}), dtype=np.float64)
+    S = max(1, inst.max_num_seqs)
+    keys = np.column_stack([np.ones(S), np.arange(1, S + 1, dtype=np.float64), np.full(S, float(k))])
+    d = sweep_grid(*da, 1, float(plan.tp), keys, ctx, dv, grp)
+    dtab = np.vstack([d[:1], d])
+    top = inst.max_num_batched_tokens + S * (1 + k)
+    tok = np.unique(np.concatenate([[1.0], np.geomspace(1, top, 40).round(), [float(top)]]))
+    rest = np.array([partial_time(*pa, 0, float(plan.tp), t, 0.0, 1.0, float(k), dv, grp, REST_PART) for t in tok])
+    pctx = np.array([[partial_time(*pa, 0, float(plan.tp), t, c, 1.0, float(k), dv, grp, CTX_PART) for c in ctx]
+                     for t in tok])
+    dctx = np.array([partial_time(*da, 1, float(plan.tp), 1.0, c, 1.0, float(k), dv, grp, CTX_PART) for c in ctx])
+    n_eager, _ = launch_counts(pa, k)
+    _, n_draft = launch_counts(da, k)
+    glm_eager_drafter = spec.name.lower().startswith("glm")      # GLM drafter forced eager (serving-facts §6)
+    g = grid_budget(spec, plan, eng, recipe, device, batch=np.array([float(S)]),
+                    request_tokens=np.array([float(inst.max_model_len)]),
+                    step_tokens=np.array([float(inst.max_num_batched_tokens)]), mtp=np.array([float(k)]),
+                    util=inst.gpu_memory_utilization, kv_cache_dtype=cache, hccl_buffsize_mb=inst.hccl_buffsize_mb)
+    kvs = eng.kv_spec(spec, plan.with_(mtp=k > 0), variant=cache, mtp=k > 0)
+    blocks = int(g["num_blocks"][0])
+    return StepCosts(inst, plan, ctx, tok, dtab, rest, pctx, dctx, n_eager, n_draft if glm_eager_drafter else 0.0,
+                     blocks, int(g["block_tokens"]), float(kvs.bytes_per_token()), g["weights"] / 2**30,
+                     blocks * g["page_block"] / 2**30)
+
+
+__all__ = ["StepCosts", "step_costs", "host_params", "launch_counts", "ROLE", "DEFAULT_KV_LINK_BYTES_PER_S",
+           "HOST_KEYS", "DEFAULT_HOST", "math"]

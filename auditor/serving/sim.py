@@ -1,0 +1,135 @@
+"""A deployment and a benchmark workload -> the simulated run (``kernels/serving_core.simulate``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..deployment import InstancePlan
+from ..errors import AuditInputError
+from .costs import DEFAULT_KV_LINK_BYTES_PER_S, ROLE, StepCosts, host_params, step_costs
+
+#: vLLM-Ascend forces block_size 128 with prefix caching or chunked prefill (serving-facts §1.5,
+#: vllm_ascend/utils.py:1173-1199): hits are whole blocks, and the last prompt token is recomputed
+PREFIX_BLOCK = 128
+
+
+@dataclass(frozen=True)
+class BenchWorkload:
+    """What the client sends (``vllm bench serve`` / aisbench flags)."""
+
+    concurrency: int
+    isl: int
+    osl: int
+    num_prompts: int
+    request_rate: float = float("inf")     # inf: all requests at time 0 (bounded by concurrency)
+    prefix_ratio: float = 0.0              # share of every prompt that is one shared prefix
+    acceptance: float = 0.7                # per-draft MTP acceptance
+    prefix_caching: bool = True
+    seed: int = 0
+
+    @property
+    def hit_tokens(self) -> int:
+        """Prefix-cache hit per prompt once the prefix is cached: whole 128-token blocks of the shared
+        prefix, never the last prompt token (``kv_cache_manager.py:212-222``). The prefix is taken as
+        cached before the timed run (the nightly yamls run a warm-up case; serving-facts §1.5)."""
+        if not self.prefix_caching or self.prefix_ratio <= 0:
+            return 0
+        shared = min(int(self.isl * self.prefix_ratio), self.isl - 1)
+        return shared // PREFIX_BLOCK * PREFIX_BLOCK
+
+
+@dataclass
+class Deployment:
+    """Instances of one deployment: one aggregated instance, or a prefill and a decode instance
+    (``count`` of each); a P/D deployment's counts multiply its DP ranks (external DP)."""
+
+    spec: Any
+    engine: Any
+    recipe: str
+    device: Any
+    instances: list[InstancePlan]
+    kv_link_bytes_per_s: float = DEFAULT_KV_LINK_BYTES_PER_S
+    _costs: list[StepCosts] = field(default_factory=list, repr=False)
+
+    def costs(self) -> list[StepCosts]:
+        if not self._costs:
+            self._costs = [step_costs(self.spec, _merged(i), self.engine, self.recipe, self.device)
+                           for i in self.instances]
+        return self._costs
+
+    @property
+    def dies(self) -> int:
+        return sum(i.count * i.tp * i.dp for i in self.instances)
+
+
+def _merged(inst: InstancePlan) -> InstancePlan:
+    """``count`` instances of DP d behave as one of DP count x d for the scheduler (least-loaded
+    routing over all ranks; proxy balancing for external DP), with per-instance tables."""
+    return inst
+
+
+@dataclass
+class BenchRun:
+    workload: BenchWorkload
+    send: np.ndarray
+    first: np.ndarray
+    done: np.ndarray
+    steps: np.ndarray          # [n, 5]: start, dt, decoding requests, instance, eager
+    dies: int
+    notes: list[str]
+
+
+def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None) -> BenchRun:
+    from auditor_kernels.serving_core import simulate as core
+
+    costs = dep.costs()
+    if len(costs) not in (1, 2):
+        raise AuditInputError("--prefill/--decode", "a deployment is one aggregated instance or one P + one D")
+    n = len(costs)
+    ranks = np.array([c.inst.dp * c.inst.count for c in costs], np.int64)
+    seqs = np.array([c.inst.max_num_seqs for c in costs], np.int64)
+    budget = np.array([c.inst.max_num_batched_tokens for c in costs], np.int64)
+    blocks = np.array([c.num_blocks for c in costs], np.int64)
+    btok = int(costs[0].block_tokens)
+    kk = np.array([c.inst.mtp for c in costs], np.int64)
+    role = np.array([ROLE[c.inst.name] for c in costs], np.int64)
+    le = np.array([c.launches_eager for c in costs])
+    ld = np.array([c.launches_draft for c in costs])
+    # the tables share one context grid and one token grid: resample onto the union
+    ctx = np.unique(np.concatenate([c.ctx for c in costs]))
+    tok = np.unique(np.concatenate([c.tok for c in costs]))
+    smax = int(seqs.max())
+    dec = np.zeros((n, smax + 1, len(ctx)))
+    pre_rest = np.zeros((n, len(tok)))
+    pre_ctx = np.zeros((n, len(tok), len(ctx)))
+    dec_ctx = np.zeros((n, len(ctx)))
+    for i, c in enumerate(costs):
+        for b in range(smax + 1):
+            row = c.dec[min(b, c.dec.shape[0] - 1)]
+            dec[i, b] = np.interp(ctx, c.ctx, row)
+        pre_rest[i] = np.interp(tok, c.tok, c.pre_rest)
+        tmp = np.array([np.interp(ctx, c.ctx, r) for r in c.pre_ctx])
+        pre_ctx[i] = np.array([np.interp(tok, c.tok, tmp[:, q]) for q in range(len(ctx))]).T
+        dec_ctx[i] = np.interp(ctx, c.ctx, c.dec_ctx)
+    hp = host_params(dep.device) if host is None else np.asarray(host, dtype=np.float64)
+    N = wl.num_prompts
+    if wl.request_rate == float("inf"):
+        arrival = np.zeros(N)
+    else:
+        rng = np.random.default_rng(wl.seed)
+        arrival = np.cumsum(rng.exponential(1.0 / wl.request_rate, N))
+    # P/D: the decode instance pulls the prompt's KV from P after the prefill (not layerwise)
+    xfer = 0.0
+    if n == 2:
+        xfer = wl.isl * costs[1].kv_bytes_per_token / dep.kv_link_bytes_per_s
+    send, first, done = np.full(N, -1.0), np.full(N, -1.0), np.full(N, -1.0)
+    log = np.zeros((400_000, 5))
+    hit = wl.hit_tokens
+    nlog = core(n, ranks, seqs, budget, blocks, btok, kk, role, le, ld, ctx, tok, dec, pre_rest, pre_ctx, dec_ctx, hp,
+                N, wl.concurrency, wl.isl, wl.osl, hit, arrival, wl.acceptance, xfer, send, first, done, log)
+    notes = []
+    if (done < 0).any():
+        notes.append(f"{int((done < 0).sum())} requests never finished: a prompt larger than the KV pool")
+    return BenchRun(wl, send, first, done, log[:nlog], dep.dies, notes)

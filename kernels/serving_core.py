@@ -1,0 +1,370 @@
+"""Numba core of the serving simulation (``auditor.serving.sim``): vLLM v1's scheduler, step by step.
+
+Why a kernel: ``audit bench`` simulates thousands of engine steps per deployment and ``plan`` many
+deployments; a Python loop over requests x steps would cost seconds. Everything is plain arrays.
+
+What one step of one instance does (research/serving-facts.md §1, vLLM ``v1/core/sched/scheduler.py``):
+
+* per DP rank, a token budget ``max_num_batched_tokens`` (``scheduler.py:348``); RUNNING requests
+  first in arrival order (``:364-366``): a decode takes 1+K tokens (drafts truncated to the budget
+  left, ``:511-513``), a partly prefilled prompt its next chunk ``min(left, budget)`` (``:384-397``);
+* KV blocks are allocated for computed + new + K lookahead tokens (``:444-448``); when they do not
+  fit, the LAST running request is preempted (recompute: its prompt and output so far are prefilled
+  again, ``:442-491``, ``:929-949``) and no request is admitted in that step (``:545``);
+* WAITING requests are admitted while running < ``max_num_seqs``, budget > 0, and the whole prompt
+  fits in free blocks (``scheduler_reserve_full_isl``, ``kv_cache_manager.py:346-360``); their first
+  chunk is ``min(prompt, budget)`` (``:650-669``);
+* DP ranks step in lockstep (MoE: dummy batches, MC2 collectives; serving-facts §2); one rank with a
+  prefill chunk makes the step eager on every rank (graph mode = min over ranks,
+  ``model_runner_v1.py:4905-4911``); the step takes the slowest rank's time;
+* requests are routed to the rank with the least ``4 x waiting + running``
+  (``core_client.py:1350-1376``);
+* a decode step yields 1 + a + ... + a^k tokens per request for k drafts scheduled (expected value);
+* prefix cache hits (``hit`` tokens, whole 128-token blocks) are computed already: only the suffix
+  costs budget, but its chunks attend to the full context; the hit blocks are shared per rank;
+* P/D: a prefill-role instance hands a finished prompt to the decode instance after the KV pull
+  (``xfer`` seconds; MooncakeConnectorV1 is not layerwise, serving-facts §1.8); the decode instance
+  admits it as a computed prompt whose first step samples the first token.
+
+Requests: ``rq_*`` arrays. States: 0 unsent, 1 waiting, 2 running, 3 done.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+INF = 1e300
+
+
+@njit(cache=True)
+def _interp(x: np.ndarray, y: np.ndarray, v: float) -> float:
+    n = x.shape[0]
+    if v <= x[0]:
+        return y[0]
+    if v >= x[n - 1]:
+        if n == 1:
+            return y[0]
+        return y[n - 2] + (y[n - 1] - y[n - 2]) * (v - x[n - 2]) / (x[n - 1] - x[n - 2])
+    i = np.searchsorted(x, v) - 1
+    return y[i] + (y[i + 1] - y[i]) * (v - x[i]) / (x[i + 1] - x[i])
+
+
+@njit(cache=True)
+def _bilinear(tx: np.ndarray, cx: np.ndarray, z: np.ndarray, t: float, c: float) -> float:
+    n = tx.shape[0]
+    if t <= tx[0]:
+        return _interp(cx, z[0], c) * t / max(tx[0], 1.0)
+    if t >= tx[n - 1]:
+        return _interp(cx, z[n - 1], c) * t / tx[n - 1]
+    i = np.searchsorted(tx, t) - 1
+    a = _interp(cx, z[i], c)
+    b = _interp(cx, z[i + 1], c)
+    return a + (b - a) * (t - tx[i]) / (tx[i + 1] - tx[i])
+
+
+@njit(cache=True)
+def expected(k: float, a: float) -> float:
+    if a >= 1.0:
+        return k + 1.0
+    return (1.0 - a ** (k + 1.0)) / (1.0 - a)
+
+
+@njit(cache=True)
+def rank_time(i: int, eager: bool, t_pre: float, pre_ctx_s: float, nd: int, dtok: float, cdec: float,
+              ctx: np.ndarray, tok: np.ndarray, dec: np.ndarray, pre_rest: np.ndarray, dec_ctx: np.ndarray) -> float:
+    """Device seconds of one rank's share of a step (tables of instance ``i``)."""
+    if not eager:
+        b = nd if nd > 0 else 1          # an idle rank runs a dummy batch
+        b = min(b, dec.shape[1] - 1)
+        return _interp(ctx, dec[i, b], cdec)
+    return _interp(tok, pre_rest[i], max(t_pre + dtok, 1.0)) + pre_ctx_s + nd * _interp(ctx, dec_ctx[i], cdec)
+
+
+@njit(cache=True)
+def step_host(eager: bool, t_pre: float, dtok: float, launches_eager: float, launches_draft: float,
+              hp: np.ndarray) -> float:
+    """Host seconds of one step: hp = (launch s, prefill-token s, decode-token s, step s)."""
+    h = hp[3] + dtok * hp[2]
+    if eager:
+        return h + launches_eager * hp[0] + t_pre * hp[1]
+    return h + launches_draft * hp[0]
+
+
+@njit(cache=True)
+def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager, launches_draft,
+             ctx, tok, dec, pre_rest, pre_ctx, dec_ctx, hp,
+             n_req, conc, isl, osl, hit, arrival, acc, xfer,
+             rq_send, rq_first, rq_done, step_log):
+    """Run the whole benchmark; fills ``rq_send/first/done`` (seconds) and ``step_log[s] = (start,
+    dt, decoding requests, instance, eager)``; returns the number of steps logged."""
+    R = ranks.max()
+    S = seqs.max()
+    run = np.full((n_inst, R, S), -1, np.int64)
+    nrun = np.zeros((n_inst, R), np.int64)
+    Q = 2 * n_req + 2
+    wq = np.full((n_inst, R, Q), -1, np.int64)
+    wh = np.full((n_inst, R), n_req + 1, np.int64)     # head index (preempted requests go before it)
+    wt = np.full((n_inst, R), n_req + 1, np.int64)     # tail index (exclusive)
+    shared = (hit + btok - 1) // btok                 # prefix blocks, resident once per rank
+    free = np.zeros((n_inst, R), np.int64)
+    for i in range(n_inst):
+        for r in range(ranks[i]):
+            free[i, r] = blocks[i] - (shared if hit > 0 and role[i] != 2 else 0)
+    state = np.zeros(n_req, np.int64)
+    left = np.zeros(n_req, np.int64)        # prompt tokens still to compute on the current instance
+    comp = np.zeros(n_req, np.int64)        # tokens in the KV cache
+    held = np.zeros(n_req, np.int64)
+    out = np.zeros(n_req)
+    ready = np.zeros(n_req)
+    where = np.zeros(n_req, np.int64)       # instance
+    rrank = np.zeros(n_req, np.int64)
+    new = np.zeros(n_req, np.int64)
+    isdec = np.zeros(n_req, np.bool_)
+    clock = np.zeros(n_inst)
+    nxt = 0
+    inflight = 0
+    done = 0
+    nlog = 0
+    t_free = 0.0                             # when the last client slot was freed
+
+    while done < n_req:
+        # ---- client: send while a slot is free (request j is sent at max(arrival, slot free))
+        # ---- choose the instance whose next step starts first
+        best = -1
+        tbest = INF
+        for i in range(n_inst):
+            s_i = INF
+            for r in range(ranks[i]):
+                if nrun[i, r] > 0:
+                    s_i = clock[i]
+                    break
+                if wh[i, r] < wt[i, r]:
+                    j = wq[i, r, wh[i, r]]
+                    s_i = min(s_i, max(clock[i], ready[j]))
+            if i == 0 and nxt < n_req and inflight < conc:
+                s_i = min(s_i, max(clock[0], arrival[nxt], t_free))
+            if s_i < tbest:
+                tbest = s_i
+                best = i
+        if best < 0:
+            break                            # nothing can ever run (a request larger than the KV pool)
+        i = best
+        clock[i] = tbest
+        t = tbest
+        if i == 0:
+            while nxt < n_req and inflight < conc and arrival[nxt] <= t:
+                j = nxt
+                nxt += 1
+                inflight += 1
+                rq_send[j] = min(t, max(arrival[j], t_free))
+                state[j] = 1
+                comp[j] = hit
+                left[j] = isl - hit
+                held[j] = shared if hit > 0 and role[0] != 2 else 0    # the shared prefix blocks
+                ready[j] = t
+                where[j] = 0
+                # least 4 x waiting + running
+                br = 0
+                bs = 1 << 60
+                for r in range(ranks[0]):
+                    sc = 4 * (wt[0, r] - wh[0, r]) + nrun[0, r]
+                    if sc < bs:
+                        bs = sc
+                        br = r
+                rrank[j] = br
+                wq[0, br, wt[0, br]] = j
+                wt[0, br] += 1
+        # ---- schedule every rank of instance i
+        any_pre = role[i] == 1
+        for r in range(ranks[i]):
+            bud = budget[i]
+            preempted = False
+            k = 0
+            while k < nrun[i, r]:
+                j = run[i, r, k]
+                if left[j] > 0:
+                    n = min(left[j], bud)
+                    isdec[j] = False
+                else:
+                    n = min(1 + kk[i], bud)
+                    isdec[j] = True
+                if n <= 0:
+                    new[j] = 0
+                    k += 1
+                    continue
+                need = (comp[j] + n + kk[i] + btok - 1) // btok - held[j]
+                self_out = False
+                while need > free[i, r]:
+                    v = run[i, r, nrun[i, r] - 1]
+                    nrun[i, r] -= 1
+                    base = shared if hit > 0 and role[i] != 2 else 0
+                    free[i, r] += held[v] - base
+                    held[v] = base
+                    state[v] = 1
+                    new[v] = 0
+                    # recompute: the prompt and the output so far are prefilled again
+                    comp[v] = hit if role[i] != 2 else 0
+                    left[v] = isl + int(out[v]) - comp[v]
+                    wh[i, r] -= 1
+                    wq[i, r, wh[i, r]] = v
+                    preempted = True
+                    if v == j:
+                        self_out = True
+                        break
+                if self_out:
+                    break
+                free[i, r] -= need
+                held[j] += need
+                new[j] = n
+                bud -= n
+                k += 1
+            if not preempted:
+                while nrun[i, r] < seqs[i] and bud > 0 and wh[i, r] < wt[i, r]:
+                    j = wq[i, r, wh[i, r]]
+                    if ready[j] > t:
+                        break
+                    if role[i] == 2 and out[j] == 0.0 and left[j] == 0:
+                        n = 1                         # D: the pulled prompt's last token is recomputed
+                        total = isl
+                    else:
+                        n = min(left[j], bud)
+                        total = comp[j] + left[j]
+                    full = (total + btok - 1) // btok - held[j]
+                    if full > free[i, r]:
+                        break
+                    need = full if n == 1 and role[i] == 2 else (comp[j] + n + btok - 1) // btok - held[j]
+                    free[i, r] -= need
+                    held[j] += need
+                    wh[i, r] += 1
+                    run[i, r, nrun[i, r]] = j
+                    nrun[i, r] += 1
+                    state[j] = 2
+                    new[j] = n
+                    isdec[j] = left[j] == 0
+                    bud -= n
+        # ---- nothing scheduled and nothing running: a waiting prompt can never fit the KV pool
+        busy = False
+        for r in range(ranks[i]):
+            for k in range(nrun[i, r]):
+                if new[run[i, r, k]] > 0:
+                    busy = True
+        if not busy:
+            for r in range(ranks[i]):
+                if nrun[i, r] == 0 and wh[i, r] < wt[i, r] and ready[wq[i, r, wh[i, r]]] <= t:
+                    j = wq[i, r, wh[i, r]]
+                    wh[i, r] += 1
+                    state[j] = 3
+                    done += 1
+                    inflight -= 1
+                    t_free = t
+            clock[i] = t + 1e-6
+            continue
+        # ---- cost of the step: the slowest rank; eager when any rank prefills
+        t_pre_max = 0.0
+        for r in range(ranks[i]):
+            for k in range(nrun[i, r]):
+                j = run[i, r, k]
+                if new[j] > 0 and not isdec[j]:
+                    any_pre = True
+        dt_dev = 0.0
+        dtok_max = 0.0
+        nd_total = 0
+        for r in range(ranks[i]):
+            t_pre = 0.0
+            pctx = 0.0
+            nd = 0
+            dtok = 0.0
+            csum = 0.0
+            for k in range(nrun[i, r]):
+                j = run[i, r, k]
+                if new[j] <= 0:
+                    continue
+                if isdec[j]:
+                    nd += 1
+                    dtok += new[j]
+                    csum += comp[j]
+                else:
+                    t_pre += new[j]
+                    pctx += _bilinear(tok, ctx, pre_ctx[i], float(new[j]), float(comp[j]))
+            cdec = csum / nd if nd > 0 else 0.0
+            tr = rank_time(i, any_pre, t_pre, pctx, nd, dtok, cdec, ctx, tok, dec, pre_rest, dec_ctx)
+            dt_dev = max(dt_dev, tr)
+            t_pre_max = max(t_pre_max, t_pre)
+            dtok_max = max(dtok_max, dtok)
+            nd_total += nd
+        dt = dt_dev + step_host(any_pre, t_pre_max, dtok_max, launches_eager[i], launches_draft[i], hp)
+        te = t + dt
+        if nlog < step_log.shape[0]:
+            step_log[nlog, 0] = t
+            step_log[nlog, 1] = dt
+            step_log[nlog, 2] = nd_total
+            step_log[nlog, 3] = i
+            step_log[nlog, 4] = 1.0 if any_pre else 0.0
+            nlog += 1
+        clock[i] = te
+        # ---- apply
+        for r in range(ranks[i]):
+            k = 0
+            while k < nrun[i, r]:
+                j = run[i, r, k]
+                n = new[j]
+                fin = False
+                moved = False
+                if n > 0:
+                    new[j] = 0
+                    if isdec[j]:
+                        if role[i] == 2 and out[j] == 0.0:
+                            out[j] = 1.0
+                            comp[j] = isl
+                            rq_first[j] = te
+                        else:
+                            comp[j] += n
+                            out[j] += expected(n - 1.0, acc)
+                    else:
+                        comp[j] += n
+                        left[j] -= n
+                        if left[j] == 0:
+                            if role[i] == 1:
+                                moved = True
+                            else:
+                                out[j] += 1.0
+                                if rq_first[j] < 0:
+                                    rq_first[j] = te
+                    if out[j] >= osl:
+                        fin = True
+                if fin or moved:
+                    base = shared if hit > 0 and role[i] != 2 else 0
+                    free[i, r] += held[j] - base
+                    held[j] = 0
+                    for m in range(k, nrun[i, r] - 1):
+                        run[i, r, m] = run[i, r, m + 1]
+                    nrun[i, r] -= 1
+                    if fin:
+                        state[j] = 3
+                        rq_done[j] = te
+                        done += 1
+                        inflight -= 1
+                        t_free = te
+                    else:
+                        # P done: the D instance pulls the KV, then admits the computed prompt
+                        d = n_inst - 1
+                        br = 0
+                        bs = 1 << 60
+                        for q in range(ranks[d]):
+                            sc = 4 * (wt[d, q] - wh[d, q]) + nrun[d, q]
+                            if sc < bs:
+                                bs = sc
+                                br = q
+                        where[j] = d
+                        rrank[j] = br
+                        state[j] = 1
+                        left[j] = 0
+                        comp[j] = 0
+                        ready[j] = te + xfer
+                        wq[d, br, wt[d, br]] = j
+                        wt[d, br] += 1
+                else:
+                    k += 1
+    return nlog
