@@ -180,3 +180,30 @@ def test_device_usable_total():
     assert usable_total(load_device("a2-376t")) == round(60.96 * GiB)
     # public torch OOM messages: "total capacity of 139.80 GiB" (issue 16 replaces the 141 GB datasheet figure)
     assert usable_total(load_device("h200")) == int(139.80 * GiB)
+
+
+@pytest.mark.parametrize("pp,mtp,kv", [(1, 0, "bf16"), (1, 3, "c8"), (2, 3, "bf16")])
+def test_grid_budget_is_rank_budget_for_each_row(pp, mtp, kv):
+    """One arithmetic for a deployment and a grid: every row of grid_budget has the blocks and the
+    available KV rank_budget gives that row's deployment (per-stage weights, drafter, graph pool)."""
+    import numpy as np
+    from auditor.devices.profiles import load_device
+    from auditor.runtime.feasibility import grid_budget
+    from auditor.runtime.weights import plan_weights
+    spec = preset_spec("glm-5.1")
+    plan = ParallelPlan(tp=8, dp=2, ep=16, pp=pp, max_num_batched_tokens=4096)
+    dev = load_device("a3-752t")
+    batch = np.array([1.0, 8.0, 32.0])
+    req = np.array([4096.0, 32768.0, 8192.0])
+    step = batch * (1 + mtp)
+    g = grid_budget(spec, plan, "vllm-ascend@main", "w8a8", dev, batch=batch, request_tokens=req, step_tokens=step,
+                    mtp=np.full(3, float(mtp)), util=0.9, kv_cache_dtype=kv)
+    wplan = plan.with_(mtp=mtp > 0)
+    W = plan_weights(spec, wplan, "vllm-ascend@main", "w8a8")
+    for i in range(3):
+        b = rank_budget(spec, wplan, "vllm-ascend@main", weights_bytes=W, device=dev, util=0.9,
+                        max_model_len=int(req[i]), max_num_seqs=int(batch[i]),
+                        max_num_batched_tokens=int(max(4096, step[i])), kv_cache_dtype=kv, mtp=mtp,
+                        dsa_cp=False)
+        assert int(np.atleast_1d(g["num_blocks"])[i]) == b.num_blocks
+        assert abs(float(np.atleast_1d(g["kv_available"])[i]) - b.kv_available_bytes) <= 1

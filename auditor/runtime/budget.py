@@ -25,7 +25,6 @@ from ..engines.registry import EngineLike, as_engine
 from ..errors import AuditInputError
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
-from ..units import GiB
 
 DEFAULT_UTIL = 0.9
 DEFAULT_MAX_NUM_SEQS = 256
@@ -199,6 +198,30 @@ def usable_total(device: Any) -> int:
     return int(getattr(device, "hbm_usable_bytes", 0) or device.hbm_capacity_bytes)
 
 
+def kv_base(eng: Any, spec: ModelSpec, plan: ParallelPlan, *, total_bytes: float, util: float, tokens: Any, seqs: Any,
+            mtp: Any, dsa_cp: bool, hccl_buffsize_mb: int, dcp: int = 1, soc: str | None = None,
+            prefill_mc2: bool = False) -> dict[str, Any]:
+    """The budget arithmetic, once, for one deployment (scalars) and for grids (numpy arrays of
+    workloads): ``base = int(util x M_total) - P_act - N_nontorch - graph``, so that a rank with
+    weights W has ``A_kv = base - W``. The activation terms broadcast over ``tokens``/``seqs``/
+    ``mtp``; which communicators the profile run touches is decided at one batch (a grid's plan's own
+    max_num_batched_tokens and its largest batch and K)."""
+    import numpy as np
+    state = {"soc": soc, "prefill_mc2": prefill_mc2} if soc else {}
+    terms = eng.activation_terms(spec, tokens=tokens, seqs=seqs, mtp=mtp, tp=plan.tp, dp=plan.dp, ep=plan.ep,
+                                 sp=plan.sp, dsa_cp=dsa_cp, **state)
+    p_act = eng.activation_peak(terms)
+    scalar = np.ndim(tokens) == 0 and np.ndim(seqs) == 0 and np.ndim(mtp) == 0
+    nt_at = (dict(tokens=int(tokens), seqs=int(seqs), mtp=int(mtp)) if scalar else
+             dict(tokens=int(plan.max_num_batched_tokens), seqs=int(np.max(seqs)), mtp=int(np.max(mtp))))
+    nt_terms = eng.non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp, spec=spec, **nt_at, **state)
+    requested = int(total_bytes * util)
+    graph = eng.graph_deducted_bytes()
+    n_nt = sum(nt_terms.values())
+    return {"terms": terms, "p_act": p_act, "nt_terms": nt_terms, "n_nt": n_nt, "graph": graph,
+            "requested": requested, "base": requested - p_act - n_nt - graph, "state": state}
+
+
 def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, *, weights_bytes: float | Sequence[float],
                 device: Any = None, total_bytes: int | None = None, util: float = DEFAULT_UTIL,
                 max_model_len: int | None = None, max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
@@ -246,24 +269,23 @@ def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, *, weig
     if len(ws) != plan.pp:
         raise ValueError(f"weights_bytes: one value or one per PP stage ({plan.pp}), got {len(ws)}")
     injected = []
-    state = {"soc": soc, "prefill_mc2": prefill_mc2} if soc else {}
-    terms = eng.activation_terms(spec, tokens=T, seqs=max_num_seqs, mtp=mtp, tp=plan.tp, dp=plan.dp, ep=plan.ep,
-                                 sp=plan.sp, dsa_cp=dsa_cp, **state)
-    terms = {k: float(v) for k, v in terms.items()}
+    core = kv_base(eng, spec, plan, total_bytes=total_bytes, util=util, tokens=T, seqs=max_num_seqs, mtp=mtp,
+                   dsa_cp=dsa_cp, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp, soc=soc, prefill_mc2=prefill_mc2)
+    state = core["state"]
+    terms = {k: float(v) for k, v in core["terms"].items()}
     if activation_bytes is None:
-        p_act = int(round(float(eng.activation_peak(terms))))
+        p_act = int(round(float(core["p_act"])))
     else:
         p_act, terms = int(activation_bytes), {"given": float(activation_bytes)}
         injected.append("activation_peak_bytes")
-    nt_terms = eng.non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp, spec=spec, tokens=T,
-                                   seqs=max_num_seqs, mtp=mtp, **state)
+    nt_terms = core["nt_terms"]
     if non_torch_bytes is None:
         n_nt = sum(nt_terms.values())
     else:
         n_nt, nt_terms = int(non_torch_bytes), {"given": int(non_torch_bytes)}
         injected.append("non_torch_bytes")
-    requested = int(total_bytes * util)
-    graph = eng.graph_deducted_bytes()
+    requested = core["requested"]
+    graph = core["graph"]
     best = None
     stage_blocks = []
     for s in range(plan.pp):

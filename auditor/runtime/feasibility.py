@@ -81,41 +81,47 @@ def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe:
                 batch: np.ndarray, request_tokens: np.ndarray, step_tokens: np.ndarray, mtp: np.ndarray,
                 util: float = 0.9, kv_cache_dtype: str = "bf16", dsa_cp: bool | None = None,
                 hccl_buffsize_mb: int = 200) -> dict[str, Any]:
-    """Vectorised budget over many workloads of one plan. Weights come once per plan; the activation
-    peak, A_kv, the block count and the KV left after the batch's requests are array expressions.
-    Keys: weights, kv_available, num_blocks, page_block, block_tokens, kv_free (negative: short)."""
+    """Vectorised budget over many workloads of one plan, with ``rank_budget``'s arithmetic
+    (``budget.kv_base``): weights per PP stage come once per plan, each row is charged its own MTP
+    drafter (K = 0 rows load no drafter weights and no drafter cache layer), the engine's graph pool
+    is deducted where the version does, and the binding stage is the one with fewest blocks.
+    Keys: weights (binding stage), kv_available, num_blocks, page_block, block_tokens, kv_free
+    (negative: short)."""
+    from .budget import kv_base
     eng = as_engine(engine)
     rows_mtp = np.asarray(mtp) > 0
     has_mtp = bool(spec.mtp_layers) and bool(np.any(rows_mtp))
     wplan = plan.with_(mtp=plan.mtp or has_mtp)
-    W = float(max(plan_weights(spec, wplan, engine, recipe)))
-    if has_mtp and not plan.mtp and not np.all(rows_mtp):
-        # each row is charged its own drafter: K = 0 rows load no MTP weights and no drafter cache layer
-        W0 = float(max(plan_weights(spec, plan, engine, recipe)))
-        W = np.where(rows_mtp, W, W0)
+    mixed = has_mtp and not plan.mtp and not bool(np.all(rows_mtp))
+    w_mtp = plan_weights(spec, wplan, engine, recipe)
+    w_plain = plan_weights(spec, plan, engine, recipe) if mixed else w_mtp
     if dsa_cp is None:
         dsa_cp = bool(spec.dsa and plan.sp and plan.tp > 1)
     T = np.maximum(float(plan.max_num_batched_tokens), step_tokens)
-    soc = eng.soc(device)
-    state = {"soc": soc} if soc else {}
-    terms = eng.activation_terms(spec, tokens=T, seqs=batch, mtp=mtp, tp=plan.tp, dp=plan.dp, ep=plan.ep, sp=plan.sp,
-                                 dsa_cp=dsa_cp, **state)
-    p_act = eng.activation_peak(terms)
-    # which communicators the profile run touches depends on the comm path at T; for the grid it is
-    # taken at the plan's own max_num_batched_tokens (unknown -> ep and mc2 counted)
-    n_nt = sum(eng.non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb).values())
-    avail = usable_total(device) * util - W - p_act - n_nt - eng.graph_deducted_bytes()
-    kv = eng.kv_spec(spec, wplan, variant=kv_cache_dtype, mtp=has_mtp)
-    page = float(kv.page_block_bytes)
-    if has_mtp and not plan.mtp and not np.all(rows_mtp):
-        kv0 = eng.kv_spec(spec, plan, variant=kv_cache_dtype, mtp=False)
-        page = np.where(rows_mtp, page, float(kv0.page_block_bytes))
-    blocks = np.floor(np.maximum(avail, 0.0) / page)
-    per_req = np.ceil(np.ceil(np.asarray(request_tokens) / kv.dcp) / kv.block_size)
-    free = (blocks - batch * per_req) * page
-    free = np.where(avail > 0, free, np.minimum(avail, -1.0))
-    return {"weights": W, "kv_available": avail, "num_blocks": blocks, "page_block": page,
-            "block_tokens": kv.tokens_per_block, "kv_free": free}
+    core = kv_base(eng, spec, plan, total_bytes=usable_total(device), util=util, tokens=T, seqs=batch, mtp=mtp,
+                   dsa_cp=dsa_cp, hccl_buffsize_mb=hccl_buffsize_mb, soc=eng.soc(device))
+    best = None
+    for s in range(plan.pp):
+        W = np.where(rows_mtp, float(w_mtp[s]), float(w_plain[s])) if mixed else float(w_mtp[s])
+        kv = eng.kv_spec(spec, wplan, variant=kv_cache_dtype, mtp=has_mtp, stage=s)
+        page = float(kv.page_block_bytes)
+        if mixed:
+            kv0 = eng.kv_spec(spec, plan, variant=kv_cache_dtype, mtp=False, stage=s)
+            page = np.where(rows_mtp, page, float(kv0.page_block_bytes))
+        avail = core["base"] - W
+        blocks = np.floor(np.maximum(avail, 0.0) / page)
+        per_req = np.ceil(np.ceil(np.asarray(request_tokens) / kv.dcp) / kv.block_size)
+        free = (blocks - batch * per_req) * page
+        free = np.where(avail > 0, free, np.minimum(avail, -1.0))
+        stage = {"weights": W, "kv_available": avail, "num_blocks": blocks, "page_block": page,
+                 "block_tokens": kv.tokens_per_block, "kv_free": free}
+        if best is None:
+            best = stage
+        else:
+            # the binding stage per row: fewest blocks (then least available memory), as rank_budget
+            take = (blocks < best["num_blocks"]) | ((blocks == best["num_blocks"]) & (avail < best["kv_available"]))
+            best = {k: (np.where(take, v, best[k]) if k != "block_tokens" else v) for k, v in stage.items()}
+    return best
 
 
 def grid_kv_free(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe: str, device: Any, **kw: Any
