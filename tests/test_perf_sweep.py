@@ -113,3 +113,24 @@ def test_no_infeasible_configuration_among_the_best():
     row = res.rows[(res.rows[:, col["tp"]] == 16) & (res.rows[:, col["dp"]] == 2) & (res.rows[:, col["batch"]] == 1)][0]
     dec = evaluate(SPEC, plan, ENGINE, Workload("decode", tokens=4096, context=4096, batch=1), DEV, "w8a8")
     assert row[col["decode_step_ms"]] == pytest.approx(dec.phases["decode"].time_ms, rel=1e-9)
+
+
+def test_sweep_takes_the_runtime_options(capsys):
+    """--max-model-len refuses rows whose requests are longer (a 4,096-token prompt plus its first
+    decode step needs 4,097); --hccl-buffsize and --dcp reach the budget (a larger mc2 buffer leaves
+    less KV on every EP row)."""
+    import json as _json
+    from auditor.cli import main
+    base = ["sweep", "--tp", "16", "--dp", "1,2", "--tokens", "4096", "--format", "json"]
+    assert main(base + ["--max-model-len", "4096"]) == 0
+    short = _json.loads(capsys.readouterr().out)
+    assert short["infeasible"] == short["configurations"]
+    assert main(base + ["--max-model-len", "8K"]) == 0
+    assert _json.loads(capsys.readouterr().out)["infeasible"] < short["configurations"]
+    assert main(base) == 0
+    small = _json.loads(capsys.readouterr().out)["best_ttft"]
+    assert main(base + ["--hccl-buffsize", "2000"]) == 0
+    big = _json.loads(capsys.readouterr().out)["best_ttft"]
+    by = {(r["tp"], r["dp"]): r["kv_free_gib"] for r in small}
+    assert big and all((r["tp"], r["dp"]) in by for r in big)
+    assert all(r["kv_free_gib"] < by[(r["tp"], r["dp"])] for r in big)

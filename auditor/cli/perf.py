@@ -188,7 +188,8 @@ def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, b
     args = (src.spec, base, engine, src.scheme_recipe, dev, grids["tp"], grids["dp"], grids["tokens"],
             grids["context"], grids["batch"], grids["mtp"], ep_mode == "on")
     opts = dict(decode_follows_prefill=follow, util=runtime["util"], kv_cache_dtype=runtime["kv_cache_dtype"],
-                acceptance=acceptance)
+                acceptance=acceptance, hccl_buffsize_mb=runtime["hccl_buffsize_mb"], dcp=runtime["dcp"],
+                max_model_len=runtime["max_model_len"])
     if sys.stderr.isatty():
         with click.progressbar(length=n_plans, label="sweep", file=sys.stderr) as bar:
             res = run_sweep(*args, progress=bar.update, **opts)

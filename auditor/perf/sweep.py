@@ -70,7 +70,8 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
               tps: Iterable[int], dps: Iterable[int], tokens: Iterable[int], contexts: Iterable[int],
               batches: Iterable[int], mtps: Iterable[int], ep_on: bool = True,
               progress: Callable[[int], None] | None = None, decode_follows_prefill: bool = False,
-              util: float = 0.9, kv_cache_dtype: str = "bf16", acceptance: float = 1.0) -> SweepResult:
+              util: float = 0.9, kv_cache_dtype: str = "bf16", acceptance: float = 1.0,
+              hccl_buffsize_mb: int = 200, dcp: int = 1, max_model_len: int | None = None) -> SweepResult:
     """TTFT and decode step time for every grid point; plans the model cannot take are skipped."""
     from auditor_kernels.perf_core import sweep_grid
 
@@ -119,7 +120,8 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
         req = np.maximum(work[:, 1] + work[:, 0], dec_ctx + 1 + work[:, 3])
         weights, free = grid_kv_free(spec, plan, engine, recipe, device, batch=work[:, 2], request_tokens=req,
                                      step_tokens=work[:, 2] * (1 + work[:, 3]), mtp=work[:, 3], util=util,
-                                     kv_cache_dtype=kv_cache_dtype)
+                                     kv_cache_dtype=kv_cache_dtype, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp,
+                                     max_model_len=max_model_len)
         n = len(work)
         block = np.empty((n, len(COLUMNS)))
         block[:, 0], block[:, 1], block[:, 2] = tp, dp, plan.ep

@@ -80,13 +80,14 @@ def workload_fit(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe
 def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe: str, device: Any, *,
                 batch: np.ndarray, request_tokens: np.ndarray, step_tokens: np.ndarray, mtp: np.ndarray,
                 util: float = 0.9, kv_cache_dtype: str = "bf16", dsa_cp: bool | None = None,
-                hccl_buffsize_mb: int = 200) -> dict[str, Any]:
+                hccl_buffsize_mb: int = 200, dcp: int = 1, max_model_len: int | None = None) -> dict[str, Any]:
     """Vectorised budget over many workloads of one plan, with ``rank_budget``'s arithmetic
     (``budget.kv_base``): weights per PP stage come once per plan, each row is charged its own MTP
     drafter (K = 0 rows load no drafter weights and no drafter cache layer), the engine's graph pool
     is deducted where the version does, and the binding stage is the one with fewest blocks.
     Keys: weights (binding stage), kv_available, num_blocks, page_block, block_tokens, kv_free
-    (negative: short)."""
+    (negative: short). A row whose request is longer than ``max_model_len`` (when given) does not
+    fit: the engine refuses such a request."""
     from .budget import kv_base
     eng = as_engine(engine)
     rows_mtp = np.asarray(mtp) > 0
@@ -99,20 +100,22 @@ def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe:
         dsa_cp = bool(spec.dsa and plan.sp and plan.tp > 1)
     T = np.maximum(float(plan.max_num_batched_tokens), step_tokens)
     core = kv_base(eng, spec, plan, total_bytes=usable_total(device), util=util, tokens=T, seqs=batch, mtp=mtp,
-                   dsa_cp=dsa_cp, hccl_buffsize_mb=hccl_buffsize_mb, soc=eng.soc(device))
+                   dsa_cp=dsa_cp, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp, soc=eng.soc(device))
     best = None
     for s in range(plan.pp):
         W = np.where(rows_mtp, float(w_mtp[s]), float(w_plain[s])) if mixed else float(w_mtp[s])
-        kv = eng.kv_spec(spec, wplan, variant=kv_cache_dtype, mtp=has_mtp, stage=s)
+        kv = eng.kv_spec(spec, wplan, variant=kv_cache_dtype, dcp=dcp, mtp=has_mtp, stage=s)
         page = float(kv.page_block_bytes)
         if mixed:
-            kv0 = eng.kv_spec(spec, plan, variant=kv_cache_dtype, mtp=False, stage=s)
+            kv0 = eng.kv_spec(spec, plan, variant=kv_cache_dtype, dcp=dcp, mtp=False, stage=s)
             page = np.where(rows_mtp, page, float(kv0.page_block_bytes))
         avail = core["base"] - W
         blocks = np.floor(np.maximum(avail, 0.0) / page)
         per_req = np.ceil(np.ceil(np.asarray(request_tokens) / kv.dcp) / kv.block_size)
         free = (blocks - batch * per_req) * page
         free = np.where(avail > 0, free, np.minimum(avail, -1.0))
+        if max_model_len is not None:
+            free = np.where(np.asarray(request_tokens) <= max_model_len, free, np.minimum(free, -1.0))
         stage = {"weights": W, "kv_available": avail, "num_blocks": blocks, "page_block": page,
                  "block_tokens": kv.tokens_per_block, "kv_free": free}
         if best is None:
