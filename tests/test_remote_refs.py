@@ -1,5 +1,6 @@
-"""MODEL forms that name a remote repository: hf:// and ms:// always, a bare org/name only when no
-such local path exists."""
+"""MODEL forms that name a remote repository, and how open_model routes them: hf:// and ms:// always,
+a bare org/name only when no such local path exists; presets and local directories never go
+near the network."""
 from __future__ import annotations
 
 import re
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from auditor.errors import AuditInputError
 from auditor.remote.refs import HF, MS, RemoteRef, parse_remote
+from auditor.source import open_model
 
 # Independent statement of the grammar (refs.py's docstring), written as plain predicates.
 NAME_CHARS = string.ascii_letters + string.digits + "._-"
@@ -88,3 +90,31 @@ def test_named_examples():
         with pytest.raises(AuditInputError, match=re.escape(needle)):
             parse_remote(bad)
 
+
+def test_open_model_routes_without_touching_the_network(tmp_path, monkeypatch):
+    """Presets, local directories and a missing path that is no repository id never reach the
+    remote layer; a scheme form does even when a local directory has the same spelling."""
+    import auditor.remote.mirror as mirror
+
+    calls = []
+
+    def fake_open_remote(ref, progress=None):
+        calls.append(ref)
+        raise AuditInputError(ref.uri, "stopped here")
+
+    monkeypatch.setattr(mirror, "open_remote", fake_open_remote)
+    assert open_model("glm-5.1", tables=False).kind == "preset"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "acme" / "tiny").mkdir(parents=True)
+    (tmp_path / "acme" / "tiny" / "config.json").write_text("{}")
+    with pytest.raises(AuditInputError) as local:
+        open_model("acme/tiny", tables=False)            # the local directory wins (and its config is bad)
+    assert "stopped here" not in str(local.value)
+    with pytest.raises(AuditInputError, match="no such directory"):
+        open_model(str(tmp_path / "nope" / "deeper"))
+    assert calls == []
+    with pytest.raises(AuditInputError, match="stopped here"):
+        open_model("acme/other")                         # nothing there: a Hub repository
+    with pytest.raises(AuditInputError, match="stopped here"):
+        open_model("ms://acme/tiny")
+    assert [c.uri for c in calls] == ["hf://acme/other", "ms://acme/tiny"] and calls[0].bare
