@@ -8,7 +8,9 @@ does not do well enough for us, and ``ranges.py`` does instead: its header reade
 not check for 206/Content-Range (a server ignoring Range is read whole into memory), and looks
 only for root-level ``model.safetensors[.index.json]``, not msModelSlim's names.
 
-Files are then read at ``{endpoint}/{repo}/resolve/{sha}/{path}``: always by the commit, never by a
+Telemetry is turned off for our calls (the library would otherwise fetch
+``{endpoint}/api/agent-harnesses`` to describe the caller in its User-Agent and cache it under
+``HF_HOME``). Files are then read at ``{endpoint}/{repo}/resolve/{sha}/{path}``: always by the commit, never by a
 branch, so a push during the run cannot mix two commits; a resolve answer whose
 ``X-Repo-Commit`` names another commit is refused. ``HF_ENDPOINT`` is read when used (the library
 reads it at import), with the library's rule.
@@ -26,7 +28,7 @@ from .. import __version__
 from ..errors import AuditInputError
 from . import http
 from .refs import RemoteRef
-from .snapshot import Snapshot
+from .snapshot import Snapshot, listed_files
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 TOKEN_HINT = "HF_TOKEN"
@@ -118,11 +120,15 @@ class HfBackend:
     def snapshot(self, ref: RemoteRef) -> Snapshot:
         """The commit ``ref`` resolves to and the repository's files at it (one API call for the
         commit, the tree listing for the files)."""
+        import huggingface_hub.constants as hf_constants
         from huggingface_hub import HfApi
         from huggingface_hub.hf_api import RepoFile
         from huggingface_hub.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()       # its retry warnings would break our one-line output
+        # no telemetry: with it on, building the User-Agent fetches {endpoint}/api/agent-harnesses and
+        # writes it under HF_HOME, a request and a write nobody asked a headers-only audit for
+        hf_constants.HF_HUB_DISABLE_TELEMETRY = True
         api = HfApi(endpoint=self.endpoint, token=self.token() or False, library_name="audit",
                     library_version=__version__)
         with self._errors(ref):
@@ -132,10 +138,8 @@ class HfBackend:
                 raise AuditInputError(ref.uri, f"the Hub gave no commit id for revision '{ref.rev}'")
             if ref.pinned and sha != ref.revision:
                 raise AuditInputError(ref.uri, f"the Hub resolved commit {ref.revision} to {sha}")
-            files = {}
-            for item in self._retrying(lambda: list(api.list_repo_tree(ref.repo, revision=sha, recursive=True))):
-                if isinstance(item, RepoFile):
-                    files[item.path] = int(item.size)
+            tree = self._retrying(lambda: list(api.list_repo_tree(ref.repo, revision=sha, recursive=True)))
+        files = listed_files(((t.path, t.size) for t in tree if isinstance(t, RepoFile)), ref.uri)
         return Snapshot(commit=sha, files=files, url_rev=sha)
 
     def file_url(self, ref: RemoteRef, snap: Snapshot, path: str) -> str:

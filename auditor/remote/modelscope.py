@@ -27,7 +27,7 @@ from urllib.parse import quote, quote_plus
 
 from ..errors import AuditInputError
 from .refs import RemoteRef
-from .snapshot import Snapshot
+from .snapshot import Snapshot, listed_files
 
 DEFAULT_ENDPOINT = "https://modelscope.cn"
 TOKEN_HINT = "MODELSCOPE_API_TOKEN"
@@ -109,13 +109,9 @@ class MsBackend:
             warnings.simplefilter("ignore")
             api = HubApi(endpoint=self.endpoint, token=self.token() or "")
             listed = api.list_repo_files(ref.repo, "model", revision=ref.rev, recursive=True)
-        files: dict[str, int] = {}
-        entries = []
-        for f in listed:
-            if f.type != "blob" or not f.path:
-                continue
-            files[f.path] = int(f.size)
-            entries.append((f.path, int(f.size), f.sha256 or f.blob_id or ""))
+        blobs = [f for f in listed if f.type == "blob" and f.path]
+        files = listed_files(((f.path, f.size) for f in blobs), ref.uri)
+        entries = [(f.path, f.size, f.sha256 or f.blob_id or "") for f in blobs]
         return Snapshot(commit=listing_digest(entries), files=files, url_rev=ref.rev)
 
     def file_url(self, ref: RemoteRef, snap: Snapshot, path: str) -> str:
