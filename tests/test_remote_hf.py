@@ -352,3 +352,25 @@ def test_unusable_cache_directory_is_one_line(tmp_path, tiny, remote_env, capsys
     monkeypatch.setenv("AUDIT_CACHE", str(blocker / "cache"))
     line = one_error_line(*run(capsys, "memory", "hf://acme/tiny")[::2])
     assert "cannot use the remote-checkpoint cache" in line and "AUDIT_CACHE" in line
+
+
+@pytest.mark.parametrize("var, value, needle", [
+    ("AUDIT_REMOTE_CONCURRENCY", "0", "AUDIT_REMOTE_CONCURRENCY: must be an integer from 1 to 64, got '0'"),
+    ("AUDIT_REMOTE_CONCURRENCY", "many", "AUDIT_REMOTE_CONCURRENCY: must be an integer from 1 to 64, got 'many'"),
+    ("AUDIT_REMOTE_TTL", "soon", "AUDIT_REMOTE_TTL: not a number of seconds: 'soon'"),
+    ("AUDIT_REMOTE_TTL", "-5", "AUDIT_REMOTE_TTL: must be 0 to 1e9 seconds, got -5"),
+])
+def test_bad_settings_are_one_line(tmp_path, tiny, remote_env, capsys, monkeypatch, var, value, needle):
+    monkeypatch.setenv(var, value)
+    line = one_error_line(*run(capsys, "memory", "hf://acme/tiny")[::2])
+    assert line == f"audit: error: {needle}"
+    assert snapshots(tmp_path) == []
+
+
+def test_one_worker_gives_the_same_mirror(tmp_path, tiny, remote_env, capsys, monkeypatch):
+    monkeypatch.setenv("AUDIT_REMOTE_CONCURRENCY", "1")
+    rc, one, _ = run(capsys, "memory", "hf://acme/tiny", "--format", "json")
+    monkeypatch.setenv("AUDIT_CACHE", str(tmp_path / "cache8"))
+    monkeypatch.setenv("AUDIT_REMOTE_CONCURRENCY", "8")
+    rc8, eight, _ = run(capsys, "memory", "hf://acme/tiny", "--format", "json")
+    assert rc == rc8 == 0 and one == eight
