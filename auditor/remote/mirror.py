@@ -42,7 +42,6 @@ class Mirrored:
     commit: str
     label: str          # hf://org/name@<commit> (ms://org/name@<revision>)
     note: str           # an info finding naming the repository and the commit
-    requests: int = 0   # HTTP requests this run made for file contents (0 from the cache)
 
     def relabel(self, exc: AuditInputError) -> AuditInputError:
         """``exc`` with every cache path replaced by the repository's name."""
@@ -94,7 +93,7 @@ def open_remote(ref: RemoteRef, progress: bool | None = None) -> Mirrored:
     try:
         return _open_remote(ref, progress)
     except AuditInputError as exc:
-        if not ref.bare:
+        if not ref.bare or exc.where != ref.uri:      # a file's or a setting's error names itself
             raise
         typed = ref.repo + (f"@{ref.revision}" if ref.revision else "")
         raise AuditInputError(typed, f"no such local directory; as the Hugging Face repository {ref.uri}: "
@@ -117,13 +116,10 @@ def _open_remote(ref: RemoteRef, progress: bool | None) -> Mirrored:
         raise AuditInputError(ref.uri, "HF_HUB_OFFLINE is set and this revision is not in the cache "
                                        f"({cache.root})")
     snap = be.snapshot(ref)
-    path = cache.valid(snap.commit)
-    requests = 0
-    if path is None:
-        path, requests = _materialize(be, ref, snap, cache, progress)
+    path = cache.valid(snap.commit) or _materialize(be, ref, snap, cache, progress)
     if not ref.pinned:
         cache.remember(snap.commit)
-    return Mirrored(path, ref, snap.commit, label_of(ref, snap.commit), be.describe(ref, snap.commit), requests)
+    return Mirrored(path, ref, snap.commit, label_of(ref, snap.commit), be.describe(ref, snap.commit))
 
 
 def _create(path: Path, size: int) -> int:
@@ -134,7 +130,7 @@ def _create(path: Path, size: int) -> int:
 
 
 def _materialize(be, ref: RemoteRef, snap: Snapshot, cache: RepoCache,
-                 progress: bool | None) -> tuple[Path, int]:
+                 progress: bool | None) -> Path:
     label = label_of(ref, snap.commit)
     plan = planner.small_files(snap.files, label)
     planner.check_paths(plan, label)
@@ -200,7 +196,7 @@ def _materialize(be, ref: RemoteRef, snap: Snapshot, cache: RepoCache,
             path = cache.commit(tmp, snap.commit, sizes, {"endpoint": be.endpoint, "revision": ref.rev,
                                                           "requests": http.requests})
             done = True
-            return path, http.requests
+            return path
         except OSError as exc:
             raise AuditInputError(cache.root, f"cannot write the remote-checkpoint cache: {exc.strerror or exc} "
                                               f"(set AUDIT_CACHE to a writable directory)") from None
