@@ -374,3 +374,16 @@ def test_one_worker_gives_the_same_mirror(tmp_path, tiny, remote_env, capsys, mo
     monkeypatch.setenv("AUDIT_REMOTE_CONCURRENCY", "8")
     rc8, eight, _ = run(capsys, "memory", "hf://acme/tiny", "--format", "json")
     assert rc == rc8 == 0 and one == eight
+
+
+@pytest.mark.parametrize("location, needle", [
+    ("file:///etc/passwd", "redirect to a URL that is not plain http(s) refused ('file:///etc/passwd')"),
+    ("ftp://example.org/x", "redirect to a URL that is not plain http(s) refused"),
+    ("http://127.0.0.1:port/x", "redirect to an invalid URL refused (Invalid URL in location header"),
+    ("/acme/tiny/resolve/main/config.json", "more than 5 redirects"),
+])
+def test_bad_redirects_are_refused(tmp_path, tiny, remote_env, capsys, location, needle):
+    remote_env.faults.location = location
+    line = one_error_line(*run(capsys, "memory", "hf://acme/tiny")[::2])
+    assert line.startswith(f"audit: error: hf://acme/tiny@{SHA}/config.json: {needle}"), line
+    assert snapshots(tmp_path) == []

@@ -67,6 +67,7 @@ class Faults:
     missing: set[str] = field(default_factory=set)               # listed, but 404 when read
     redirect: bool = False                                        # file reads -> 302 to the other server
     wrong_commit: bool = False                                    # X-Repo-Commit names another commit
+    location: str | None = None                                   # file reads -> 302 to this Location
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def take_status(self, key: str) -> int | None:
@@ -260,6 +261,9 @@ def _handler(hub: StandIn):
                 return self._hf_error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
             commit = "f" * 40 if hub.faults.wrong_commit else repo.sha
             headers = {"X-Repo-Commit": commit, "Accept-Ranges": "bytes"}
+            if hub.faults.location is not None:
+                self._send(302, b"", {**headers, "Location": hub.faults.location}, file=rel)
+                return
             if hub.faults.redirect and hub.other is not None and rel in repo.files():
                 self._send(302, b"", {**headers, "Location": f"{hub.other.url}/cdn/{org}/{name}/{quote(rel)}"},
                            file=rel)

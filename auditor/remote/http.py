@@ -58,8 +58,12 @@ class Hop:
 
 
 def origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of ``url``; scheme '' when the URL cannot be an HTTP one."""
     parts = urlsplit(url)
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    try:
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:                     # a port that is not a number
+        return "", "", None
     return parts.scheme, (parts.hostname or "").lower(), port
 
 
@@ -160,8 +164,9 @@ class Http:
                     raise AuditInputError(where, f"redirect (HTTP {resp.status_code}) without a Location")
                 target = urljoin(current, location)
                 scheme, host, _ = origin(target)
-                if scheme not in ("http", "https"):
-                    raise AuditInputError(where, f"redirect to a non-HTTP scheme ({scheme or 'none'}) refused")
+                if scheme not in ("http", "https") or not host:
+                    raise AuditInputError(where, f"redirect to a URL that is not plain http(s) refused "
+                                                 f"({location[:80]!r})")
                 if origin(current)[0] == "https" and scheme == "http" and host not in _LOOPBACK:
                     raise AuditInputError(where, f"redirect from https down to http ({host}) refused")
                 current = target
@@ -197,8 +202,13 @@ class Http:
                     last = status_problem(status, resp.headers, self.token_hint, bool(self.auth))
             except Retry as exc:
                 last = exc.problem
+            except httpx.InvalidURL as exc:
+                raise AuditInputError(where, f"invalid URL ({' '.join(str(exc).split())[:120]})") from None
             except httpx.RemoteProtocolError as exc:   # the peer closed before the promised length
-                last = f"truncated response after {attempt + 1} attempts ({' '.join(str(exc).split())[:120]})"
+                text = " ".join(str(exc).split())[:120]
+                if text.lower().startswith("invalid url in location"):     # httpx parses Location itself
+                    raise AuditInputError(where, f"redirect to an invalid URL refused ({text})") from None
+                last = f"truncated response after {attempt + 1} attempts ({text})"
             except httpx.TimeoutException:
                 last = f"timed out after {TIMEOUT:.0f} s, {RETRIES + 1} attempts"
             except httpx.TransportError as exc:   # refused, reset, closed mid-body
