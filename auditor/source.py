@@ -1,7 +1,9 @@
 """Open what the user named: a checkpoint directory, a config-only directory, or a built-in preset.
 
 A Hugging Face hub cache repository (``models--org--name``) or one of its snapshots is read from
-its snapshot and named by its repository (``hubcache.py``). Whatever it is, the result is the same: a ModelSpec, the recipe, and on request (``tables=True``,
+its snapshot and named by its repository (``hubcache.py``); a remote repository (``hf://org/name``,
+``ms://org/name``, or a bare ``org/name`` that is not a local path) is mirrored headers-only into
+a cache keyed by its commit and read from there (``remote/``), errors naming the repository. Whatever it is, the result is the same: a ModelSpec, the recipe, and on request (``tables=True``,
 what memory and inventory need) a TensorTable and the quant description. Config-only inputs get an
 inventory synthesized from the structure, and every report says so. Every command opens its model
 here, so ``perf`` and ``inventory`` can never disagree about what a directory holds.
@@ -27,6 +29,7 @@ from .model.expected import expected_description, expected_tensors
 from .model.presets import PRESETS, preset_config
 from .model.recipes import DEFAULT_RECIPE, check_recipe, guess_recipe
 from .model.spec import ModelSpec
+from .remote.refs import parse_remote, scheme_of
 
 
 @dataclass
@@ -101,7 +104,9 @@ def hf_overrides_scope(overrides: dict | None):
 def open_model(model: str | Path | None, recipe: str | None = None, progress: bool | None = None,
                default_preset: str = "glm-5.1", tables: bool = True,
                hf_overrides: dict | None = None) -> ModelSource:
-    """Resolve MODEL (directory or preset name) into a ModelSource. Never writes anything.
+    """Resolve MODEL (directory, preset name or remote repository) into a ModelSource. Never
+    writes anything into a model directory (a remote repository is mirrored into the cache:
+    ``auditor/remote``).
 
     ``hf_overrides``: vLLM's ``--hf-overrides`` applied to config.json before the spec is built
     (``model.config.apply_hf_overrides``), e.g. IndexCache's use_index_cache / index_topk_freq.
@@ -115,49 +120,32 @@ def open_model(model: str | Path | None, recipe: str | None = None, progress: bo
     if recipe is not None:
         recipe = check_recipe(recipe)
     path = Path(model)
-    if _is_dir(path):
+    remote = parse_remote(str(model)) if scheme_of(str(model)) else None
+    if remote is None and _is_dir(path):
         hub = resolve_hub_dir(path)
-        if hub is not None:
-            path = hub.path
-        check_model_dir_access(path)
-        config_path = path / "config.json"
-        if not config_path.exists():
-            raise AuditInputError(path, "no config.json in the model directory")
-        cfg = load_config_file(config_path)
-        if hf_overrides:
-            cfg = apply_hf_overrides(cfg, hf_overrides)
-        spec = spec_from_config(cfg, name=hub.repo if hub else path.resolve().name, where=str(config_path))
-        if not tables:
-            return ModelSource(spec, None, "checkpoint", str(path), None, recipe,
-                               recipe or _quick_recipe(path, cfg))
-        desc_path = find_quant_description(path)
-        # the description (10 MB for GLM-5.1) is read and hashed on another core during the scan;
-        # a scan error still comes first
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(_load_prepared, desc_path) if desc_path else None
-            scan = scan_model_dir(path, progress=progress)
-            desc = pending.result() if pending else None
-        findings = [Finding(s, t, m) for s, t, m in scan.index_findings]
-        if hub is not None:
-            how = "refs/main -> " if hub.via_ref else ""
-            findings.append(Finding("info", None, f"Hugging Face cache: {hub.repo}, {how}snapshot {hub.revision}"))
-        if desc is not None:
-            findings += [Finding(s, k, m) for s, k, m in desc.findings]
-        guessed = guess_recipe(_description_values(desc), cfg)
-        if len(scan.table) == 0:
-            rec = recipe or guessed
-            table, synth_desc = _synthesized(spec, rec)
-            return ModelSource(spec, table, "config-only", str(path), desc or synth_desc, rec, rec, scan, findings)
-        if recipe:
-            findings.append(Finding("info", None, f"--recipe {recipe} ignored: the checkpoint's own tensors are used"))
-        return ModelSource(spec, scan.table, "checkpoint", str(path), desc, None, guessed, scan, findings)
-    if path.exists():
+        if hub is None:
+            return _open_dir(path, recipe, progress, tables, path.resolve().name, str(path), [], hf_overrides)
+        how = "refs/main -> " if hub.via_ref else ""
+        note = Finding("info", None, f"Hugging Face cache: {hub.repo}, {how}snapshot {hub.revision}")
+        return _open_dir(hub.path, recipe, progress, tables, hub.repo, str(hub.path), [note], hf_overrides)
+    if remote is None and path.exists():
         raise AuditInputError(path, "not a directory (give the model directory, not a file)")
     key = str(model).lower()
-    if key not in PRESETS:
+    if remote is None and key not in PRESETS:
         if "/" in str(model) or "\\" in str(model):
-            raise AuditInputError(path, "no such directory")
-        preset_config(key)   # raises the friendly "not a preset" error
+            remote = parse_remote(str(model), local_exists=False)
+            if remote is None:
+                raise AuditInputError(path, "no such directory")
+        else:
+            preset_config(key)   # raises the friendly "not a preset" error
+    if remote is not None:
+        from .remote.mirror import open_remote
+        mirror = open_remote(remote, progress)
+        try:
+            return mirror.relabel_source(_open_dir(mirror.path, recipe, progress, tables, remote.repo, mirror.label,
+                                                   [Finding("info", None, mirror.note)], hf_overrides))
+        except AuditInputError as exc:
+            raise mirror.relabel(exc) from None
     pcfg = preset_config(key)
     if hf_overrides:
         pcfg = apply_hf_overrides(pcfg, hf_overrides)
@@ -167,3 +155,36 @@ def open_model(model: str | Path | None, recipe: str | None = None, progress: bo
         return ModelSource(spec, None, "preset", key, None, rec, rec)
     table, desc = _synthesized(spec, rec)
     return ModelSource(spec, table, "preset", key, desc, rec, rec)
+
+
+def _open_dir(path: Path, recipe: str | None, progress: bool | None, tables: bool, name: str, label: str,
+              notes: list[Finding], hf_overrides: dict | None = None) -> ModelSource:
+    """A checkpoint or config-only directory, named ``name`` in the spec and ``label`` in reports."""
+    check_model_dir_access(path)
+    config_path = path / "config.json"
+    if not config_path.exists():
+        raise AuditInputError(path, "no config.json in the model directory")
+    cfg = load_config_file(config_path)
+    if hf_overrides:
+        cfg = apply_hf_overrides(cfg, hf_overrides)
+    spec = spec_from_config(cfg, name=name, where=str(config_path))
+    if not tables:
+        return ModelSource(spec, None, "checkpoint", label, None, recipe, recipe or _quick_recipe(path, cfg))
+    desc_path = find_quant_description(path)
+    # the description (10 MB for GLM-5.1) is read and hashed on another core during the scan;
+    # a scan error still comes first
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(_load_prepared, desc_path) if desc_path else None
+        scan = scan_model_dir(path, progress=progress)
+        desc = pending.result() if pending else None
+    findings = [Finding(s, t, m) for s, t, m in scan.index_findings] + notes
+    if desc is not None:
+        findings += [Finding(s, k, m) for s, k, m in desc.findings]
+    guessed = guess_recipe(_description_values(desc), cfg)
+    if len(scan.table) == 0:
+        rec = recipe or guessed
+        table, synth_desc = _synthesized(spec, rec)
+        return ModelSource(spec, table, "config-only", label, desc or synth_desc, rec, rec, scan, findings)
+    if recipe:
+        findings.append(Finding("info", None, f"--recipe {recipe} ignored: the checkpoint's own tensors are used"))
+    return ModelSource(spec, scan.table, "checkpoint", label, desc, None, guessed, scan, findings)
