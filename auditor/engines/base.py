@@ -129,6 +129,12 @@ class Engine:
         reads a log with the patterns of every registered family."""
         return ()
 
+    @classmethod
+    def parse_breakdown(cls, line: str) -> dict | None:
+        """The engine's memory breakdown line as GiB figures (keys ``weights_gib``, ``activation_gib``,
+        ``non_torch_gib``, ``graph_gib``, ``kv_cache_gib``, ``free_gib``, ``total_gib``, ``util``), or None."""
+        return None
+
     def launch(self, model: str, instance: Any) -> dict[str, Any]:
         """The launch command of one instance: {'args': [...], 'env': {...}, 'command': str}."""
         raise NotImplementedError

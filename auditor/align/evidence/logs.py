@@ -324,38 +324,19 @@ def _key_split(item: str) -> tuple[str, str, str]:
 
 
 def parse_breakdown(line: str) -> dict | None:
-    """The warm-up breakdown (vLLM-Ascend worker, one line): "... Free memory on device (F/T GiB) on startup.
-    Desired GPU memory utilization is (U, D GiB). Actual usage: W GiB for weights, A GiB for peak activation,
-    N GiB for non-torch memory, G GiB for NPU graph memory. ... Current KV cache memory: K GiB" -- read with
-    str.find and partition only (linear on any line); None when "Actual usage:" has not all four figures."""
-    i = line.find("Actual usage:")
-    if i < 0:
-        return None
-    out: dict = {}
-    tail = line[i + len("Actual usage:"):]
-    for key, label in (("weights", "for weights"), ("activation", "for peak activation"),
-                       ("non_torch", "for non-torch memory"), ("graph", "PU graph memory")):
-        j = tail.find(label)
-        if j < 0:
-            return None
-        m = list(_SIZE_FIELD.finditer(tail[max(0, j - 40):j]))
-        if not m:
-            return None
-        out[key] = m[-1].group(1)
-        tail = tail[j + len(label):]
-    j = line.find("Free memory on device (")
-    if j >= 0:
-        inner = line[j + len("Free memory on device ("):].partition(")")[0]
-        f, slash, rest = inner.partition("/")
-        out["free"], out["total"] = (f.strip(), rest.replace("GiB", "").strip()) if slash else (None, None)
-    j = line.find("memory utilization is (")
-    if j >= 0:
-        out["util"] = line[j + len("memory utilization is ("):].partition(",")[0].strip()
-    j = line.find("Current KV cache memory:")
-    if j >= 0:
-        m = _SIZE_FIELD.search(line[j:j + 80])
-        out["kv"] = m.group(1) if m else None
-    return out
+    """The engine's memory breakdown line, read by the engine family that prints it
+    (``Engine.parse_breakdown``; vLLM-Ascend's forms are in its ``loglines.py``), as printed number
+    texts keyed free / total / util / weights / activation / non_torch / graph / kv, so the reader's
+    checker range-checks them; None when no registered family knows the line."""
+    from ...engines.registry import families
+    for cls in families().values():
+        got = cls.parse_breakdown(line)
+        if got is not None:
+            keys = {"free": "free_gib", "total": "total_gib", "util": "util", "weights": "weights_gib",
+                    "activation": "activation_gib", "non_torch": "non_torch_gib", "graph": "graph_gib",
+                    "kv": "kv_cache_gib"}
+            return {k: (None if got.get(src) is None else repr(float(got[src]))) for k, src in keys.items()}
+    return None
 
 
 def _npu_smi(line: str) -> tuple | None:
@@ -476,7 +457,7 @@ def _line(ev: LogEvidence, chk: _Checker, worker, line: str, n: int, name: str) 
             ev.ooms.append(NpuOom(worker, chk.size(m.group(1), m.group(2), n, "OOM allocation"), got["device"],
                                   got["total"], got["allocated"], got["free"], got["reserved"], where))
             return
-    if "Actual usage:" in line:
+    if "Actual usage:" in line or "Memory profiling takes" in line:
         b = parse_breakdown(line)
         if b is not None:
             def gib(key):

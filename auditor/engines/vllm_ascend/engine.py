@@ -84,6 +84,10 @@ class VllmAscend(Engine):
         return loglines
 
     @classmethod
+    def parse_breakdown(cls, line: str) -> dict | None:
+        return loglines.parse_breakdown(line)
+
+    @classmethod
     def weights_patterns(cls) -> tuple:
         return loglines.WEIGHTS_PATTERNS
 
