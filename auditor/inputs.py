@@ -282,3 +282,17 @@ def parse_number(text: str, where: str | Path, what: str, *, lo: float, hi: floa
     if not (math.isfinite(v) and lo <= v <= hi):
         raise AuditInputError(where, f"{what}: {t} is outside the plausible range [{lo:g}, {hi:g}]")
     return v
+
+
+def csv_header(path: str | Path, what: str, cap: int):
+    """(stripped header, reader over the remaining rows) of a CSV read through ``iter_lines``; an
+    empty file or a malformed first row is one line naming the file. ``reader.line_num`` counts rows."""
+    import csv
+    reader = csv.reader(text for _, text in iter_lines(path, what, cap))
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        raise AuditInputError(path, f"{what} is empty") from None
+    except csv.Error as exc:
+        raise AuditInputError(path, f"line 1: malformed CSV: {exc}") from None
+    return header, reader

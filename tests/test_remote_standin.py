@@ -217,14 +217,23 @@ def _handler(hub: StandIn):
                 return self._serve(repo, "/".join(seg[3:]), quirk_200=False, headers={})
             self._json(404, {"error": "no route"})
 
-        def _hf_api(self, org: str, name: str, kind: str, rev: str, query: dict) -> None:
+        def _hf_repo(self, org: str, name: str, rev: str):
+            """The repository at ``rev``, or None after answering as the Hub does (401, 403, 404)."""
             repo = self._repo(org, name)
             if repo is None:
-                return self._hf_error(401, "RepoNotFound", "Repository not found")
+                self._hf_error(401, "RepoNotFound", "Repository not found")
+                return None
             if self._denied(repo):
-                return
+                return None
             if not repo.resolves(rev):
-                return self._hf_error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
+                self._hf_error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
+                return None
+            return repo
+
+        def _hf_api(self, org: str, name: str, kind: str, rev: str, query: dict) -> None:
+            repo = self._hf_repo(org, name, rev)
+            if repo is None:
+                return
             files = repo.files()
             if kind == "revision":
                 blobs = query.get("blobs", "").lower() == "true"
@@ -252,13 +261,9 @@ def _handler(hub: StandIn):
             self._json(200, page, headers)
 
         def _hf_resolve(self, org: str, name: str, rev: str, rel: str) -> None:
-            repo = self._repo(org, name)
+            repo = self._hf_repo(org, name, rev)
             if repo is None:
-                return self._hf_error(401, "RepoNotFound", "Repository not found")
-            if self._denied(repo):
                 return
-            if not repo.resolves(rev):
-                return self._hf_error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
             commit = "f" * 40 if hub.faults.wrong_commit else repo.sha
             headers = {"X-Repo-Commit": commit, "Accept-Ranges": "bytes"}
             if hub.faults.location is not None:

@@ -40,16 +40,9 @@ MAX_WORKLOAD_ROWS = 10_000_000
 def from_csv(path: Path) -> PlanWorkload:
     """Columns ``isl,osl`` (or ``input_len,output_len`` / ``prompt_tokens,completion_tokens``), read
     through the one capped line reader; lengths are ASCII integers in 1..2^24."""
-    from ..inputs import CSV_CAP, iter_lines, parse_number
+    from ..inputs import CSV_CAP, csv_header, parse_number
     path = Path(path)
-    lines = iter_lines(path, "workload CSV", CSV_CAP)
-    reader = csv.reader(t for _, t in lines)
-    try:
-        header = [h.strip() for h in next(reader)]
-    except StopIteration:
-        raise AuditInputError(path, "workload CSV has no rows") from None
-    except csv.Error as exc:
-        raise AuditInputError(path, f"malformed CSV: {exc}") from None
+    header, reader = csv_header(path, "workload CSV", CSV_CAP)
     names = [("isl", "osl"), ("input_len", "output_len"), ("prompt_tokens", "completion_tokens")]
     cols = next((c for c in names if set(c) <= set(header)), None)
     if cols is None:

@@ -35,7 +35,7 @@ from pathlib import Path
 from ...engines.vllm_ascend.profiler import (ANCHOR_CLASSES, COLLECTIVE_CLASSES, COMPOSITES, NORM_WEIGHT,  # noqa: F401
                                              gather_class, is_anchor, kernel_class)
 from ...errors import AuditInputError
-from ...inputs import PROFILE_CAP, iter_lines, load_json, parse_number
+from ...inputs import PROFILE_CAP, csv_header, load_json, parse_number
 
 MAX_US = 1e12                 # one kernel's duration or start time, in us (11.6 days)
 MAX_DIM = 1 << 40
@@ -144,14 +144,7 @@ def _shapes(text: str, where: Path, at: str = "") -> list[tuple[int, ...]]:
 
 def _rows(path: Path, hidden: int | None) -> tuple[dict[int, list[Kernel]], int, bool]:
     """{Device_id: kernels} of one file, rows skipped (N/A duration), and whether it is an op_statistic."""
-    lines = iter_lines(path, "profile", PROFILE_CAP)
-    reader = csv.reader(text for _, text in lines)
-    try:
-        header = [h.strip() for h in next(reader)]
-    except StopIteration:
-        raise AuditInputError(path, "profile is empty") from None
-    except csv.Error as exc:
-        raise AuditInputError(path, f"line 1: malformed CSV: {exc}") from None
+    header, reader = csv_header(path, "profile", PROFILE_CAP)
     idx: dict[str, int] = {}
     for ours, names in COLUMNS.items():
         for n in names:
