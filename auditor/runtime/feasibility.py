@@ -80,10 +80,11 @@ def workload_fit(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe
 def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe: str, device: Any, *,
                 batch: np.ndarray, request_tokens: np.ndarray, step_tokens: np.ndarray, mtp: np.ndarray,
                 util: float = 0.9, kv_cache_dtype: str = "bf16", dsa_cp: bool | None = None,
-                hccl_buffsize_mb: int = 200) -> dict[str, Any]:
+                hccl_buffsize_mb: int = 200, dcp: int = 1) -> dict[str, Any]:
     """Vectorised budget over many workloads of one plan. Weights come once per plan; the activation
     peak, A_kv, the block count and the KV left after the batch's requests are array expressions.
-    Keys: weights, kv_available, num_blocks, page_block, block_tokens, kv_free (negative: short)."""
+    Keys: weights, kv_available, num_blocks, page_block, block_tokens, kv_free (negative: short).
+    ``dcp``: decode context parallel size (KV sharded along the sequence, as ``workload_fit``)."""
     eng = as_engine(engine)
     rows_mtp = np.asarray(mtp) > 0
     has_mtp = bool(spec.mtp_layers) and bool(np.any(rows_mtp))
@@ -103,12 +104,12 @@ def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe:
     p_act = eng.activation_peak(terms)
     # which communicators the profile run touches depends on the comm path at T; for the grid it is
     # taken at the plan's own max_num_batched_tokens (unknown -> ep and mc2 counted)
-    n_nt = sum(eng.non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb).values())
+    n_nt = sum(eng.non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp).values())
     avail = usable_total(device) * util - W - p_act - n_nt - eng.graph_deducted_bytes()
-    kv = eng.kv_spec(spec, wplan, variant=kv_cache_dtype, mtp=has_mtp)
+    kv = eng.kv_spec(spec, wplan, variant=kv_cache_dtype, mtp=has_mtp, dcp=dcp)
     page = float(kv.page_block_bytes)
     if has_mtp and not plan.mtp and not np.all(rows_mtp):
-        kv0 = eng.kv_spec(spec, plan, variant=kv_cache_dtype, mtp=False)
+        kv0 = eng.kv_spec(spec, plan, variant=kv_cache_dtype, mtp=False, dcp=dcp)
         page = np.where(rows_mtp, page, float(kv0.page_block_bytes))
     blocks = np.floor(np.maximum(avail, 0.0) / page)
     per_req = np.ceil(np.ceil(np.asarray(request_tokens) / kv.dcp) / kv.block_size)
