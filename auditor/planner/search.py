@@ -163,10 +163,13 @@ class _Kernel:
 
     def launches(self, plan: ParallelPlan, phase: str, k: int) -> float:
         """Kernels + collectives of one eager step (the serving host model's launch count)."""
-        from ..perf.api import cached_program
-        from ..serving.costs import launch_counts
-        prog = cached_program(self.spec, plan, self.engine, self.recipe, phase, "repetition", True)
-        return launch_counts(prog.arrays(), k)[0]
+        key = ("launches", plan, phase, k)
+        if key not in self.cache:
+            from ..perf.api import cached_program
+            from ..serving.costs import launch_counts
+            prog = cached_program(self.spec, plan, self.engine, self.recipe, phase, "repetition", True)
+            self.cache[key] = launch_counts(prog.arrays(), k)[0]
+        return self.cache[key]
 
     def times(self, plan: ParallelPlan, phase: str, keys: np.ndarray, ctx: np.ndarray) -> np.ndarray:
         key = (plan, phase, keys.tobytes(), ctx.tobytes())
