@@ -71,6 +71,8 @@ OPTION_CAPS: dict[str, Cap] = {
     "--mtp": Cap(0, 16),
     "--top": Cap(1, 100_000),
     "--dies": Cap(1, 8_192),
+    "--prefill-batched-tokens": Cap(16, 1 << 20),
+    "--simulate": Cap(0, 64),
     "--isl": Cap(1, 16_777_216),
     "--osl": Cap(1, 16_777_216),
     "--max-model-len": Cap(1, 16_777_216),

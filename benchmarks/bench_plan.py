@@ -1,7 +1,8 @@
 """`audit plan` as a fresh process: GLM-5.1 on 16, 32, 64 and 128 dies (target: the whole search
 <= 5 s per run), with the configurations evaluated per second the command prints. The command's
 default breadth is searched: TP 1,2,4,8,16, SP on and off, batch 1-128, MTP 0-3, aggregated and
-disaggregated.
+disaggregated; the best 4 per budget and mode simulated with the serving model (issue 17; TTFT SLA 5 s since
+TTFT includes the eager prefill's host time).
 
     python benchmarks/bench_plan.py
 """
@@ -19,16 +20,19 @@ def bench_plan(verbose: bool = True) -> dict[str, float]:
     out = {}
     for dies in ("16", "32", "64", "128", "16,32,64,128"):
         cmd = [sys.executable, "-m", "auditor", "plan", "glm-5.1", "--dies", dies, "--isl", "4096", "--osl", "1024",
-               "--ttft-ms", "2000", "--tpot-ms", "50", "--top", "3"]
+               "--ttft-ms", "5000", "--tpot-ms", "50", "--top", "3"]
         t = time.perf_counter()
-        res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        assert res.returncode in (0, 3), res.stderr
         wall = time.perf_counter() - t
         m = re.search(r"([\d,]+) configurations evaluated in ([\d.]+) s \(([\d,]+)/s\)", res.stdout)
+        sim = re.search(r"(\d+) simulated \(([\d.]+) s\)", res.stdout)
         n, s, rate = (m.group(1), m.group(2), m.group(3)) if m else ("?", "?", "?")
         out[dies] = wall
         if verbose:
             print(f"dies {dies:>13}: {wall:5.2f} s fresh process ({'OK' if wall <= TARGET_S else 'MISSED'} "
-                  f"<= {TARGET_S:g} s); search {s} s, {n} configurations, {rate}/s")
+                  f"<= {TARGET_S:g} s); search {s} s, {n} configurations, {rate}/s; "
+                  f"{sim.group(1) if sim else '?'} simulated in {sim.group(2) if sim else '?'} s")
     return out
 
 

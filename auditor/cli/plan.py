@@ -30,6 +30,23 @@ def _ints(text: str, name: str) -> list[int]:
     return vals
 
 
+def _utils(text: str) -> tuple[float, ...]:
+    """``--gpu-memory-utilization 0.92`` or a comma list searched (``0.90,0.92,0.95``)."""
+    parts = [v.strip() for v in str(text).split(",") if v.strip()]
+    if not parts or len(parts) > MAX_LIST_VALUES:
+        raise AuditInputError("--gpu-memory-utilization", f"expected one value or a comma list, got {text[:80]!r}")
+    out = []
+    for v in parts:
+        try:
+            u = float(v) if len(v) <= 12 else float("nan")
+        except ValueError:
+            u = float("nan")
+        if not 0 < u <= 1:
+            raise AuditInputError("--gpu-memory-utilization", f"expected values in (0, 1], got {v[:20]!r}")
+        out.append(u)
+    return tuple(sorted(set(out)))
+
+
 @click.command("plan", short_help="Search deployments that fit HBM and the SLA, by tokens/s per die.")
 @click.argument("model", required=False)
 @click.option("--dies", default="32", show_default=True, help="die budget, or a comma list of budgets")
@@ -49,8 +66,14 @@ def _ints(text: str, name: str) -> list[int]:
               help="pin SP/FlashComm1 (DSA-CP on DSA models) on or off; default: search both")
 @click.option("--disagg/--no-disagg", default=True, show_default=True, help="also search P/D-disaggregated")
 @engine_option()
-@click.option("--gpu-memory-utilization", "util", type=capped_float("--gpu-memory-utilization"), default=0.9,
-              show_default=True, help="share of the device the engine may use")
+@click.option("--gpu-memory-utilization", "util", default="0.92", show_default=True,
+              help="share of the device the engine may use (the engine's docs: 0.92), or a comma list to search "
+                   "(0.90,0.92,0.95)")
+@click.option("--prefill-batched-tokens", "p_tokens", default="4096,8192,16384,32560", show_default=True,
+              help="P/D: max_num_batched_tokens searched on prefill instances (the chunk; values above the input "
+                   "length are skipped)")
+@click.option("--simulate", "n_sim", type=capped("--simulate"), default=4, show_default=True,
+              help="deployments per die budget and mode simulated with the serving model (0: estimate only)")
 @click.option("--kv-cache-dtype", type=click.Choice(["bf16", "c8-indexer", "c8"]), default="bf16", show_default=True,
               help="KV cache variant: bf16; c8-indexer = LI-C8; c8 = SFA-C8 + LI-C8")
 @recipe_option("quantization recipe (default: the checkpoint's / preset's own)")
@@ -62,13 +85,16 @@ def _ints(text: str, name: str) -> list[int]:
 @hf_overrides_option
 @output_options
 def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot_ms, acceptance, tps, batches,
-                 mtps, sp_mode, disagg, engine, util, kv_cache_dtype, recipe, top, png, csv_path, fmt, output) -> None:
-    """Search aggregated and P/D-disaggregated deployments that fit the die's HBM and meet the SLA,
-    ranked by output tokens/s per die; prints the winner's vllm serve launch."""
+                 mtps, sp_mode, disagg, engine, util, p_tokens, n_sim, kv_cache_dtype, recipe, top, png, csv_path, fmt,
+                 output) -> None:
+    """Search aggregated and P/D-disaggregated deployments that fit the die's HBM and meet the SLA:
+    every candidate estimated in steady state, the best simulated with audit bench's serving model,
+    ranked by simulated output tokens/s per die; the best per die budget and the winner's vllm serve
+    launch. Exit 3 when no configuration fits and meets the SLA."""
     from ..devices.profiles import load_device
     from ..planner.report import render_plan, write_pareto_png
     from ..planner.search import PlanSpace, run_plan
-    from ..planner.launch import serve_launch
+    from ..planner.launch import model_path, quantized_recipe, serve_launch
     from ..planner.workload import from_csv, from_lengths
     from ..source import open_model
 
@@ -82,25 +108,33 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
         wl = from_lengths(isl, osl)
     if not 0 < acceptance <= 1:
         raise AuditInputError("--mtp-acceptance", f"must be in (0, 1], got {acceptance}")
-    if not 0 < util <= 1:
-        raise AuditInputError("--gpu-memory-utilization", f"must be in (0, 1], got {util}")
+    utils = _utils(util)
     src = open_model(model, recipe, tables=False)
     dev = load_device(device_name)
     sps = (True, False) if sp_mode is None else (bool(sp_mode),)
     space = PlanSpace(dies=_ints(dies, "--dies"), tps=tuple(_ints(tps, "--tp")), batches=tuple(_ints(batches, "--batch")),
-                      mtps=tuple(_ints(mtps, "--mtp")), sps=sps, util=util,
-                      kv_cache_dtype=kv_cache_dtype, acceptance=acceptance, disaggregated=disagg)
+                      mtps=tuple(_ints(mtps, "--mtp")), sps=sps, util=utils[0], utils=utils,
+                      kv_cache_dtype=kv_cache_dtype, acceptance=acceptance, disaggregated=disagg,
+                      prefill_tokens=tuple(_ints(p_tokens, "--prefill-batched-tokens")), simulate=n_sim)
     res = run_plan(src.spec, engine, src.scheme_recipe, dev, wl, space, ttft_ms, tpot_ms)
     best = res.best(top)
-    launch = serve_launch(best[0], model or src.spec.name, engine, util=util, max_model_len=wl.max_len, isl=wl.isl,
-                          kv_cache_dtype=kv_cache_dtype) if best else []
-    head = {"tool": "audit plan", "model": src.spec.name, "recipe": src.scheme_recipe, "device": dev.name,
-            "engine": str(engine), "dies": space.dies, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
-            "mtp_acceptance": acceptance}
-    emit(render_plan(res, fmt, top, launch, head), output)
+    path = model_path(model, src.spec.name, src.scheme_recipe, src.kind == "preset")
+    quantized = quantized_recipe(src.scheme_recipe)
+    launch = serve_launch(best[0], path, engine, max_model_len=wl.max_len, isl=wl.isl,
+                          kv_cache_dtype=kv_cache_dtype, quantized=quantized) if best else []
+    per_budget = {n: (serve_launch(c, path, engine, max_model_len=wl.max_len, isl=wl.isl,
+                                   kv_cache_dtype=kv_cache_dtype, quantized=quantized) if c else [])
+                  for n, c in res.best_per_budget().items()}
+    head = {"tool": "audit plan", "model": src.spec.name, "recipe": src.scheme_recipe, "kv_cache_dtype": kv_cache_dtype,
+            "device": dev.name, "engine": str(engine), "dies": space.dies, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
+            "mtp_acceptance": acceptance, "gpu_memory_utilization": list(utils), "model_path": path,
+            "quantized": quantized, "max_batch": max(space.batches)}
+    emit(render_plan(res, fmt, top, launch, head, per_budget), output)
     if csv_path:
         write_output(csv_path, render_plan(res, "csv", top, launch, head), "--csv")
         click.echo(f"wrote {csv_path}", err=True)
     if png:
         write_pareto_png(res, png, f"{src.spec.name} on {space.dies} x {dev.name}: isl {wl.isl} osl {wl.osl}")
         click.echo(f"wrote {png}", err=True)
+    if not best:
+        raise SystemExit(3)           # nothing fits and meets the SLA (as `audit memory` when it does not fit)

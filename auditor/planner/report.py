@@ -12,14 +12,49 @@ from tabulate import tabulate
 from ..report.figure import new_figure, save_png
 from .search import Config, PlanResult
 
-COLUMNS = ["mode", "dies", "dies_used", "plan", "batch", "mtp", "ttft_ms", "tpot_ms", "tok_s_die", "tok_s_user",
-           "weights_gib", "kv_gib", "kv_tokens", "headroom_gib"]
+COLUMNS = ["mode", "dies", "dies_used", "plan", "batch", "mtp", "util", "conc", "ttft_ms", "tpot_ms", "tok_s_die",
+           "tok_s_user", "weights_gib", "kv_gib", "kv_tokens", "headroom_gib"]
+CSV_COLUMNS = ["mode", "dies", "dies_used", "plan", "batch", "mtp", "util", "concurrency", "ttft_ms", "tpot_ms",
+               "tok_s_die", "tok_s_user", "weights_gib", "kv_gib", "kv_tokens", "headroom_gib"]
 
 
 def _row(c: Config) -> list[Any]:
-    return [c.mode, c.dies, c.dies_used, c.plan, c.batch, c.mtp, f"{c.ttft_ms:.0f}", f"{c.tpot_ms:.1f}",
-            f"{c.tok_s_die:.1f}", f"{c.tok_s_user:.1f}", f"{c.weights_gib:.2f}", f"{c.kv_gib:.2f}",
-            f"{c.kv_tokens:,}", f"{c.headroom_gib:.2f}"]
+    plan = c.plan + (f" (P chunk {c.detail['p_max_num_batched_tokens']})" if c.mode == "disagg" else "")
+    return [c.mode, c.dies, c.dies_used, plan, c.batch, c.mtp, f"{c.util:g}", c.concurrency or "-",
+            f"{c.ttft_ms:.0f}", f"{c.tpot_ms:.1f}", f"{c.tok_s_die:.1f}", f"{c.tok_s_user:.1f}",
+            f"{c.weights_gib:.2f}", f"{c.kv_gib:.2f}", f"{c.kv_tokens:,}", f"{c.headroom_gib:.2f}"]
+
+
+def _helps(head: dict) -> str:
+    out = [x for x, skip in (("w4a8", head.get("recipe") == "w4a8"), ("c8 KV", head.get("kv_cache_dtype") == "c8"))
+           if not skip]
+    return ", ".join(out + ["more dies"][:1]).replace(", more dies", " or more dies") if out else "more dies"
+
+
+def binds(res: PlanResult, n: int, head: dict, max_batch: int) -> str:
+    """What limits the plan of ``n`` dies: memory (nothing, or no larger batch, fits) or the SLA."""
+    rows = [c for c in res.configs if c.dies == n]
+    helps = _helps(head)
+    if not rows:
+        return f"{n} dies: memory binds: no configuration fits; {helps} would help"
+    best = next((c for c in res.best(len(res.configs)) if c.dies == n), None)
+    if best is None:
+        pool = [c for c in res.ranked() if c.dies == n and "simulation" not in c.detail] or rows
+        near = min(pool, key=lambda c: max(c.ttft_ms / head["ttft_ms"], c.tpot_ms / head["tpot_ms"]))
+        return (f"{n} dies: SLA binds: {len(rows):,} configurations fit, none meets TTFT <= {head['ttft_ms']:g} ms and "
+                f"TPOT <= {head['tpot_ms']:g} ms; the closest, {near.plan} batch {near.batch} MTP {near.mtp}, "
+                f"reaches TTFT {near.ttft_ms:.0f} ms, TPOT {near.tpot_ms:.1f} ms")
+    if best.batch >= max_batch:
+        return f"{n} dies: the search binds: batch {best.batch} is the largest searched (--batch)"
+    same = [c for c in rows if c.plan == best.plan and c.mtp == best.mtp and c.util == best.util
+            and c.detail.get("p_max_num_batched_tokens") == best.detail.get("p_max_num_batched_tokens")
+            and c.batch > best.batch]
+    if not same:
+        return (f"{n} dies: memory binds: a batch above {best.batch} of {best.plan} does not fit the KV pool; "
+                f"{helps} would help")
+    nxt = min(same, key=lambda c: c.batch)
+    return (f"{n} dies: SLA binds: batch {nxt.batch} of {best.plan} fits but misses the SLA (TTFT {nxt.ttft_ms:.0f} ms, "
+            f"TPOT {nxt.tpot_ms:.1f} ms{', simulated' if nxt.simulated else ', estimate'})")
 
 
 def _plain(o: Any) -> Any:
@@ -27,12 +62,18 @@ def _plain(o: Any) -> Any:
     return o.item() if hasattr(o, "item") else str(o)
 
 
-def plan_json(res: PlanResult, top: int, launch: list[dict], head: dict) -> dict[str, Any]:
+def plan_json(res: PlanResult, top: int, launch: list[dict], head: dict,
+              per_budget: dict | None = None) -> dict[str, Any]:
     best = res.best(top)
+    mb = int(head.get("max_batch", 0))
     return {**head, "workload": res.workload.__dict__, "evaluated": res.evaluated, "seconds": res.seconds,
             "configs_per_s": res.evaluated / res.seconds if res.seconds else None,
-            "feasible": len(res.configs), "meeting_sla": sum(c.meets_sla for c in res.configs),
+            "feasible": len(res.configs), "meeting_sla": sum(c.meets_sla for c in res.ranked()),
+            "simulated": res.simulated, "simulation_seconds": res.sim_seconds,
             "best": [c.to_json() for c in best],
+            "best_per_budget": {str(n): ({**c.to_json(), "launch": (per_budget or {}).get(n, [])} if c else None)
+                                for n, c in res.best_per_budget().items()},
+            "binds": {str(n): binds(res, n, head, mb) for n in res.best_per_budget()},
             "best_by_mode": {m: [c.to_json() for c in res.best_of(m, top)] for m in ("agg", "disagg")},
             "disaggregated_verdicts": {str(n): v for n, v in res.disagg_verdicts.items()},
             "launch": launch, "notes": res.notes}
@@ -65,34 +106,53 @@ def _mode_sections(res: PlanResult, best: list[Config], tf: str) -> list[str]:
     return out
 
 
-def render_plan(res: PlanResult, fmt: str, top: int, launch: list[dict], head: dict) -> str:
+def _launch_lines(launch: list[dict]) -> list[str]:
+    out = []
+    for inst in launch:
+        env = " ".join(f"{k}={v}" for k, v in inst["env"].items())
+        out += [f"# {inst['name']}", f"{env} \\\n    {inst['command']}"]
+    return out
+
+
+def render_plan(res: PlanResult, fmt: str, top: int, launch: list[dict], head: dict,
+                per_budget: dict | None = None) -> str:
     if fmt == "json":
-        return json.dumps(plan_json(res, top, launch, head), indent=1, default=_plain) + "\n"
+        return json.dumps(plan_json(res, top, launch, head, per_budget), indent=1, default=_plain) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow(COLUMNS + ["meets_sla"])
-        for c in sorted(res.configs, key=lambda c: -c.tok_s_die):
-            w.writerow([getattr(c, k) for k in COLUMNS] + [int(c.meets_sla)])
+        w.writerow(CSV_COLUMNS + ["meets_sla", "simulated"])
+        for c in sorted(res.configs, key=lambda c: (not c.simulated, -c.tok_s_die)):
+            w.writerow([getattr(c, k) for k in CSV_COLUMNS] + [int(c.meets_sla), int(c.simulated)])
         return buf.getvalue()
     tf = "github" if fmt == "markdown" else "simple"
     wl = res.workload
     best = res.best(top)
-    out = [f"audit plan: {head['model']} on {head['device']} ({head['engine']}), dies {head['dies']}, "
-           f"isl {wl.isl} osl {wl.osl}, SLA TTFT <= {head['ttft_ms']:g} ms, TPOT <= {head['tpot_ms']:g} ms",
+    utils = ", ".join(f"{u:g}" for u in head["gpu_memory_utilization"])
+    out = [f"audit plan: {head['model']} ({head['recipe']}, KV {head['kv_cache_dtype']}) on {head['device']}, "
+           f"{head['engine']}; gpu-memory-utilization {utils}; launch path {head['model_path']}",
+           f"workload: isl {wl.isl} osl {wl.osl}, SLA TTFT <= {head['ttft_ms']:g} ms, TPOT <= {head['tpot_ms']:g} ms, "
+           f"MTP acceptance {head['mtp_acceptance']:g}; dies {', '.join(map(str, head['dies']))}",
            f"{res.evaluated:,} configurations evaluated in {res.seconds:.2f} s "
-           f"({res.evaluated / max(res.seconds, 1e-9):,.0f}/s); {len(res.configs):,} fit in memory, "
-           f"{sum(c.meets_sla for c in res.configs):,} meet the SLA", ""]
+           f"({res.evaluated / max(res.seconds, 1e-9):,.0f}/s); {len(res.configs):,} fit in memory; "
+           f"{res.simulated} simulated ({res.sim_seconds:.2f} s), {len(res.best(len(res.configs))):,} meet the SLA", ""]
+    pb = res.best_per_budget()
+    mb = int(head.get("max_batch", 0))
+    if len(pb) > 1:
+        out += ["best per die budget:",
+                tabulate([_row(c) if c else ["-", n] + ["-"] * (len(COLUMNS) - 2) for n, c in pb.items()],
+                         COLUMNS, tablefmt=tf, disable_numparse=True), ""]
     if not best:
         out.append("no memory-feasible configuration meets the SLA")
     else:
         out.append(tabulate([_row(c) for c in best], COLUMNS, tablefmt=tf, disable_numparse=True))
     out += _mode_sections(res, best, tf)
+    out += [""] + [f"binds: {binds(res, n, head, mb)}" for n in pb]
     if best:
-        out += ["", f"launch ({best[0].mode}, {best[0].plan}):"]
-        for inst in launch:
-            env = " ".join(f"{k}={v}" for k, v in inst["env"].items())
-            out += [f"# {inst['name']}", f"{env} \\\n    {inst['command']}"]
+        out += ["", f"launch ({best[0].dies} dies, {best[0].mode}, {best[0].plan}):"] + _launch_lines(launch)
+        for n, c in pb.items():
+            if c is not None and c is not best[0] and per_budget and per_budget.get(n):
+                out += ["", f"launch ({n} dies, {c.mode}, {c.plan}):"] + _launch_lines(per_budget[n])
     out += [""] + [f"note: {n}" for n in res.notes]
     return "\n".join(out) + "\n"
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,14 @@ GiB = 1 << 30
 DEFAULT_TPS = (1, 2, 4, 8, 16)
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
 DEFAULT_MTPS = (0, 1, 2, 3)
+#: gpu-memory-utilization of the engine's own deployment docs (DeepSeek-V3.2 aggregated tutorial, GLM-5 D nodes)
+DEFAULT_UTIL = 0.92
+#: P-node chunk budgets searched (4096: GLM-5 P/D tutorial; 8192: nightly N3; 32560: DeepSeek-V3.2 64k tutorial)
+DEFAULT_PREFILL_TOKENS = (4096, 8192, 16384, 32560)
+#: P max_num_seqs searched (the largest whose full prompts fit the KV pool is kept)
+P_SEQS = (1, 2, 4, 8, 16)
+#: inputs from this length on search DCP (decode context parallel, DCP = TP) on decode instances
+DCP_FROM_ISL = 32768
 
 
 @dataclass
@@ -53,10 +61,19 @@ class PlanSpace:
     batches: tuple[int, ...] = DEFAULT_BATCHES
     mtps: tuple[int, ...] = DEFAULT_MTPS
     sps: tuple[bool, ...] = (True, False)
-    util: float = 0.9
+    util: float = DEFAULT_UTIL          # the value being searched (one of ``utils``)
     kv_cache_dtype: str = "bf16"
     acceptance: float = 0.7
     disaggregated: bool = True
+    utils: tuple[float, ...] = ()       # gpu-memory-utilization values searched; () -> (util,)
+    prefill_tokens: tuple[int, ...] = DEFAULT_PREFILL_TOKENS    # P max_num_batched_tokens searched
+    prefill_mtp: int = 1                # the drafter on P nodes (K = 1, as the engine's P/D tutorials run)
+    simulate: int = 4                   # deployments simulated per die budget and mode (the shortlist)
+    dcp: bool = True                    # search DCP = TP on decode / aggregated instances for long inputs
+
+    @property
+    def searched_utils(self) -> tuple[float, ...]:
+        return tuple(self.utils) or (self.util,)
 
 
 @dataclass
@@ -77,10 +94,20 @@ class Config:
     headroom_gib: float             # KV pool left after B full-length requests (D / aggregated rank)
     meets_sla: bool
     detail: dict = field(default_factory=dict)
+    util: float = DEFAULT_UTIL
+    simulated: bool = False         # figures from the serving simulation (else the steady-state estimate)
+    concurrency: int = 0            # simulated client concurrency the figures hold at
+    estimate: dict = field(default_factory=dict)     # the steady-state estimate a simulated row replaced
 
     def to_json(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k != "detail"}
         return {**d, **self.detail}
+
+    @property
+    def key(self) -> tuple:
+        """One deployment (the rows of a plan differ by batch, MTP, util and P chunk budget)."""
+        return (self.mode, self.dies, self.plan, self.batch, self.mtp, self.util,
+                self.detail.get("p_max_num_batched_tokens"), self.detail.get("dcp", 1))
 
 
 @dataclass
@@ -92,13 +119,27 @@ class PlanResult:
     notes: list[str]
     disagg_verdicts: dict[int, str] = field(default_factory=dict)   # die budget -> why no P/D config
     searched_disagg: bool = True
+    simulated: int = 0                  # deployments simulated (0: the ranking is the estimate's)
+    sim_seconds: float = 0.0
+
+    def ranked(self) -> list[Config]:
+        """Rows the ranking may use: the simulated ones when any was simulated."""
+        return [c for c in self.configs if c.simulated] if self.simulated else list(self.configs)
 
     def best_of(self, mode: str, k: int = 10) -> list[Config]:
         return [c for c in self.best(len(self.configs)) if c.mode == mode][:k]
 
     def best(self, k: int = 10) -> list[Config]:
-        ok = [c for c in self.configs if c.meets_sla]
+        ok = [c for c in self.ranked() if c.meets_sla]
         return sorted(ok, key=lambda c: -c.tok_s_die)[:k]
+
+    def best_per_budget(self) -> dict[int, Config | None]:
+        """The best deployment of every die budget searched (None: none meets the SLA)."""
+        ok = self.best(len(self.configs))
+        return {n: next((c for c in ok if c.dies == n), None) for n in sorted({c.dies for c in self.configs}
+                                                                               | set(self.dies))}
+
+    dies: tuple[int, ...] = ()
 
 
 class _Kernel:
@@ -116,14 +157,32 @@ class _Kernel:
         self.spec, self.engine, self.recipe, self.device = spec, engine, recipe, device
         self.dv = device_vector(device)
         self.count = 0
+        self.cache: dict = {}
+        from ..serving.costs import host_params
+        self.host = host_params(device)       # the serving model's host time, so estimates track the simulation
+
+    def launches(self, plan: ParallelPlan, phase: str, k: int) -> float:
+        """Kernels + collectives of one eager step (the serving host model's launch count)."""
+        key = ("launches", plan, phase, k)
+        if key not in self.cache:
+            from ..perf.api import cached_program
+            from ..serving.costs import launch_counts
+            prog = cached_program(self.spec, plan, self.engine, self.recipe, phase, "repetition", True)
+            self.cache[key] = launch_counts(prog.arrays(), k)[0]
+        return self.cache[key]
 
     def times(self, plan: ParallelPlan, phase: str, keys: np.ndarray, ctx: np.ndarray) -> np.ndarray:
+        key = (plan, phase, keys.tobytes(), ctx.tobytes())
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
         from ..perf.api import cached_program
         from ..perf.device import group_table
         prog = cached_program(self.spec, plan, self.engine, self.recipe, phase, "repetition", True)
         out = self.sweep_grid(*prog.arrays(), 1 if phase == "decode" else 0, float(plan.tp), keys, ctx, self.dv,
                               group_table(self.device, plan))
         self.count += out.size
+        self.cache[key] = out
         return out
 
 
@@ -173,14 +232,78 @@ def serial():
 
 def run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWorkload, space: PlanSpace,
              ttft_ms: float, tpot_ms: float) -> PlanResult:
+    """Estimate every candidate (steady state), then simulate the shortlist with the serving model
+    (``auditor.planner.simulate``) and rank by the simulated figures."""
+    from .simulate import simulate_shortlist
     with serial():
-        return _run_plan(spec, engine, recipe, device, wl, space, ttft_ms, tpot_ms)
+        t0 = time.perf_counter()
+        kern = _Kernel(spec, engine, recipe, device)
+        configs: list[Config] = []
+        verdicts: dict[int, str] = {}
+        evaluated = 0
+        for u in space.searched_utils:
+            sp = replace(space, util=u)
+            c, n, v = _estimate(spec, engine, recipe, device, wl, sp, ttft_ms, tpot_ms, kern)
+            configs += c
+            evaluated += n
+            for k, text in v.items():
+                verdicts.setdefault(k, text)
+        for n in list(verdicts):
+            if any(c.mode == "disagg" and c.dies == n for c in configs):
+                del verdicts[n]
+        res = PlanResult(configs, 0, 0.0, wl, _notes(space, wl), verdicts, space.disaggregated, dies=tuple(space.dies))
+        t1 = time.perf_counter()
+        if space.simulate > 0:
+            res.simulated = simulate_shortlist(res, spec, engine, recipe, device, wl, space, ttft_ms, tpot_ms)
+        res.sim_seconds = time.perf_counter() - t1
+        res.evaluated = evaluated + kern.count
+        res.seconds = time.perf_counter() - t0
+        return res
 
 
-def _run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWorkload, space: PlanSpace,
-              ttft_ms: float, tpot_ms: float) -> PlanResult:
-    t0 = time.perf_counter()
-    kern = _Kernel(spec, engine, recipe, device)
+def _notes(space: PlanSpace, wl: PlanWorkload) -> list[str]:
+    return [
+        "ranking: every candidate is estimated in steady state (below); the best "
+        f"{space.simulate} per die budget and mode are simulated with the serving model of `audit bench` "
+        "(vLLM's scheduler over the perf model's step costs and the host model), at the largest client "
+        "concurrency of (decode slots, /2, /4, ...) whose mean TTFT and TPOT meet the SLA, over "
+        "2 x concurrency prompts; tok_s_die, TTFT, TPOT are the simulated figures",
+        "estimate (shortlist only): aggregated = (osl/E) decode steps at the mean context + B prefills "
+        "stalling the batch; P/D = P request rate (chunked prefill of one prompt, drafter pass included) "
+        "balanced against D's (B x E per step)",
+        f"MTP: per-draft acceptance {space.acceptance:g}, E = 1 + a + ... + a^K tokens per step",
+        f"disaggregated: P nodes chunk prompts at max_num_batched_tokens searched in "
+        f"{', '.join(map(str, space.prefill_tokens))} (activation bounded by the chunk, not the prompt), run the "
+        f"MTP drafter (K = {space.prefill_mtp}, as the engine's P/D tutorials) whose prefill pass TTFT includes, "
+        "and hold the largest max_num_seqs of 1-16 whose full prompts fit their KV pool; the KV pull P -> D is "
+        "timed in the simulation (196 GB/s per die, an assumption)",
+        f"gpu-memory-utilization searched: {', '.join(f'{u:g}' for u in space.searched_utils)}"
+        + (f"; DCP = TP searched on decode instances for inputs of {DCP_FROM_ISL:,} tokens and more (memory: "
+           "KV sharded along the sequence, indexer cache replicated; the serving model times DCP as the perf "
+           "model does)" if space.dcp and wl.isl >= DCP_FROM_ISL else ""),
+        "memory: every listed configuration fits (weights + activation + non-torch + B full-length "
+        "requests of KV); headroom = KV pool left after them",
+    ]
+
+
+def _prefill_time(kern: _Kernel, plan: ParallelPlan, isl: int, chunk: int, k: int) -> float:
+    """One prompt of ``isl`` tokens prefilled in chunks of ``chunk`` (each chunk at the context before
+    it), the drafter's pass (``k`` > 0) included."""
+    n = -(-isl // chunk)
+    t = 0.0
+    if n > 1:
+        t += float(kern.times(plan, "prefill", np.array([[float(chunk), 1.0, float(k)]]),
+                              np.arange(n - 1, dtype=np.float64) * chunk).sum())
+    last = isl - (n - 1) * chunk
+    t += float(kern.times(plan, "prefill", np.array([[float(last), 1.0, float(k)]]),
+                          np.array([float((n - 1) * chunk)]))[0, 0])
+    h = kern.host       # eager steps: launches, per-prefill-token host work, the step constant (serving.costs)
+    return t + isl * h[1] + n * (kern.launches(plan, "prefill", k) * h[0] + h[3])
+
+
+def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWorkload, space: PlanSpace,
+              ttft_ms: float, tpot_ms: float, kern: _Kernel) -> tuple[list[Config], int, dict[int, str]]:
+    """The steady-state estimate of every candidate at one gpu-memory-utilization."""
     mtps = tuple(m for m in space.mtps if m == 0 or spec.mtp_layers) or (0,)
     BK = np.array(list(itertools.product(space.batches, mtps)), dtype=np.float64)
     keys_dec = np.column_stack([np.ones(len(BK)), BK[:, 0], BK[:, 1]])
@@ -190,12 +313,17 @@ def _run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
     E = expected_tokens(BK[:, 1], space.acceptance)
     configs: list[Config] = []
     evaluated = 0
+    u = space.util
+    dcps = lambda plan: ((1, plan.tp) if space.dcp and spec.dsa and plan.tp > 1 and wl.isl >= DCP_FROM_ISL  # noqa: E731
+                         else (1,))
 
-    def decode_side(plan: ParallelPlan) -> dict[str, np.ndarray]:
-        t_step = kern.times(plan, "decode", keys_dec, ctx_dec).ravel()
+    def decode_side(plan: ParallelPlan, dcp: int = 1) -> dict[str, np.ndarray]:
+        # graph decode step + the host model's step constant and per-decode-token work
+        t_step = kern.times(plan, "decode", keys_dec, ctx_dec).ravel() + kern.host[3] + keys_dec[:, 1] * (
+            1 + keys_dec[:, 2]) * kern.host[2]
         g = grid_budget(spec, plan, engine, recipe, device, batch=BK[:, 0], request_tokens=np.full(len(BK), wl.max_len),
-                        step_tokens=BK[:, 0] * (1 + BK[:, 1]), mtp=BK[:, 1], util=space.util,
-                        kv_cache_dtype=space.kv_cache_dtype)
+                        step_tokens=BK[:, 0] * (1 + BK[:, 1]), mtp=BK[:, 1], util=u,
+                        kv_cache_dtype=space.kv_cache_dtype, dcp=dcp)
         n = len(BK)
         # per-row weights and page size (a K = 0 row loads no drafter: runtime.feasibility.grid_budget)
         g["weights"] = np.broadcast_to(np.asarray(g["weights"], dtype=float), (n,))
@@ -206,48 +334,58 @@ def _run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
     drafter = bool(spec.mtp_layers) and bool(np.any(BK[:, 1] > 0))
     for plan in _instance_plans(spec, space, "mixed", engine, recipe, device, mtp=drafter):
         t_pre = float(kern.times(plan, "prefill", keys_pre, ctx0)[0, 0])
-        d = decode_side(plan)
-        evaluated += len(BK) + 1
-        B = BK[:, 0]
-        cycle = wl.osl / E * d["t_step"] + B * t_pre
-        tpot = cycle / wl.osl
-        per_die = B * wl.osl / cycle / plan.tp
-        fits = d["kv_free"] >= 0
-        s = plan.tp * plan.dp
-        for i in np.flatnonzero(fits):
-            for n in space.dies:
-                if n % s:
-                    continue
-                configs.append(Config(
-                    "agg", n, n, f"{n // s} x {_label(plan)}", int(B[i]), int(BK[i, 1]), t_pre * 1e3,
-                    tpot[i] * 1e3, per_die[i], 1 / tpot[i], d["weights"][i] / GiB,
-                    d["num_blocks"][i] * d["page_block"][i] / GiB, int(d["num_blocks"][i] * d["block_tokens"]),
-                    d["kv_free"][i] / GiB, t_pre * 1e3 <= ttft_ms and tpot[i] * 1e3 <= tpot_ms,
-                    {"replicas": n // s, "tp": plan.tp, "dp": plan.dp, "ep": plan.ep, "sp": plan.sp,
-                     "role": "mixed"}))
+        for dcp in dcps(plan):
+            d = decode_side(plan, dcp)
+            evaluated += len(BK) + 1
+            B = BK[:, 0]
+            cycle = wl.osl / E * d["t_step"] + B * t_pre
+            tpot = cycle / wl.osl
+            per_die = B * wl.osl / cycle / plan.tp
+            fits = d["kv_free"] >= 0
+            s = plan.tp * plan.dp
+            for i in np.flatnonzero(fits):
+                for n in space.dies:
+                    if n % s:
+                        continue
+                    configs.append(Config(
+                        "agg", n, n, f"{n // s} x {_label(plan)}" + (f" DCP{dcp}" if dcp > 1 else ""), int(B[i]),
+                        int(BK[i, 1]), t_pre * 1e3, tpot[i] * 1e3, per_die[i], 1 / tpot[i], d["weights"][i] / GiB,
+                        d["num_blocks"][i] * d["page_block"][i] / GiB, int(d["num_blocks"][i] * d["block_tokens"]),
+                        d["kv_free"][i] / GiB, t_pre * 1e3 <= ttft_ms and tpot[i] * 1e3 <= tpot_ms,
+                        {"replicas": n // s, "tp": plan.tp, "dp": plan.dp, "ep": plan.ep, "sp": plan.sp,
+                         "role": "mixed", "dcp": dcp}, util=u))
 
     # ---- disaggregated
     verdicts: dict[int, str] = {}
     if space.disaggregated:
-        # each role configured for its own work: a P node prefills one prompt of isl tokens in one
-        # step (max_num_batched_tokens = isl, max_model_len = the longest prompt + 1, no drafter);
+        # each role configured for its own work: a P node prefills prompts in chunks of its own
+        # max_num_batched_tokens with the drafter (K = prefill_mtp) and holds the prompts that fit;
         # a D node only runs decode steps of B x (1 + K) tokens
-        p_tokens = max(1, wl.isl)
+        k_p = space.prefill_mtp if spec.mtp_layers else 0
+        chunks = sorted({c for c in space.prefill_tokens if c <= max(wl.isl, min(space.prefill_tokens))})
         d_tokens = int(max(BK[:, 0] * (1 + BK[:, 1])))
         p_len = wl.max_isl + 1
+        p_seqs = np.array(P_SEQS, dtype=np.float64)
         p_seen, d_seen = [], []                 # (plan, t_pre or t_step row, kv_free, ...) for the verdict
         p_heavy: list = []
         d_heavy: list = []
         prefill = []
-        for plan in _instance_plans(spec, space, "prefill", engine, recipe, device, p_tokens, p_heavy):
-            t_pre = float(kern.times(plan, "prefill", keys_pre, ctx0)[0, 0])
-            g = grid_budget(spec, plan, engine, recipe, device, batch=np.array([1.0]),
-                            request_tokens=np.array([float(p_len)]), step_tokens=np.array([float(p_tokens)]),
-                            mtp=np.array([0.0]), util=space.util, kv_cache_dtype=space.kv_cache_dtype)
-            evaluated += 1
-            p_seen.append((plan, t_pre, float(g["kv_free"][0])))
-            if g["kv_free"][0] >= 0 and t_pre * 1e3 <= ttft_ms:
-                prefill.append((plan, t_pre, plan.dp / t_pre, g))
+        for chunk in chunks:
+            for plan in _instance_plans(spec, space, "prefill", engine, recipe, device, chunk, p_heavy,
+                                        mtp=k_p > 0):
+                t_pre = _prefill_time(kern, plan, wl.isl, chunk, k_p)
+                g = grid_budget(spec, plan, engine, recipe, device, batch=p_seqs,
+                                request_tokens=np.full(len(p_seqs), float(p_len)),
+                                step_tokens=np.full(len(p_seqs), float(chunk)), mtp=np.full(len(p_seqs), float(k_p)),
+                                util=u, kv_cache_dtype=space.kv_cache_dtype)
+                evaluated += 1
+                ok_seqs = np.flatnonzero(np.asarray(g["kv_free"]) >= 0)
+                free1 = float(np.asarray(g["kv_free"])[0])
+                p_seen.append((plan, t_pre, free1))
+                if len(ok_seqs) and t_pre * 1e3 <= ttft_ms:
+                    j = int(ok_seqs[-1])
+                    prefill.append((plan, t_pre, plan.dp / t_pre, g, chunk, int(p_seqs[j]),
+                                    float(np.asarray(g["weights"]).ravel()[0])))
         # per P instance size, the P plans with the best request rate per die carry the pairing
         # (a global shortlist would keep only sizes that leave no dies for D)
         prefill.sort(key=lambda x: -x[2] / (x[0].tp * x[0].dp))
@@ -259,48 +397,39 @@ def _run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
                 by_size[k] = by_size.get(k, 0) + 1
                 shortlist.append(x)
         for dplan in _instance_plans(spec, space, "decode", engine, recipe, device, d_tokens, d_heavy, mtp=drafter):
-            d = decode_side(dplan)
-            evaluated += len(BK)
-            tpot = d["t_step"] / E
-            d_seen.append((dplan, d, tpot))
-            r_d = dplan.dp * BK[:, 0] * E / (d["t_step"] * wl.osl)          # requests/s per D instance
-            s_d = dplan.tp * dplan.dp
-            ok = np.flatnonzero((d["kv_free"] >= 0) & (tpot * 1e3 <= tpot_ms))
-            for pplan, t_pre, r_p, g in shortlist:
-                s_p = pplan.tp * pplan.dp
-                for n in space.dies:
-                    for nd in range(1, (n - s_p) // s_d + 1):
-                        n_p = np.clip(np.ceil(nd * r_d[ok] / r_p), 1, (n - nd * s_d) // s_p)
-                        used = n_p * s_p + nd * s_d
-                        rate = np.minimum(n_p * r_p, nd * r_d[ok])
-                        per_die = rate * wl.osl / used
-                        evaluated += len(ok)
-                        for j, i in enumerate(ok):
-                            configs.append(Config(
-                                "disagg", n, int(used[j]), f"{int(n_p[j])}P x {_label(pplan)} + {nd}D x {_label(dplan)}",
-                                int(BK[i, 0]), int(BK[i, 1]), t_pre * 1e3, tpot[i] * 1e3, per_die[j], 1 / tpot[i],
-                                d["weights"][i] / GiB, d["num_blocks"][i] * d["page_block"][i] / GiB,
-                                int(d["num_blocks"][i] * d["block_tokens"]), d["kv_free"][i] / GiB, True,
-                                {"n_prefill": int(n_p[j]), "n_decode": nd, "p_tp": pplan.tp, "p_dp": pplan.dp,
-                                 "p_ep": pplan.ep, "p_sp": pplan.sp, "p_weights_gib": g["weights"] / GiB,
-                                 "p_max_num_batched_tokens": p_tokens, "p_max_model_len": p_len,
-                                 "tp": dplan.tp, "dp": dplan.dp, "ep": dplan.ep, "sp": dplan.sp,
-                                 "max_num_batched_tokens": d_tokens, "role": "decode"}))
+            for dcp in dcps(dplan):
+                d = decode_side(dplan, dcp)
+                evaluated += len(BK)
+                tpot = d["t_step"] / E
+                d_seen.append((dplan, d, tpot))
+                r_d = dplan.dp * BK[:, 0] * E / (d["t_step"] * wl.osl)          # requests/s per D instance
+                s_d = dplan.tp * dplan.dp
+                ok = np.flatnonzero((d["kv_free"] >= 0) & (tpot * 1e3 <= tpot_ms))
+                for pplan, t_pre, r_p, g, chunk, pseq, pw in shortlist:
+                    s_p = pplan.tp * pplan.dp
+                    for n in space.dies:
+                        for nd in range(1, (n - s_p) // s_d + 1):
+                            n_p = np.clip(np.ceil(nd * r_d[ok] / r_p), 1, (n - nd * s_d) // s_p)
+                            used = n_p * s_p + nd * s_d
+                            rate = np.minimum(n_p * r_p, nd * r_d[ok])
+                            per_die = rate * wl.osl / used
+                            evaluated += len(ok)
+                            for j, i in enumerate(ok):
+                                configs.append(Config(
+                                    "disagg", n, int(used[j]),
+                                    f"{int(n_p[j])}P x {_label(pplan)} + {nd}D x {_label(dplan)}"
+                                    + (f" DCP{dcp}" if dcp > 1 else ""),
+                                    int(BK[i, 0]), int(BK[i, 1]), t_pre * 1e3, tpot[i] * 1e3, per_die[j], 1 / tpot[i],
+                                    d["weights"][i] / GiB, d["num_blocks"][i] * d["page_block"][i] / GiB,
+                                    int(d["num_blocks"][i] * d["block_tokens"]), d["kv_free"][i] / GiB, True,
+                                    {"n_prefill": int(n_p[j]), "n_decode": nd, "p_tp": pplan.tp, "p_dp": pplan.dp,
+                                     "p_ep": pplan.ep, "p_sp": pplan.sp, "p_weights_gib": pw / GiB,
+                                     "p_max_num_batched_tokens": chunk, "p_max_model_len": p_len,
+                                     "p_max_num_seqs": pseq, "p_mtp": k_p,
+                                     "tp": dplan.tp, "dp": dplan.dp, "ep": dplan.ep, "sp": dplan.sp, "dcp": dcp,
+                                     "max_num_batched_tokens": d_tokens, "role": "decode"}, util=u))
         for n in space.dies:
             if not any(c.mode == "disagg" and c.dies == n for c in configs):
                 verdicts[n] = disagg_verdict(n, spec, engine, recipe, device, space, wl, BK, E, ttft_ms, tpot_ms,
                                              p_seen, d_seen, p_heavy, d_heavy, p_len)
-    notes = [
-        "aggregated: per request lifetime (osl/E) decode steps at the mean context + B prefills stalling "
-        "the batch; TPOT includes the stalls",
-        f"MTP: per-draft acceptance {space.acceptance:g}, E = 1 + a + ... + a^K tokens per step",
-        "disaggregated: P instances at batch 1 (TTFT = one isl prefill; max_num_batched_tokens = isl, "
-        "max_model_len = longest prompt + 1, no MTP drafter on P: only D drafts, UNCONFIRMED that the "
-        "connector needs none of the drafter's prompt KV from P), D instances with max_num_batched_tokens "
-        "= the largest decode step B x (1+K) searched; KV transfer time not modelled; P:D counts balance "
-        "request rates within the die budget",
-        "memory: every listed configuration fits (weights + activation + non-torch + B full-length "
-        "requests of KV); headroom = KV pool left after them",
-    ]
-    return PlanResult(configs, evaluated + kern.count, time.perf_counter() - t0, wl, notes, verdicts,
-                      space.disaggregated)
+    return configs, evaluated, verdicts

@@ -56,7 +56,8 @@ def disagg_verdict(n: int, spec: ModelSpec, engine: str, recipe: str, device: An
         if p_in:
             p, _, _ = max(p_in, key=lambda x: x[2])
             f = workload_fit(spec, p, engine, recipe, device, batch=1, request_tokens=p_len,
-                             step_tokens=p.max_num_batched_tokens, mtp=0, util=util, kv_cache_dtype=kvd)
+                             step_tokens=p.max_num_batched_tokens,
+                             mtp=getattr(space, 'prefill_mtp', 0) if spec.mtp_layers else 0, util=util, kv_cache_dtype=kvd)
             return head + f"fits in memory; closest {_label(p)} ({_size(p)} dies, one {p_len:,}-token prompt): {f.verdict()}"
         return head + "fits: " + (_too_heavy(p_heavy, n - 1, "prefill", device, util) or "none could be formed")
     room = n - min(_size(x[0]) for x in p_ok)

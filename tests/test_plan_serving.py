@@ -1,0 +1,140 @@
+"""`audit plan` on the serving model of `audit bench` (issue 17): the 64k DeepSeek-V3.2 P/D case of
+the engine's tutorial, the best per die budget, the header, the binds line, exit 3 and the launch.
+
+SLA of the 64k case, from the tutorial (research/serving-facts.md §4.1): TPOT <= 50 ms (the tutorial
+publishes 32 ms at 1P1D; 50 ms leaves the margin a model needs); TTFT <= 30 s: the tutorial gives no
+TTFT; its P instance (TP16 DSA-CP, 32,560-token chunks, MTP 1) prefills one 64k prompt in ~24 s in
+this serving model, so 30 s asks for P nodes about as fast as the tutorial's, not a slower shape.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from auditor.cli import main
+from auditor.devices.profiles import load_device
+from auditor.model.presets import preset_spec
+from auditor.parallel import ParallelPlan
+from auditor.runtime.feasibility import workload_fit
+
+GiB = 1 << 30
+CASE = ["plan", "deepseek-v3.2", "--recipe", "w8a8", "--dies", "64", "--isl", "65536", "--osl", "1024",
+        "--ttft-ms", "30000", "--tpot-ms", "50"]
+
+
+@pytest.fixture(scope="module")
+def case64(tmp_path_factory):
+    out = tmp_path_factory.mktemp("plan") / "p.json"
+    assert main(CASE + ["--format", "json", "-o", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+def test_64k_deepseek_finds_a_feasible_ranked_pd_deployment(case64):
+    """What plan finds: P/D wins on 64 dies; P = TP8 DP4 DSA-CP with 32,560-token chunks and the MTP-1
+    drafter (the tutorial's TP16 DP2 P prefills one prompt ~2 s faster but serves fewer prompts per die),
+    D = TP4 with MTP 3. Every P and D instance is re-checked through the one-workload memory API."""
+    best = case64["best"][0]
+    assert best["mode"] == "disagg" and best["simulated"] and best["meets_sla"]
+    assert best["ttft_ms"] <= 30000 and best["tpot_ms"] <= 50
+    assert best["p_sp"] and best["p_mtp"] == 1 and best["p_max_num_batched_tokens"] == 32560
+    assert best["p_tp"] in (8, 16) and best["tp"] == 4
+    spec, dev = preset_spec("deepseek-v3.2"), load_device("a3-752t")
+    u = best["util"]
+    p = ParallelPlan(tp=best["p_tp"], dp=best["p_dp"], ep=best["p_ep"], sp=True, role="prefill",
+                     max_num_batched_tokens=32560)
+    assert workload_fit(spec, p, "vllm-ascend@main", "w8a8", dev, batch=best["p_max_num_seqs"], request_tokens=65537,
+                        step_tokens=32560, mtp=1, util=u).fits
+    d = ParallelPlan(tp=best["tp"], dp=best["dp"], ep=best["ep"], sp=best["sp"], role="decode",
+                     max_num_batched_tokens=best["max_num_batched_tokens"])
+    assert workload_fit(spec, d, "vllm-ascend@main", "w8a8", dev, batch=best["batch"], request_tokens=65536 + 1024,
+                        step_tokens=best["batch"] * (1 + best["mtp"]), mtp=best["mtp"], util=u).fits
+    assert best["n_prefill"] * best["p_tp"] * best["p_dp"] + best["n_decode"] * best["tp"] * best["dp"] \
+        == best["dies_used"] <= 64
+
+
+def test_64k_figures_are_the_bench_simulation_of_the_printed_launch(case64):
+    """The ranked figures are exactly what `audit bench` reports for the instance plans the launch
+    prints, at the concurrency the plan names (2 x concurrency prompts)."""
+    from auditor.deployment import InstancePlan
+    from auditor.engines.registry import as_engine
+    from auditor.planner.launch import instance_plans
+    from auditor.planner.search import Config
+    from auditor.serving.bench import metrics
+    from auditor.serving.sim import BenchWorkload, Deployment, simulate
+    from auditor.source import open_model
+    b = case64["best"][0]
+    cfg = Config("disagg", 64, b["dies_used"], b["plan"], b["batch"], b["mtp"], 0, 0, 0, 0, 0, 0, 0, 0, True,
+                 {k: b[k] for k in ("n_prefill", "n_decode", "p_tp", "p_dp", "p_ep", "p_sp", "p_max_num_batched_tokens",
+                                    "p_max_model_len", "p_max_num_seqs", "p_mtp", "tp", "dp", "ep", "sp", "dcp",
+                                    "max_num_batched_tokens")}, util=b["util"])
+    insts = instance_plans(cfg, max_model_len=66560, isl=65536, kv_cache_dtype="bf16")
+    assert all(isinstance(i, InstancePlan) for i in insts) and insts[0].mtp == 1
+    src = open_model("deepseek-v3.2", "w8a8", tables=False)
+    dep = Deployment(src.spec, as_engine("vllm-ascend@main"), "w8a8", load_device("a3-752t"), insts)
+    c = b["concurrency"]
+    m = metrics(simulate(dep, BenchWorkload(c, 65536, 1024, 2 * c, prefix_caching=False)))
+    assert m["output_throughput"] / b["dies_used"] == pytest.approx(b["tok_s_die"])
+    assert m["mean_ttft_ms"] == pytest.approx(b["ttft_ms"]) and m["mean_tpot_ms"] == pytest.approx(b["tpot_ms"])
+
+
+def test_64k_launch_lines(case64):
+    """A w8a8 (msModelSlim) recipe launches with --quantization ascend; a preset gets a placeholder path
+    from the model's name and recipe; P carries kv_producer and the drafter, D kv_consumer."""
+    pl, dl = case64["launch"]
+    for inst in (pl, dl):
+        assert inst["command"].startswith("vllm serve <path-to-DeepSeek-V3.2-w8a8>")
+        assert "--quantization ascend" in inst["args"] and "--gpu-memory-utilization 0.92" in inst["args"]
+    assert "--max-num-batched-tokens 32560" in pl["args"] and "kv_producer" in pl["command"]
+    assert '"num_speculative_tokens": 1' in pl["command"] and "enable_dsa_cp" in pl["command"]
+    assert "kv_consumer" in dl["command"]
+    assert case64["model_path"] == "<path-to-DeepSeek-V3.2-w8a8>" and case64["quantized"]
+
+
+def test_launch_path_and_quantization_rules():
+    from auditor.planner.launch import model_path, quantized_recipe
+    assert model_path(None, "glm-5.1", "w8a8", True) == "<path-to-GLM-5.1-w8a8>"
+    assert model_path("/ckpt/glm", "glm-5.1", "w4a8", False) == "/ckpt/glm"
+    assert quantized_recipe("w4a8") and quantized_recipe("w8a8") and not quantized_recipe("fp8-block")
+    assert not quantized_recipe("bf16")
+
+
+def test_best_per_budget_header_and_binds(tmp_path, capsys):
+    """--dies 32,64: each budget gets its own best (the best simulated row of that budget), the header
+    names model, recipe, KV dtype, device, engine and the utilisation, and a binds line per budget."""
+    args = ["plan", "glm-5.1", "--dies", "32,64", "--isl", "4096", "--osl", "1024", "--ttft-ms", "5000",
+            "--tpot-ms", "50", "--tp", "4,8,16", "--batch", "4,16", "--mtp", "0,3", "--simulate", "2"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    first = text.splitlines()[0]
+    assert first.startswith("audit plan: glm-5.1 (w8a8, KV bf16) on a3-752t, vllm-ascend@main; "
+                            "gpu-memory-utilization 0.92; launch path <path-to-GLM-5.1-w8a8>")
+    assert "best per die budget:" in text
+    assert sum(l.startswith("binds: ") for l in text.splitlines()) == 2
+    out = tmp_path / "p.json"
+    assert main(args + ["--format", "json", "-o", str(out)]) == 0
+    rep = json.loads(out.read_text())
+    pb = rep["best_per_budget"]
+    assert set(pb) == {"32", "64"}
+    for n, c in pb.items():
+        assert c and c["dies"] == int(n) and c["simulated"] and c["meets_sla"] and c["launch"]
+        same = [r for r in rep["best"] + [c] if r["dies"] == int(n)]
+        assert c["tok_s_die"] == max(r["tok_s_die"] for r in same)
+    assert set(rep["binds"]) == {"32", "64"}
+
+
+def test_nothing_fits_exits_3_and_says_memory_binds(capsys):
+    """8 dies: a GLM-5.1 W8A8 rank holds 256/8 = 32 routed experts in each of 75 MoE layers at
+    37,806,080 B per expert = 84.5 GiB, over 0.92 x 61.27 = 56.37 GiB: nothing fits, exit 3."""
+    assert 32 * 37_806_080 * 75 / GiB > 0.92 * 61.27
+    assert main(["plan", "glm-5.1", "--dies", "8", "--isl", "4096", "--osl", "1024", "--ttft-ms", "5000",
+                 "--tpot-ms", "50", "--tp", "8", "--batch", "1", "--mtp", "0"]) == 3
+    out = capsys.readouterr().out
+    assert "binds: 8 dies: memory binds: no configuration fits; w4a8, c8 KV or more dies would help" in out
+
+
+def test_util_list_is_searched_and_bad_values_are_one_line(capsys):
+    assert main(["plan", "glm-5.1", "--dies", "32", "--isl", "4096", "--osl", "1024", "--ttft-ms", "5000",
+                 "--tpot-ms", "50", "--gpu-memory-utilization", "1.5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--gpu-memory-utilization" in err
