@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..inventory.quantdesc import QuantDescription
+from ..model import blueprint as B
 from ..model.classify import OFFSET_SUFFIXES, SCALE_SUFFIXES, Finding
 from ..model.spec import DTYPE_BYTES, ModelSpec
 from ..parallel import ParallelPlan, stage_layers
@@ -254,6 +255,14 @@ class Materializer:
                       naive_shard=naive_shard, module_cause=module_cause, conditions={})
         return scheme
 
+    def module(self, layer: int, block: str, mod: B.Linear, replicated: bool, *, Nf: int | None = None,
+               **kw) -> str:
+        """Emit a blueprint linear: members, shapes and default TP role from ``model.blueprint``
+        (``Nf`` overrides the output width where the engine pads it, e.g. replicated KV heads)."""
+        s = self.spec
+        return self.linear(layer, block, mod.name, mod.members, mod.out(s) if Nf is None else Nf, mod.inp(s),
+                           mod.role, replicated, **kw)
+
     def norm(self, layer: int, block: str, name: str, dim: int, placement: str = "stage") -> None:
         sms = [self.lookup(layer, name)]
         self.emit(self.R.NORM, layer=layer, block=block, module=name, env={"dim": dim}, stored=sms,
@@ -268,25 +277,19 @@ class Materializer:
             hd = s.head_dim
             kv_local = max(1, s.NKV // self.plan.tp) * self.plan.tp
             Nf = s.NH * hd + 2 * min(s.NKV, kv_local) * hd
-            self.linear(layer, blk, "self_attn.qkv_proj", ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"],
-                        Nf, s.H, "column", False)
-            self.linear(layer, blk, "self_attn.o_proj", ["self_attn.o_proj"], s.H, s.NH * hd, "row", False)
+            self.module(layer, blk, B.GQA_QKV, False, Nf=Nf)
+            self.module(layer, blk, B.GQA_O, False)
             return
         if s.Qr:
-            qkv = self.linear(layer, blk, "self_attn.fused_qkv_a_proj",
-                              ["self_attn.q_a_proj", "self_attn.kv_a_proj_with_mqa"], s.Qr + s.Lkv + s.Dr, s.H,
-                              "replicated", True)
+            qkv = self.module(layer, blk, B.QKV_A, True)
             self.norm(layer, blk, "self_attn.q_a_layernorm", s.Qr)
             sharded_qb = "q_b_proj" in L.layer_sharding and not mtp
-            self.linear(layer, blk, "self_attn.q_b_proj", ["self_attn.q_b_proj"], s.NH * s.Dq, s.Qr, "column",
-                        L.qb_kvb_replicated, module_cause=C_QB if L.qb_kvb_replicated else None,
+            self.module(layer, blk, B.Q_B, L.qb_kvb_replicated, module_cause=C_QB if L.qb_kvb_replicated else None,
                         layer_shard_owner=layer % self.plan.ranks_per_stage if sharded_qb else -1)
         else:
             qkv = "FLOAT"
-            self.linear(layer, blk, "self_attn.q_proj", ["self_attn.q_proj"], s.NH * s.Dq, s.H, "column",
-                        L.qb_kvb_replicated, module_cause=C_QB if L.qb_kvb_replicated else None)
-            self.linear(layer, blk, "self_attn.kv_a_proj_with_mqa", ["self_attn.kv_a_proj_with_mqa"],
-                        s.Lkv + s.Dr, s.H, "replicated", True)
+            self.module(layer, blk, B.Q, L.qb_kvb_replicated, module_cause=C_QB if L.qb_kvb_replicated else None)
+            self.module(layer, blk, B.KV_A, True)
         self.norm(layer, blk, "self_attn.kv_a_layernorm", s.Lkv)
         self.kv_b(layer, blk)
         self.o_proj(layer, blk, mtp)
@@ -317,8 +320,7 @@ class Materializer:
 
     def indexer(self, layer: int, blk: str) -> None:
         s = self.spec
-        self.linear(layer, blk, "self_attn.indexer.wq_b", ["self_attn.indexer.wq_b"], s.IH * s.ID, s.Qr,
-                    "replicated", True)
+        self.module(layer, blk, B.IDX_WQ_B, True)
         for m in ("self_attn.indexer.wk", "self_attn.indexer.weights_proj"):
             sm = self.stored.get(layer, m)
             if sm is not None and sm.scheme not in ("FLOAT", ""):
@@ -326,14 +328,10 @@ class Materializer:
                                              f"stored as {sm.scheme}, but the engine builds this projection with "
                                              "quant_config=None (bf16)"))
         if self.prof.indexer_fused_wk:
-            self.linear(layer, blk, "self_attn.indexer.wk_weights_proj",
-                        ["self_attn.indexer.wk", "self_attn.indexer.weights_proj"], s.ID + s.IH, s.H,
-                        "replicated", True, force_float=True)
+            self.module(layer, blk, B.IDX_WK_WEIGHTS, True, force_float=True)
         else:
-            self.linear(layer, blk, "self_attn.indexer.wk", ["self_attn.indexer.wk"], s.ID, s.H, "replicated", True,
-                        force_float=True)
-            self.linear(layer, blk, "self_attn.indexer.weights_proj", ["self_attn.indexer.weights_proj"], s.IH, s.H,
-                        "replicated", True, force_float=True)
+            self.module(layer, blk, B.IDX_WK, True, force_float=True)
+            self.module(layer, blk, B.IDX_WEIGHTS, True, force_float=True)
         sms = [self.lookup(layer, "self_attn.indexer.k_norm")]
         self.emit(self.R.LAYERNORM_FP32, layer=layer, block=blk, module="self_attn.indexer.k_norm", env={"dim": s.ID},
                   stored=sms, placement="stage", naive_shard=1, module_cause=None,
@@ -344,9 +342,8 @@ class Materializer:
         s, L = self.spec, self.layout
         if not s.layer_is_moe(layer):
             blk = "mtp" if mtp else "dense_mlp"
-            self.linear(layer, blk, "mlp.gate_up_proj", ["mlp.gate_proj", "mlp.up_proj"], 2 * s.Id, s.H, "column",
-                        False)
-            self.linear(layer, blk, "mlp.down_proj", ["mlp.down_proj"], s.H, s.Id, "row", False)
+            self.module(layer, blk, B.MLP_GATE_UP, False)
+            self.module(layer, blk, B.MLP_DOWN, False)
             return
         # router
         sms = [self.lookup(layer, "mlp.gate")]
@@ -358,11 +355,8 @@ class Materializer:
             blk = "mtp" if mtp else "shared_experts"
             rep = L.shared_experts_replicated
             cause = C_SHARED if rep else None
-            self.linear(layer, blk, "mlp.shared_experts.gate_up_proj",
-                        ["mlp.shared_experts.gate_proj", "mlp.shared_experts.up_proj"], 2 * s.I * s.S, s.H,
-                        "column", rep, module_cause=cause)
-            self.linear(layer, blk, "mlp.shared_experts.down_proj", ["mlp.shared_experts.down_proj"], s.H,
-                        s.I * s.S, "row", rep, module_cause=cause)
+            self.module(layer, blk, B.SHARED_GATE_UP, rep, module_cause=cause)
+            self.module(layer, blk, B.SHARED_DOWN, rep, module_cause=cause)
 
     def experts(self, layer: int, blk: str) -> None:
         s, L, plan = self.spec, self.layout, self.plan
@@ -399,7 +393,7 @@ class Materializer:
         s = self.spec
         for n in ("enorm", "hnorm", "shared_head.norm"):
             self.norm(layer, "mtp", n, s.H)
-        self.linear(layer, "mtp", "eh_proj", ["eh_proj"], s.H, 2 * s.H, "replicated", True, force_float=True)
+        self.module(layer, "mtp", B.EH_PROJ, True, force_float=True)
         for m in ("shared_head.head", "embed_tokens"):
             sm = self.stored.get(layer, m)
             naive = sm.weight_bytes // self.plan.tp if sm else 0
@@ -435,9 +429,8 @@ class Materializer:
 
     def o_proj(self, layer: int, blk: str, mtp: bool) -> None:
         """o_proj: a row-parallel linear, replicated where the placement says so."""
-        s, L = self.spec, self.layout
-        self.linear(layer, blk, "self_attn.o_proj", ["self_attn.o_proj"], s.H, s.NH * s.Dv, "row",
-                    L.o_proj_replicated, module_cause=C_OREP if L.o_proj_replicated else None)
+        L = self.layout
+        self.module(layer, blk, B.O_MLA, L.o_proj_replicated, module_cause=C_OREP if L.o_proj_replicated else None)
 
     def indexer_extras(self, layer: int, blk: str) -> None:
         """Engine-created tensors of an indexer besides its projections (none by default)."""

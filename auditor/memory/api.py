@@ -17,6 +17,7 @@ from ..engines.stored import StoredIndex
 from ..inventory.quantdesc import QuantDescription
 from ..inventory.table import TensorTable
 from ..model.classify import classify
+from ..model.blueprint import SPLIT_FOR_PERF
 from ..model.expected import expected_description, expected_tensors
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
@@ -25,12 +26,9 @@ from .materialized import _materialize, reference_plan
 
 _DEFAULT_BATCHED = ParallelPlan.max_num_batched_tokens
 
-# engine module -> perf module keys, with the share of the bytes each key gets
-_SPLITS = {
-    "self_attn.fused_qkv_a_proj": lambda s: [("self_attn.q_a_proj", s.Qr), ("self_attn.kv_a_proj_with_mqa", s.Lkv + s.Dr)],
-    "self_attn.indexer.wk_weights_proj": lambda s: [("self_attn.indexer.wk", s.ID), ("self_attn.indexer.weights_proj", s.IH)],
-    "self_attn.qkv_proj": lambda s: [("self_attn.q_proj", s.NH), ("self_attn.k_proj", s.NKV), ("self_attn.v_proj", s.NKV)],
-}
+# fused engine module -> perf module keys, with the share of the bytes each key gets: the
+# blueprint's member output widths (the same declaration the materializer emitted the module from)
+_SPLITS = {m.name: m.split for m in SPLIT_FOR_PERF}
 _RENAME = {
     "mlp.shared_experts.gate_up_proj": "mlp.shared_experts", "mlp.shared_experts.down_proj": "mlp.shared_experts",
     "mlp.gate_up_proj": "mlp", "mlp.down_proj": "mlp", "model.embed_tokens": "embed_tokens",

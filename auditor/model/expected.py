@@ -20,9 +20,11 @@ Three writers exist:
 """
 from __future__ import annotations
 
+import functools
 from typing import Iterator
 
 from ..errors import AuditInputError
+from . import blueprint as B
 from .recipes import RECIPES, linear_scheme
 from .spec import ModelSpec
 
@@ -70,30 +72,29 @@ def resolve_writer(recipe: str, writer: str | None) -> str:
 
 def _attention(spec: ModelSpec, p: str, layer: int) -> Iterator[tuple[str, str, tuple[int, ...]]]:
     H = spec.H
+    shape = functools.partial(B.stored_shape, spec)          # linear shapes: declared once (model.blueprint)
     if not spec.mla:
-        hd = spec.head_dim
-        yield _ATTN, p + "q_proj", (spec.NH * hd, H)
-        yield _ATTN, p + "k_proj", (spec.NKV * hd, H)
-        yield _ATTN, p + "v_proj", (spec.NKV * hd, H)
-        yield _ATTN, p + "o_proj", (H, spec.NH * hd)
+        for name, width in B.GQA_QKV.split(spec):
+            yield _ATTN, p + name.rpartition(".")[2], (width, B.GQA_QKV.inp(spec))
+        yield _ATTN, p + "o_proj", (B.GQA_O.out(spec), B.GQA_O.inp(spec))
         return
     if spec.Qr:
-        yield _ATTN, p + "q_a_proj", (spec.Qr, H)
+        yield _ATTN, p + "q_a_proj", shape("self_attn.q_a_proj")
         yield _NORM, p + "q_a_layernorm.weight", (spec.Qr,)
-        yield _ATTN, p + "q_b_proj", (spec.NH * spec.Dq, spec.Qr)
+        yield _ATTN, p + "q_b_proj", shape("self_attn.q_b_proj")
     else:
         yield _ATTN, p + "q_proj", (spec.NH * spec.Dq, H)
-    yield _ATTN, p + "kv_a_proj_with_mqa", (spec.Lkv + spec.Dr, H)
+    yield _ATTN, p + "kv_a_proj_with_mqa", shape("self_attn.kv_a_proj_with_mqa")
     yield _NORM, p + "kv_a_layernorm.weight", (spec.Lkv,)
     yield _KV_B, p + "kv_b_proj", (spec.NH * (spec.Dn + spec.Dv), spec.Lkv)
-    yield _ATTN, p + "o_proj", (H, spec.NH * spec.Dv)
+    yield _ATTN, p + "o_proj", shape("self_attn.o_proj")
     if spec.layer_has_indexer(layer):
         q_in = spec.Qr or H   # ASSUMED: without q LoRA the indexer reads the hidden state
         yield _ATTN, p + "indexer.wq_b", (spec.IH * spec.ID, q_in)
-        yield _WK, p + "indexer.wk", (spec.ID, H)
+        yield _WK, p + "indexer.wk", shape("self_attn.indexer.wk")
         yield _NORM, p + "indexer.k_norm.weight", (spec.ID,)
         yield _NORM, p + "indexer.k_norm.bias", (spec.ID,)
-        yield _WPROJ, p + "indexer.weights_proj", (spec.IH, H)
+        yield _WPROJ, p + "indexer.weights_proj", shape("self_attn.indexer.weights_proj")
 
 
 def _ffn(p: str, inter: int, H: int, kind: str) -> Iterator[tuple[str, str, tuple[int, ...]]]:

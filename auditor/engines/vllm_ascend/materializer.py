@@ -10,6 +10,7 @@ import math
 
 from ...model.spec import DTYPE_BYTES
 from ..bridge import C_BUFFERS, C_C8, C_LSHARD, C_OREP
+from ...model import blueprint as B
 from ..materialize import Materializer, Resident
 from . import rules as R
 
@@ -37,7 +38,7 @@ class AscendMaterializer(Materializer):
         Kf = s.NH * s.Dv
         rep = L.o_proj_replicated
         sharded = "o_proj" in L.layer_sharding and rep and not mtp
-        scheme = self.linear(layer, blk, "self_attn.o_proj", ["self_attn.o_proj"], s.H, Kf, "row", rep,
+        scheme = self.module(layer, blk, B.O_MLA, rep,
                              module_cause=C_OREP if rep else None,
                              layer_shard_owner=layer % self.plan.ranks_per_stage if sharded else -1)
         if L.o_proj_gather_pool and not rep:
