@@ -141,7 +141,8 @@ def test_waterfall_draws_on_any_axes():
     ["memory", "glm-5.1", "--tp", "16", "--dp", "2", "--ep", "32", "--sp", "--max-model-len", "8192", "--hbm-png"],
     ["plan", "glm-5.1", "--dies", "32", "--tp", "16", "--isl", "1024", "--osl", "128", "--ttft-ms", "5000",
      "--tpot-ms", "200", "--png"],
-], ids=["memory-waterfall", "hbm-budget", "plan-pareto"])
+    ["sweep", "glm-5.1", "--tp", "8,16", "--dp", "1,2", "--png"],
+], ids=["memory-waterfall", "hbm-budget", "plan-pareto", "sweep-grid"])
 def test_png_needs_no_pyplot(tmp_path, argv):
     """Every PNG is built on the Agg canvas without importing pyplot (its import alone costs a
     noticeable share of the 1.5 s budget)."""
@@ -153,3 +154,12 @@ def test_png_needs_no_pyplot(tmp_path, argv):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[-2:] == ["0", "False"]
     assert Path(tmp_path / "x.png").stat().st_size > 0
+
+
+def test_sweep_png(tmp_path):
+    """sweep --png writes a PNG of the grid next to its table."""
+    from auditor.cli import main
+    out = tmp_path / "sweep.png"
+    assert main(["sweep", "--tp", "8,16", "--dp", "1,2", "--batch", "1,8", "--png", str(out)]) == 0
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000

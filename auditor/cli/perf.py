@@ -157,9 +157,11 @@ def _workload_fit(spec, plan, engine, recipe, dev, phases, mtp, runtime):
               help="write every configuration to this CSV")
 @click.option("--top", type=capped("--top"), default=5, show_default=True, help="best configurations to print")
 @hf_overrides_option
+@click.option("--png", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="also write TTFT against decode tokens/s per die of every configuration (PNG, Pareto front)")
 @output_options
 def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, batch, mtp, acceptance, recipe,
-                  device_name, runtime, csv_path, top, fmt, output) -> None:
+                  device_name, runtime, csv_path, top, png, fmt, output) -> None:
     """Grid of TP x DP x workloads (batched kernel): the best configurations by TTFT and decode tok/s."""
     from ..devices.profiles import load_device
     from ..perf.sweep import parse_grid, run_sweep
@@ -167,7 +169,7 @@ def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, b
     from ..report.sweep import render_sweep, write_sweep_csv
     from ..source import open_model
 
-    for path, what in ((output, "--output"), (csv_path, "--csv")):
+    for path, what in ((output, "--output"), (csv_path, "--csv"), (png, "--png")):
         guard_output(path, model, what)
     src = open_model(model, recipe, tables=False)
     follow = context is None
@@ -202,3 +204,7 @@ def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, b
                "device": dev.name, "ep": "on" if ep_mode == "on" else "off", "kv_cache_dtype": runtime["kv_cache_dtype"],
                "gpu_memory_utilization": runtime["util"], "mtp_acceptance": acceptance}
     emit(render_sweep(res, fmt, top, context), output)
+    if png is not None:
+        from ..report.sweep import write_sweep_png
+        write_sweep_png(res, png, "audit sweep: " + ", ".join(f"{k} {v}" for k, v in context.items()))
+        click.echo(f"wrote {png}", err=True)

@@ -75,3 +75,43 @@ def render_sweep(res: SweepResult, fmt: str, top: int = 5, context: dict | None 
             table(by_dec)]
     out += [f"note: {n}" for n in res.notes]
     return "\n".join(out) + "\n"
+
+
+def write_sweep_png(res: SweepResult, path: Path, title: str) -> None:
+    """TTFT against decode tokens/s per die of every configuration that fits, one colour per TP x DP,
+    with the Pareto front (lower TTFT, more tokens/s) drawn; configurations that do not fit are grey."""
+    import numpy as np
+
+    from .figure import new_figure, save_png
+    fig = new_figure((7.5, 5))
+    ax = fig.add_subplot()
+    col = {c: i for i, c in enumerate(COLUMNS)}
+    rows = res.rows
+    fits = rows[:, col["fits"]] > 0
+    if (~fits).any():
+        bad = rows[~fits]
+        ax.scatter(bad[:, col["ttft_ms"]], bad[:, col["decode_tok_s_per_device"]], s=6, color="0.8",
+                   label="does not fit HBM")
+    good = rows[fits]
+    plans = sorted({(int(t), int(d)) for t, d in good[:, [col["tp"], col["dp"]]]})
+    for tp, dp in plans:
+        sel = good[(good[:, col["tp"]] == tp) & (good[:, col["dp"]] == dp)]
+        ax.scatter(sel[:, col["ttft_ms"]], sel[:, col["decode_tok_s_per_device"]], s=10, alpha=0.7,
+                   label=f"TP{tp} DP{dp}")
+    if len(good):
+        order = np.argsort(good[:, col["ttft_ms"]], kind="stable")
+        front, best = [], -1.0
+        for r in good[order]:
+            if r[col["decode_tok_s_per_device"]] > best:
+                best = r[col["decode_tok_s_per_device"]]
+                front.append((r[col["ttft_ms"]], best))
+        ax.plot([p[0] for p in front], [p[1] for p in front], "-", color="black", lw=1, label="Pareto front")
+    ax.set_xscale("log")
+    from matplotlib.ticker import NullFormatter
+    ax.xaxis.set_minor_formatter(NullFormatter())          # decades only: minor labels collide
+    ax.set_xlabel("TTFT, ms (prefill of the batch per DP rank)")
+    ax.set_ylabel("decode tokens/s per die")
+    ax.set_title(title, fontsize=9, wrap=True)
+    ax.grid(alpha=0.3)
+    fig.legend(fontsize=7, loc="outside right upper", frameon=False)
+    save_png(fig, path, "--png")
