@@ -85,6 +85,14 @@ _DSV32: dict[str, Any] = {
                             "activation_scheme": "dynamic", "scale_fmt": "ue8m0"},
 }
 
+# DeepSeek-V3 / R1 (HF deepseek-ai/DeepSeek-V3 config.json): DeepSeek-V3.2's structure without the
+# lightning indexer (no index_* keys), so MLA attention runs as FusedInferAttentionScore, not SFA.
+_DSV3: dict[str, Any] = {
+    **{k: v for k, v in _DSV32.items() if not k.startswith("index_")},
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "model_type": "deepseek_v3",
+}
+
 # A dense, non-MLA model: exercises the plain tensor-parallel fallback.
 _DENSE_32B: dict[str, Any] = {
     "architectures": ["Qwen3ForCausalLM"],
@@ -125,6 +133,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "glm-5": {**_GLM5, "transformers_version": "5.0.2.dev0"},
     "glm-5.2": _GLM52,
     "deepseek-v3.2": _DSV32,
+    "deepseek-v3": _DSV3,
     "dense-32b": _DENSE_32B,
 }
 
