@@ -127,3 +127,14 @@ def test_cli_sweep_accepts_a_version(capsys):
     js = json.loads(out)
     assert "newer than the newest" in err
     assert js["notes"] and "vllm-ascend@0.26" in js["notes"][0]
+
+
+def test_indexcache_model_on_a_version_without_it_is_flagged(capsys):
+    """GLM-5.2 shares top-k over 57 of 78 layers; vLLM-Ascend adapted it in v0.23.0rc1 (PR #10441), so
+    on 0.18 every layer keeps its indexer and the report says so (and on 0.23 it does not)."""
+    args = ["memory", "glm-5.2", "--tp", "16", "--ep", "16", "--max-model-len", "8K", "--format", "json"]
+    assert main(args + ["--engine", "vllm-ascend@0.18"]) in (0, 3)
+    old = json.dumps(json.loads(capsys.readouterr().out)["findings"])
+    assert main(args + ["--engine", "vllm-ascend@0.23"]) in (0, 3)
+    new = json.dumps(json.loads(capsys.readouterr().out)["findings"])
+    assert "no IndexCache" in old and "no IndexCache" not in new

@@ -87,6 +87,12 @@ def resolve_placement(spec: ModelSpec, plan: ParallelPlan, prof: EngineProfile) 
     if plan.shared_expert_dp and not (plan.ep_on and plan.tp > 1):
         findings.append(("warning", "enable_shared_expert_dp requires EP and TP > 1"))
 
+    # --- IndexCache: a model whose layers share top-k, on a version without it (PR #10441, v0.23.0rc1)
+    if spec.dsa and any(spec.topk_shared or ()) and not prof.index_cache:
+        findings.append(("warning", f"{prof.label} has no IndexCache (vllm-ascend PR #10441, from v0.23.0rc1): every "
+                                    "layer builds its indexer and computes its own top-k, although the config "
+                                    "shares top-k between layers (index_topk_freq / indexer_types)"))
+
     # --- routed experts
     if plan.ep_on:
         moe_tp = 1
