@@ -27,8 +27,8 @@ def device_vector(dev: Device) -> np.ndarray:
     out[K.DEV_VECTOR_PEAK] = (dev.vector_flops.get("BF16") or dev.vector_flops.get("F16")
                               or max(dev.vector_flops.values()))
     out[K.DEV_VECTOR_SORT] = dev.sort_rate
-    out[K.DEV_HOST_PREFILL] = dev.host_ms.get("prefill", 0.0) * 1e-3
-    out[K.DEV_HOST_DECODE] = dev.host_ms.get("decode", 0.0) * 1e-3
+    # host time is not a kernel constant: auditor.perf.host adds it per step (the serving host model)
+    out[K.DEV_HOST_PREFILL] = out[K.DEV_HOST_DECODE] = 0.0
     for name, code in K.DTYPES.items():
         out[K.DEV_MMA_PEAK + code] = dev.mma_flops.get(name, 0.0)
     return out
