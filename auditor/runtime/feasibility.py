@@ -105,10 +105,10 @@ def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe:
     # taken at the plan's own max_num_batched_tokens (unknown -> ep and mc2 counted)
     n_nt = sum(eng.non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb).values())
     avail = usable_total(device) * util - W - p_act - n_nt - eng.graph_deducted_bytes()
-    kv = eng.kv_spec(spec, wplan, variant=kv_cache_dtype, mtp=has_mtp)
+    kv = eng.kv_spec(spec, wplan, variant=kv_cache_dtype, mtp=has_mtp, dcp=getattr(plan, "dcp", 1))
     page = float(kv.page_block_bytes)
     if has_mtp and not plan.mtp and not np.all(rows_mtp):
-        kv0 = eng.kv_spec(spec, plan, variant=kv_cache_dtype, mtp=False)
+        kv0 = eng.kv_spec(spec, plan, variant=kv_cache_dtype, mtp=False, dcp=getattr(plan, "dcp", 1))
         page = np.where(rows_mtp, page, float(kv0.page_block_bytes))
     blocks = np.floor(np.maximum(avail, 0.0) / page)
     per_req = np.ceil(np.ceil(np.asarray(request_tokens) / kv.dcp) / kv.block_size)
