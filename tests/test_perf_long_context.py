@@ -201,3 +201,28 @@ def test_mtp_acceptance_turns_steps_into_tokens():
     ph = evaluate(SPEC, PLAN, ENGINE, wl, DEV, "w8a8").phases["decode"]
     assert ph.tokens == pytest.approx(2 * (1 + 0.5 + 0.25 + 0.125))
     assert ph.tokens_per_s == pytest.approx(2 * 1.875 / ph.time_s)
+
+
+def test_dcp_splits_sfa_gathers_and_adds_two_collectives_per_layer():
+    """DCP = TP = 4 (SFA "replicated indexer", research serving-facts §5): each rank attends all 64 heads
+    over 1/4 of the selected entries, the indexer is untouched, and per layer the query [T, 64/4, 576] bf16
+    is all-gathered and the partial output + LSE [T, 64, 512 bf16 + 4] x 3/4 goes by all-to-all."""
+    q, c = 4, 40000                                  # one decode step of 1 + MTP 3 tokens at 40k context
+    plan = ParallelPlan(tp=4, dp=1, ep=4)
+    base = run("decode", q, c, mtp=3, plan=plan)
+    dcp = run("decode", q, c, mtp=3, plan=plan.with_(dcp=4))
+    s0, s1 = layer_op(base, "self_attn.sfa"), layer_op(dcp, "self_attn.sfa")
+    entries = q * 2048                              # 4 query rows x top-2048 (context past the cap)
+    # base: 16 local heads, every entry gathered (1152 B); DCP: 64 heads, a quarter of the entries
+    assert s0["bytes"] == pytest.approx(entries * 1152 + q * 16 * (576 + 512) * 2 + q * 2048 * 4)
+    assert s1["bytes"] == pytest.approx(entries / 4 * 1152 + q * 64 * (576 + 512) * 2 + q * 2048 * 4)
+    assert s1["mma_flops"] == pytest.approx(s0["mma_flops"])        # 4x heads over 1/4 of the pairs
+    assert layer_op(dcp, "self_attn.indexer.score") == layer_op(base, "self_attn.indexer.score")
+    colls = {cl["tensor"]: cl for cl in dcp["collectives"] if cl["layer"] == 5 and cl.get("pass") is None}
+    assert colls["self_attn.dcp_query"]["kind"] == "all_gather"
+    assert colls["self_attn.dcp_query"]["bytes"] == q * 64 / 4 * 576 * 2
+    assert colls["self_attn.dcp_out_lse"]["kind"] == "all_to_all"
+    assert colls["self_attn.dcp_out_lse"]["bytes"] == pytest.approx(q * 64 * (512 * 2 + 4) * 3 / 4)
+    # prefill is unchanged (each rank attends its own queries over the gathered KV; no LSE merge)
+    assert layer_op(run("prefill", 64, c, plan=plan.with_(dcp=4)), "self_attn.sfa") == \
+        layer_op(run("prefill", 64, c, plan=plan), "self_attn.sfa")

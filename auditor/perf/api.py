@@ -304,7 +304,7 @@ def evaluate_phase(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: W
     default the plan's ``max_num_batched_tokens``), each an eager step with its own host time. Op
     and collective rows are summed over the chunks. Host time is the serving host model
     (``auditor.perf.host``), the one ``audit bench`` uses; ``host`` overrides the device's constants."""
-    from .device import device_vector, group_table
+    from .device import group_table, kernel_vector
     from .host import host_model
     workload.validate()
     recipe = check_recipe(recipe)
@@ -319,7 +319,7 @@ def evaluate_phase(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: W
                            graph, True, cache)
     pre, dec = (prog, other) if workload.phase == "prefill" else (other, prog)
     hm = host_model(spec, pre.arrays(), dec.arrays(), workload.mtp, device, host)
-    dv, grp = device_vector(device), group_table(device, plan)
+    dv, grp = kernel_vector(device), group_table(device, plan)
     steps = prefill_chunks(workload, int(chunk or plan.max_num_batched_tokens))
     res = None
     log = []

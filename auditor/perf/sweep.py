@@ -99,7 +99,7 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
     """TTFT and decode step time for every grid point; plans the model cannot take are skipped."""
     from auditor_kernels.perf_core import sweep_grid
 
-    from .device import device_vector, group_table
+    from .device import group_table, kernel_vector
     recipe = check_recipe(recipe)
     eng = as_engine(engine)
     engine, version_note = eng.key, eng.note            # one program cache entry per profile
@@ -113,7 +113,7 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
     work[:, 3] = np.repeat(keys[:, 2], len(ctx))
     if spec.mtp_layers == 0 and (work[:, 3] > 0).any():
         raise AuditInputError("--mtp", f"{spec.name} has no MTP layer")
-    dv = device_vector(device)
+    dv = kernel_vector(device)
     out, skipped = [], []
     for tp, dp in itertools.product(tps, dps):
         plan = base.with_(tp=tp, dp=dp, ep=tp * dp if ep_on and tp * dp > 1 else 1)

@@ -76,13 +76,12 @@ def step_costs(spec: Any, inst: InstancePlan, engine: Any, recipe: str, device: 
     from auditor_kernels.perf_core import CTX_PART, REST_PART, partial_time, sweep_grid
 
     from ..perf.api import cached_program
-    from ..perf.device import device_vector, group_table
+    from ..perf.device import group_table, kernel_vector
     from ..runtime.feasibility import workload_fit
     eng = as_engine(engine)
     plan = instance_plan(inst).validate()
     k = int(inst.mtp)
-    dv = device_vector(device)
-    dv[K.DEV_HOST_PREFILL] = dv[K.DEV_HOST_DECODE] = 0.0        # host time is the serving model's own
+    dv = kernel_vector(device)              # host time is auditor.perf.host's, per step
     grp = group_table(device, plan)
     cache = inst.kv_cache_dtype
     pre = cached_program(spec, plan, eng.key, recipe, "prefill", "repetition", True, cache)
