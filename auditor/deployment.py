@@ -29,6 +29,9 @@ class InstancePlan:
     hccl_buffsize_mb: int = 200
     pp: int = 1
     dcp: int = 1
+    #: vLLM-Ascend additional_config enable_balance_scheduling (a global admission freeze while any DP
+    #: rank is full; patch_balance_schedule.py:146-162, :396-403)
+    balance_scheduling: bool = False
 
     @property
     def label(self) -> str:

@@ -31,6 +31,7 @@ class ParallelPlan:
     redundant_experts: int = 0
     max_num_batched_tokens: int = 8192
     fused_mc2: bool = False
+    dcp: int = 1                # decode context parallel (KV split over DCP = TP ranks; research serving-facts §5)
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -60,6 +61,8 @@ class ParallelPlan:
             raise AuditInputError("--role", f"must be one of {', '.join(ROLES)}, got {self.role!r}")
         if self.nz_mode not in NZ_MODES:
             raise AuditInputError("--nz-mode", f"must be 0, 1 or 2, got {self.nz_mode!r}")
+        if not isinstance(self.dcp, int) or self.dcp < 1 or self.tp % self.dcp:
+            raise AuditInputError("--dcp", f"must be a positive divisor of TP {self.tp}, got {self.dcp!r}")
         if self.redundant_experts < 0:
             raise AuditInputError("--redundant-experts", "must not be negative")
         for s in self.layer_sharding:

@@ -37,8 +37,9 @@ LINEAR_K, LINEAR_N, LINEAR_ACT_BYTES, LINEAR_DYNAMIC, LINEAR_OUT_BYTES = range(5
 BMM_HEADS, BMM_K, BMM_N = range(3)
 VEC_D, VEC_TENSORS, VEC_OPS = range(3)          # D, [T, D] tensors read+written, ops per element
 # sfa: local heads, latent and rope dims, top-k cap, query rows sharing one staged KV gather,
-# bytes of one cached entry (latent + rope, as stored)
-SFA_HEADS, SFA_LATENT, SFA_ROPE, SFA_CAP, SFA_TILE, SFA_ENTRY_BYTES = range(6)
+# bytes of one cached entry (latent + rope, as stored), ranks the cached entries are split over (DCP
+# decode: each rank attends all heads over its 1/dcp share of the selected entries; 0 or 1 = no split)
+SFA_HEADS, SFA_LATENT, SFA_ROPE, SFA_CAP, SFA_TILE, SFA_ENTRY_BYTES, SFA_SPLIT = range(7)
 # indexer_score: index heads, index head dim, bytes of one cached key (+ its scale), query rows
 # sharing one read of a request's key cache, vector ops per (query, key, head) after the Cube
 IDX_HEADS, IDX_DIM, IDX_KEY_BYTES, IDX_TILE, IDX_VEC_PER_HEAD = range(5)

@@ -51,7 +51,7 @@ from .kinds import (ATTN, ATTN_HEADS, ATTN_HEAD_DIM, ATTN_KV_HEADS, BMM, BMM_HEA
                     OPF_COUNT, OPF_WEIGHT, OPI_DPMUL, OPI_DTYPE, OPI_EXP, OPI_KIND, OPI_STREAM, OUT_BOUND,
                     OUT_BYTES, OUT_COUNT, OUT_MMA, OUT_SORT, OUT_TIME, OUT_TOKENS, OUT_T_COMPUTE, OUT_T_MEMORY,
                     OUT_VEC, RND_INDEXER_CACHE, RND_NONE, RND_SFA_KV, ROUTER_E, ROUTER_K, ROUTER_TOPK, SFA,
-                    SFA_CAP, SFA_ENTRY_BYTES, SFA_HEADS, SFA_LATENT, SFA_ROPE, SFA_TILE, STREAM_MAIN,
+                    SFA_CAP, SFA_ENTRY_BYTES, SFA_HEADS, SFA_LATENT, SFA_ROPE, SFA_SPLIT, SFA_TILE, STREAM_MAIN,
                     STREAM_MTP_LATER, STREAM_ROWS, ST_CONTEXT, ST_DECODE, ST_QUERIES, ST_REQUESTS, TOPK_K,
                     TOPK_PER_KEPT, TOPK_PER_KEY, VEC, VEC_D, VEC_OPS, VEC_TENSORS, ZERO)
 
@@ -148,7 +148,7 @@ def op_work(kind: int, p: np.ndarray, w: float, t: float, frac: float, st: np.nd
         dl = p[SFA_LATENT]
         dr = p[SFA_ROPE]
         cap = p[SFA_CAP]
-        pairs = capped_pairs(n, q, c, cap) * frac
+        pairs = capped_pairs(n, q, c, cap) * frac / max(p[SFA_SPLIT], 1.0)
         mma = 2.0 * pairs * h * (dl + dr) + 2.0 * pairs * h * dl
         vec = 4.0 * pairs * h
         seq = t * h * (dl + dr) * 2.0 + t * h * dl * 2.0

@@ -19,9 +19,20 @@ What one step of one instance does (research/serving-facts.md §1, vLLM ``v1/cor
   ``model_runner_v1.py:4905-4911``); the step takes the slowest rank's time;
 * requests are routed to the rank with the least ``4 x waiting + running``
   (``core_client.py:1350-1376``);
-* a decode step yields 1 + a + ... + a^k tokens per request for k drafts scheduled (expected value);
+* a decode step yields 1 + (accepted drafts) tokens per request for k drafts scheduled: each draft is
+  accepted with probability a after an accepted one (mean 1 + a + ... + a^k), sampled with ``seed``;
 * prefix cache hits (``hit`` tokens, whole 128-token blocks) are computed already: only the suffix
-  costs budget, but its chunks attend to the full context; the hit blocks are shared per rank;
+  costs budget, but its chunks attend to the full context; the hit blocks are shared per rank. The
+  cache is per DP rank (each DP rank is its own EngineCore with its own KV cache manager), and a
+  rank holds the prefix only once a request on it has computed it: blocks are cached as each chunk
+  finishes (``kv_cache_manager.py:425``; serving-facts §1.5). The prefix lookup runs when a
+  request is admitted (``scheduler.py:590-595``), so a request queued behind the rank's first
+  prompt hits, and requests admitted before it computed the prefix miss. ``warm`` ranks of
+  instance 0 hold the prefix before the run (a client warm-up prompt; -1 = every rank);
+* balance scheduling (vLLM-Ascend ``enable_balance_scheduling``, ``balance[i]``): when any DP rank's
+  running count reached ``max_num_seqs`` at the end of the previous step, no rank admits a waiting
+  request (a global admission freeze; ``patch_balance_schedule.py:146-162``, ``:396-403``,
+  serving-facts §1.7);
 * P/D: a prefill-role instance hands a finished prompt to the decode instance after the KV pull
   (``xfer`` seconds; MooncakeConnectorV1 is not layerwise, serving-facts §1.8); the decode instance
   admits it as a computed prompt whose first step samples the first token.
@@ -96,9 +107,10 @@ def step_host(eager: bool, t_pre: float, dtok: float, launches_eager: float, lau
 def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager, launches_draft,
              ctx, tok, dec, pre_rest, pre_ctx, dec_ctx, hp,
              n_req, conc, isl, osl, hit, arrival, acc, xfer,
-             rq_send, rq_first, rq_done, step_log):
+             rq_send, rq_first, rq_done, step_log, warm, balance, seed):
     """Run the whole benchmark; fills ``rq_send/first/done`` (seconds) and ``step_log[s] = (start,
     dt, decoding requests, instance, eager)``; returns the number of steps logged."""
+    np.random.seed(seed)
     R = ranks.max()
     S = seqs.max()
     run = np.full((n_inst, R, S), -1, np.int64)
@@ -109,6 +121,10 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
     wt = np.full((n_inst, R), n_req + 1, np.int64)     # tail index (exclusive)
     shared = (hit + btok - 1) // btok                 # prefix blocks, resident once per rank
     free = np.zeros((n_inst, R), np.int64)
+    cached = np.zeros((n_inst, R), np.int64)        # prefix tokens this rank holds in its cache
+    for r in range(ranks[0]):
+        if warm < 0 or r < warm:
+            cached[0, r] = hit
     for i in range(n_inst):
         for r in range(ranks[i]):
             free[i, r] = blocks[i] - (shared if hit > 0 and role[i] != 2 else 0)
@@ -160,8 +176,8 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
                 inflight += 1
                 rq_send[j] = min(t, max(arrival[j], t_free))
                 state[j] = 1
-                comp[j] = hit
-                left[j] = isl - hit
+                comp[j] = 0                 # the prefix lookup runs at admission
+                left[j] = isl
                 held[j] = shared if hit > 0 and role[0] != 2 else 0    # the shared prefix blocks
                 ready[j] = t
                 where[j] = 0
@@ -178,6 +194,11 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
                 wt[0, br] += 1
         # ---- schedule every rank of instance i
         any_pre = role[i] == 1
+        frozen = False
+        if balance[i] != 0:
+            for r in range(ranks[i]):
+                if nrun[i, r] >= seqs[i]:
+                    frozen = True
         for r in range(ranks[i]):
             bud = budget[i]
             preempted = False
@@ -205,8 +226,8 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
                     state[v] = 1
                     new[v] = 0
                     # recompute: the prompt and the output so far are prefilled again
-                    comp[v] = hit if role[i] != 2 else 0
-                    left[v] = isl + int(out[v]) - comp[v]
+                    comp[v] = 0
+                    left[v] = isl + int(out[v])
                     wh[i, r] -= 1
                     wq[i, r, wh[i, r]] = v
                     preempted = True
@@ -220,11 +241,15 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
                 new[j] = n
                 bud -= n
                 k += 1
-            if not preempted:
+            if not preempted and not frozen:
                 while nrun[i, r] < seqs[i] and bud > 0 and wh[i, r] < wt[i, r]:
                     j = wq[i, r, wh[i, r]]
                     if ready[j] > t:
                         break
+                    if role[i] != 2 and comp[j] == 0 and cached[i, r] > 0:
+                        # prefix lookup at admission: whole cached blocks, never the last prompt token
+                        comp[j] = min(cached[i, r], hit)
+                        left[j] -= comp[j]
                     if role[i] == 2 and out[j] == 0.0 and left[j] == 0:
                         n = 1                         # D: the pulled prompt's last token is recomputed
                         total = isl
@@ -321,10 +346,19 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
                             rq_first[j] = te
                         else:
                             comp[j] += n
-                            out[j] += expected(n - 1.0, acc)
+                            # rejection sampling accepts a chain of drafts: each next draft with
+                            # probability acc, stopping at the first rejection; seeded, so a run is
+                            # reproducible. The spread of finish times matters under DP lockstep and
+                            # balance scheduling (a rank waits for the slowest)
+                            m = 1
+                            while m < n and np.random.random() < acc:
+                                m += 1
+                            out[j] += m
                     else:
                         comp[j] += n
                         left[j] -= n
+                        if role[i] != 2 and hit > 0 and cached[i, r] < hit:
+                            cached[i, r] = max(cached[i, r], min(comp[j], hit) // btok * btok)
                         if left[j] == 0:
                             if role[i] == 1:
                                 moved = True

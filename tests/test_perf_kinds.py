@@ -69,7 +69,13 @@ def test_device_vector_and_group_table_by_name():
     assert v[K.DEV_HBM] == dev.hbm_bytes_per_s
     assert v[K.DEV_STATIC_COMM] == dev.static_us["comm"] * 1e-6
     assert v[K.DEV_VECTOR_SORT] == 48 * 1.8e9 * 8           # 48 AIV x 1.8 GHz x r_sort 8 (kernel_paths doc)
-    assert v[K.DEV_HOST_DECODE] == dev.host_ms["decode"] * 1e-3 > 0
+    # per-step host of program-less consumers: the serving block at the reference step (profiles.py)
+    blk = dev.serving
+    assert v[K.DEV_HOST_DECODE] == pytest.approx((blk["step_ms"] + 120 * blk["launch_us"] * 1e-3) * 1e-3)
+    assert v[K.DEV_HOST_PREFILL] == pytest.approx(
+        (blk["step_ms"] + (2600 * blk["launch_us"] + 4096 * blk["prefill_token_us"]) * 1e-3) * 1e-3)
+    from auditor.perf.device import kernel_vector
+    assert kernel_vector(dev)[K.DEV_HOST_DECODE] == kernel_vector(dev)[K.DEV_HOST_PREFILL] == 0.0
     assert v[K.DEV_MMA_PEAK + K.DT_I8] == dev.mma_flops.get("I8", 0.0)
     g = group_table(dev, ParallelPlan(tp=8, dp=2, ep=16))
     assert (g[K.GROUP_TP, K.GRP_SIZE], g[K.GROUP_DP, K.GRP_SIZE], g[K.GROUP_EP, K.GRP_SIZE]) == (8, 2, 16)

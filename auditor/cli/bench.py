@@ -13,17 +13,18 @@ from ..devices.profiles import DEFAULT_DEVICE
 from ..errors import AuditInputError
 from .deployment import DeploymentCommand, launch_option
 from .options import acceptance_option, capped, emit, guard_output, output_options, plan_options, recipe_option
-from .runtime_options import runtime_options
+from .runtime_options import hf_overrides_option, runtime_options
 
 
-def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, osl: int):
+def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, osl: int, balance: bool = False):
     from ..deployment import InstancePlan
     mml = runtime["max_model_len"] or (isl + osl)
     return InstancePlan(name, count, plan.tp, plan.dp, plan.ep, bool(plan.sp or plan.dsa_cp),
                         runtime["max_num_seqs"], plan.max_num_batched_tokens, mml, runtime["util"], mtp=mtp,
                         kv_cache_dtype=runtime["kv_cache_dtype"],
                         kv_role={"prefill": "kv_producer", "decode": "kv_consumer"}.get(name),
-                        hccl_buffsize_mb=runtime["hccl_buffsize_mb"], dcp=runtime["dcp"])
+                        hccl_buffsize_mb=runtime["hccl_buffsize_mb"], dcp=runtime["dcp"],
+                        balance_scheduling=balance and name == "aggregated")
 
 
 @click.command("_instance", cls=DeploymentCommand, add_help_option=False)
@@ -73,11 +74,19 @@ def _parse_instance(text: str, what: str):
               help="share of every prompt that is one shared prefix (prefix-cache hits)")
 @click.option("--prefix-caching/--no-prefix-caching", default=True, show_default=True,
               help="vLLM's --enable-prefix-caching (hits in whole 128-token blocks)")
+@click.option("--prefix-warm-ranks", type=click.IntRange(0, 1_000_000), default=None,
+              help="DP ranks whose prefix cache holds the shared prefix before the run (a warm-up prompt primes "
+                   "one; default: every rank); the others compute it with their first request")
+@click.option("--balance-scheduling", is_flag=True,
+              help="vLLM-Ascend additional_config enable_balance_scheduling: no rank admits while any DP rank "
+                   "is at max_num_seqs (PD-mixed only)")
 @acceptance_option
+@hf_overrides_option
 @output_options
 def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device_name, prefill_opts,
                   decode_opts, prefill_count, decode_count, concurrency, isl, osl, num_prompts, request_rate,
-                  prefix_ratio, prefix_caching, acceptance, fmt, output) -> None:
+                  prefix_ratio, prefix_caching, prefix_warm_ranks, balance_scheduling, acceptance, fmt,
+                  output) -> None:
     """Simulate vLLM's scheduler (token budget, max_num_seqs, KV admission and preemption, DP
     lockstep, MTP, prefix cache, P/D with KV transfer) over the perf model's step costs and print the
     "Serving Benchmark Result" block of vllm bench serve (--format json: its --save-result keys)."""
@@ -97,7 +106,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
         insts = [_instance("prefill", prefill_count, pp, prt, pm, isl, osl),
                  _instance("decode", decode_count, dp_, drt, dm, isl, osl)]
     else:
-        insts = [_instance("aggregated", 1, plan, runtime, mtp, isl, osl)]
+        insts = [_instance("aggregated", 1, plan, runtime, mtp, isl, osl, balance_scheduling)]
     for i in insts:
         if i.mtp and not src.spec.mtp_layers:
             raise AuditInputError("--mtp", f"{src.spec.name} has no MTP layer")
@@ -106,7 +115,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     dep = Deployment(src.spec, engine, src.scheme_recipe, dev, insts)
     wl = BenchWorkload(concurrency, isl, osl, num_prompts or 4 * concurrency,
                        float("inf") if request_rate is None else request_rate, prefix_ratio, acceptance,
-                       prefix_caching)
+                       prefix_caching, warm_ranks=prefix_warm_ranks)
     run = simulate(dep, wl)
     m = metrics(run)
     if fmt == "json":

@@ -71,6 +71,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
         raise AuditInputError("--mtp", "speculative tokens need the MTP drafter (drop --no-mtp-drafter)")
     dev = load_device(device_name)
     kv_cache_dtype = runtime["kv_cache_dtype"]
+    plan = plan.with_(dcp=runtime["dcp"]).validate()
     lengths = _context_list(contexts) if contexts else None
     table = None
     if measured is not None:

@@ -242,16 +242,35 @@ def device_from_json(doc: Any, where: Path | str = "<device>") -> Device:
         raise AuditInputError(where, "'calibration' must be an object")
     sort_rate = _num(doc, "vector_sort_ops_per_s", where) if "vector_sort_ops_per_s" in doc else 0.0
     host = {"prefill": 0.0, "decode": 0.0}
+    serving = _serving_block(doc, where)
     if "host_ms" in doc:
         host.update(_num_map(doc, "host_ms", where, HOST_KEYS, positive=False))
+    elif serving:
+        host = derived_host_ms(serving)
     return Device(
         name=name, label=str(doc.get("label", name)), mma_flops=mma, vector_flops=vec,
         hbm_bytes_per_s=_num(doc, "hbm_bytes_per_s", where), hbm_capacity_bytes=int(cap),
         efficiency=eff, static_us=static, tiers=tiers, grid=tuple(grid), calibration=calib,
         tier_topologies=tuple(topos), tier_names=tuple(names), source=str(doc.get("source", "")),
         hbm_usable_bytes=int(usable), vector_sort_ops_per_s=sort_rate, host_ms=host,
-        serving=_serving_block(doc, where),
+        serving=serving,
     )
+
+
+#: the reference step of ``derived_host_ms``: GLM-5.1 at TP16 EP16 MTP3 launches 2,600 kernels and
+#: collectives in an eager step and 120 in its eager drafter's passes (auditor.perf.host.launch_counts),
+#: and a prefill chunk is 4,096 tokens
+REF_EAGER_LAUNCHES, REF_DRAFT_LAUNCHES, REF_CHUNK_TOKENS = 2600, 120, 4096
+
+
+def derived_host_ms(serving: dict) -> dict:
+    """Per-step host constants for consumers without a layer program (the planner's kernel sweep):
+    the serving block's host model at the reference step. ``perf``, ``sweep`` and ``bench`` do not use
+    these: they count their own program's launches (``auditor.perf.host``)."""
+    g = {"launch_us": 30.0, "prefill_token_us": 0.0, "decode_token_us": 0.0, "step_ms": 10.0, **serving}
+    return {"prefill": g["step_ms"] + (REF_EAGER_LAUNCHES * g["launch_us"]
+                                       + REF_CHUNK_TOKENS * g["prefill_token_us"]) * 1e-3,
+            "decode": g["step_ms"] + REF_DRAFT_LAUNCHES * g["launch_us"] * 1e-3}
 
 
 def _serving_block(doc: dict, where: Any) -> dict:

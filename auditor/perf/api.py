@@ -74,9 +74,10 @@ class PhaseResult:
     program: Program
     op_out: np.ndarray      # [n, kinds.N_OUT]: columns kinds.OUT_* (tokens, mma, ..., time, count, bound)
     co_out: np.ndarray      # [m, kinds.N_CO_OUT]: columns kinds.CO_* (bytes, time, count)
-    time_s: float                                      # ops + collectives + host, one step
-    host_s: float = 0.0                                # host overhead of the step (device profile)
+    time_s: float                                      # ops + collectives + host, all steps of the phase
+    host_s: float = 0.0                                # host time of the steps (auditor.perf.host)
     sources: list[str] = field(default_factory=list)   # per op row
+    steps: list[dict] = field(default_factory=list)    # engine steps (prefill chunks): tokens, context, ms
     _cache: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -203,7 +204,8 @@ class PhaseResult:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"totals": self.totals(), "ops": self.op_entries(), "collectives": self.collective_entries()}
+        return {"totals": self.totals(), "steps": self.steps, "ops": self.op_entries(),
+                "collectives": self.collective_entries()}
 
 
 def _shapes(shapes: tuple, sym: dict[str, int]) -> list[list]:
@@ -247,11 +249,63 @@ def cached_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str
     return build_program(spec, plan, engine, recipe, phase, graph, mtp_enabled, cache)
 
 
-def evaluate_phase(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: Workload, device: Any,
-                   recipe: str, graph: str = "expanded", table: Any = None, cache: Any = "bf16") -> PhaseResult:
-    from auditor_kernels.perf_core import evaluate_program   # lazy: numba import is slow
+def prefill_chunks(workload: Workload, chunk: int) -> list[tuple[int, int, int, int]]:
+    """The engine steps of a phase: ``(tokens, context, batch, repeats)``. vLLM's scheduler gives the
+    waiting prompts at most ``max_num_batched_tokens`` per step (``scheduler.py:650-669``;
+    serving-facts §1.1), so a prefill is ``chunk_plan``'s steps; decode is one step."""
+    w = workload
+    return [(t, w.context + c, b, r) for t, c, b, r in chunk_plan(w.tokens, w.batch, chunk)] \
+        if w.phase == "prefill" else [(w.tokens, w.context, w.batch, 1)]
 
-    from .device import device_vector, group_table
+
+def chunk_plan(tokens: int, batch: int, chunk: int) -> list[tuple[int, int, int, int]]:
+    """``(tokens, context offset, batch, repeats)`` steps of ``batch`` prompts of ``tokens`` under a
+    ``chunk``-token budget: whole prompts packed ``chunk // tokens`` to a step when a prompt fits,
+    else each prompt in chunks of ``chunk`` in turn (its tail is not packed with the next prompt)."""
+    if tokens <= chunk:
+        per = max(min(chunk // tokens, batch), 1)
+        out = [(tokens, 0, per, batch // per)]
+        if batch % per:
+            out.append((tokens, 0, batch % per, 1))
+        return out
+    out, done = [], 0
+    while done < tokens:
+        n = min(chunk, tokens - done)
+        out.append((n, done, 1, batch))
+        done += n
+    return out
+
+
+def _one_step(prog: Program, plan: ParallelPlan, workload: Workload, device: Any, table: Any,
+              dv: np.ndarray, grp: np.ndarray) -> "PhaseResult":
+    from auditor_kernels.perf_core import evaluate_program   # lazy: numba import is slow
+    op_i, op_f, op_m, co_i, co_f, co_m = prog.arrays()
+    op_out = np.empty((op_i.shape[0], K.N_OUT))
+    co_out = np.empty((co_i.shape[0], K.N_CO_OUT))
+    dec = 1 if workload.phase == "decode" else 0
+    total = evaluate_program(op_i, op_f, op_m, co_i, co_f, co_m, dec, float(plan.tp), float(workload.tokens),
+                             float(workload.context), float(workload.batch), float(workload.mtp), dv, grp,
+                             op_out, co_out)
+    res = PhaseResult(workload.phase, workload, prog, op_out, co_out, total, 0.0)
+    if table is not None:
+        _apply_measured(res, table)
+    return res
+
+
+#: op_out / co_out columns that add up over the chunks of a prefill
+_ADD_OUT = [K.OUT_TOKENS, K.OUT_MMA, K.OUT_VEC, K.OUT_BYTES, K.OUT_T_COMPUTE, K.OUT_T_MEMORY, K.OUT_TIME, K.OUT_SORT]
+_ADD_CO = [K.CO_BYTES, K.CO_TIME]
+
+
+def evaluate_phase(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: Workload, device: Any,
+                   recipe: str, graph: str = "expanded", table: Any = None, cache: Any = "bf16",
+                   chunk: int | None = None, host: np.ndarray | None = None) -> PhaseResult:
+    """One phase: decode = one graph step; prefill = its chunk steps (``chunk`` tokens per step, by
+    default the plan's ``max_num_batched_tokens``), each an eager step with its own host time. Op
+    and collective rows are summed over the chunks. Host time is the serving host model
+    (``auditor.perf.host``), the one ``audit bench`` uses; ``host`` overrides the device's constants."""
+    from .device import group_table, kernel_vector
+    from .host import host_model
     workload.validate()
     recipe = check_recipe(recipe)
     if graph not in GRAPHS:
@@ -259,18 +313,44 @@ def evaluate_phase(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: W
     if workload.mtp and not spec.mtp_layers:
         raise AuditInputError("--mtp", f"{spec.name} has no MTP layer (num_nextn_predict_layers = 0)")
     # the MTP passes are always in the program; their multiplicity (K, K-1 or 0) is a kernel input
-    prog = cached_program(spec, plan, as_engine(engine).key, recipe, workload.phase, graph, True, cache)
-    op_i, op_f, op_m, co_i, co_f, co_m = prog.arrays()
-    op_out = np.empty((op_i.shape[0], K.N_OUT))
-    co_out = np.empty((co_i.shape[0], K.N_CO_OUT))
-    dec = 1 if workload.phase == "decode" else 0
-    total = evaluate_program(op_i, op_f, op_m, co_i, co_f, co_m, dec, float(plan.tp), float(workload.tokens),
-                             float(workload.context), float(workload.batch), float(workload.mtp),
-                             device_vector(device), group_table(device, plan), op_out, co_out)
-    host = float(getattr(device, "host_ms", {}).get(workload.phase, 0.0)) * 1e-3
-    res = PhaseResult(workload.phase, workload, prog, op_out, co_out, total, host)
-    if table is not None:
-        _apply_measured(res, table)
+    key = as_engine(engine).key
+    prog = cached_program(spec, plan, key, recipe, workload.phase, graph, True, cache)
+    other = cached_program(spec, plan, key, recipe, "decode" if workload.phase == "prefill" else "prefill",
+                           graph, True, cache)
+    pre, dec = (prog, other) if workload.phase == "prefill" else (other, prog)
+    hm = host_model(spec, pre.arrays(), dec.arrays(), workload.mtp, device, host)
+    dv, grp = kernel_vector(device), group_table(device, plan)
+    steps = prefill_chunks(workload, int(chunk or plan.max_num_batched_tokens))
+    res = None
+    log = []
+    for tokens, context, batch, rep in steps:
+        wl = Workload(workload.phase, tokens, context, batch, workload.mtp, workload.acceptance)
+        one = _one_step(prog, plan, wl, device, table, dv, grp)
+        if workload.phase == "prefill":
+            h = hm.step_s(True, tokens * batch, 0.0)
+        else:
+            h = hm.step_s(False, 0.0, batch * (1 + workload.mtp))
+        log.append({"tokens": tokens, "context": context, "batch": batch, "repeats": rep,
+                    "device_ms": one.time_s * 1e3, "host_ms": h * 1e3})
+        if res is None:
+            res = one
+            res.op_out[:, _ADD_OUT] *= rep
+            res.co_out[:, _ADD_CO] *= rep
+            res.time_s = (one.time_s + h) * rep
+            res.host_s = h * rep
+            srcs = list(one.sources)
+        else:
+            res.op_out[:, _ADD_OUT] += rep * one.op_out[:, _ADD_OUT]
+            res.co_out[:, _ADD_CO] += rep * one.co_out[:, _ADD_CO]
+            res.time_s += (one.time_s + h) * rep
+            res.host_s += h * rep
+            srcs = [a if a == b else "interpolated" for a, b in zip(srcs, one.sources)] if srcs else []
+    o = res.op_out
+    o[:, K.OUT_BOUND] = (o[:, K.OUT_T_COMPUTE] >= o[:, K.OUT_T_MEMORY]).astype(np.float64)
+    res.workload = workload
+    res.sources = srcs
+    res.steps = log
+    res._cache.clear()
     return res
 
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..devices.profiles import Device
 from ..errors import AuditInputError
+from .host import DEFAULT_HOST, HOST_KEYS
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,8 @@ class Param:
     def get(self, dev: Device, base: Device) -> float:
         if self.name == "static":
             return dev.static_us["mma"] / base.static_us["mma"] if base.static_us["mma"] else 1.0
-        if self.name.startswith("host_"):
-            return dev.host_ms.get(self.name[5:], 0.0)
+        if self.name in HOST_KEYS:
+            return float({**DEFAULT_HOST, **(dev.serving or {})}[self.name])
         if self.name == "sort":
             return dev.sort_rate
         return dev.efficiency[self.name]
@@ -71,8 +72,8 @@ class Param:
         if self.name == "static":
             return replace(dev, static_us={**dev.static_us, "mma": base.static_us["mma"] * value,
                                            "gp": base.static_us["gp"] * value})
-        if self.name.startswith("host_"):
-            return dev.with_host(**{self.name[5:]: value})
+        if self.name in HOST_KEYS:
+            return replace(dev, serving={**(dev.serving or {}), self.name: value})
         if self.name == "sort":
             return replace(dev, vector_sort_ops_per_s=value)
         return dev.with_efficiency(**{self.name: value})
@@ -85,17 +86,20 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
     Param("indexer_cache", 0.01, 8.0, "fraction of HBM peak reached by the indexer's key-cache reads"),
     Param("comm", 0.05, 1.0, "fraction of link bandwidth reached"),
     Param("static", 0.05, 20.0, "multiplier of the per-kernel fixed cost (static_us mma and gp)"),
-    Param("host_decode", 0.1, 500.0, "host time per decode step in ms (scheduling, graph launch, eager MTP "
-                                     "drafter, sampling) during which the device idles"),
-    Param("host_prefill", 0.1, 5000.0, "host time per prefill step in ms not hidden behind device work"),
+    Param("launch_us", 1.0, 1000.0, "host time per kernel or collective launched in an eager step (every "
+                                    "prefill or mixed step; the GLM MTP drafter's K passes in a decode step), us"),
+    Param("prefill_token_us", 1.0, 1000.0, "host/uncounted time per prefill token of an eager step, us"),
+    Param("decode_token_us", 0.01, 5000.0, "time per decode token of any step, us"),
+    Param("step_ms", 0.1, 500.0, "host time per engine step (graph replay, scheduling, sampling), ms"),
     Param("sort", 1e10, 1e13, "vector sort/merge element ops per second (the indexer's fused top-k)"),
 )}
-#: what the shipped A3 752T profile fits: the two per-step host overheads, both flat in context.
-#: The context-dependent ops (indexer, fused top-k, SFA) keep their kernel-path constants
-#: (auditor/engines/vllm_ascend/kernel_paths.py) and the device's unfitted efficiencies, so the growth from 3.5k
-#: to 32k context is predicted, not fitted; the profile's calibration note records the
-#: alternatives tried and what the host constants absorb.
-DEFAULT_FIT = ("host_prefill", "host_decode")
+#: what ``audit calibrate`` fits by default on single-request latencies: the host model shared by perf,
+#: sweep and bench (``auditor.perf.host``; the device's ``serving`` block), prefill tokens and the
+#: per-step cost, both flat in context. The context-dependent ops (indexer, fused top-k, SFA) keep
+#: their kernel-path constants (auditor/engines/vllm_ascend/kernel_paths.py) and the device's unfitted
+#: efficiencies, so the growth from 3.5k to 32k context is predicted, not fitted. The shipped profiles'
+#: serving block comes from the joint fit on latencies and serving throughputs (auditor.serving.calibrate).
+DEFAULT_FIT = ("prefill_token_us", "step_ms")
 
 
 @dataclass
@@ -380,8 +384,8 @@ def uncalibrated(device: Device) -> Device:
     for name, entry in fitted.items():
         if name == "static":
             dev = dev.with_static(**entry["static_us_before"])
-        elif name.startswith("host_"):
-            dev = dev.with_host(**{name[5:]: entry["before"]})
+        elif name in HOST_KEYS:
+            dev = replace(dev, serving={**(dev.serving or {}), name: entry["before"]})
         elif name == "sort":
             dev = replace(dev, vector_sort_ops_per_s=entry["before"])
         elif name in PARAMS:
@@ -426,7 +430,9 @@ def _block(res: CalibrationResult, base: Device, params: list[Param], provenance
 
 def perf_evaluator(spec, plan, engine: str, recipe: str, mtp: int, batch: int = 1) -> EvaluateFn:
     """EvaluateFn over ``auditor.perf.api``: prefill rows run query_len new tokens on
-    context_len cached ones; decode rows verify query_len = 1 + MTP tokens per step."""
+    context_len cached ones (chunked at the plan's max_num_batched_tokens, each chunk an eager step);
+    decode rows verify query_len = 1 + MTP tokens per step (a graph step); host time is the serving
+    host model of the device (``auditor.perf.host``)."""
     from .api import Workload, evaluate_phase
 
     def run(dev: Device, s: Scenario) -> float:

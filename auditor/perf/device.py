@@ -9,7 +9,7 @@ from ..devices.profiles import Device, load_device
 from ..parallel import ParallelPlan
 from .collectives import group_tier, tier_link
 
-__all__ = ["Device", "load_device", "device_vector", "group_table", "group_tiers"]
+__all__ = ["Device", "load_device", "device_vector", "kernel_vector", "group_table", "group_tiers"]
 
 
 def device_vector(dev: Device) -> np.ndarray:
@@ -27,10 +27,19 @@ def device_vector(dev: Device) -> np.ndarray:
     out[K.DEV_VECTOR_PEAK] = (dev.vector_flops.get("BF16") or dev.vector_flops.get("F16")
                               or max(dev.vector_flops.values()))
     out[K.DEV_VECTOR_SORT] = dev.sort_rate
+    # per-step host constants for program-less consumers (the planner); perf, sweep and bench zero them
+    # (``kernel_vector``) and add auditor.perf.host's per-step host model instead
     out[K.DEV_HOST_PREFILL] = dev.host_ms.get("prefill", 0.0) * 1e-3
     out[K.DEV_HOST_DECODE] = dev.host_ms.get("decode", 0.0) * 1e-3
     for name, code in K.DTYPES.items():
         out[K.DEV_MMA_PEAK + code] = dev.mma_flops.get(name, 0.0)
+    return out
+
+
+def kernel_vector(dev: Device) -> np.ndarray:
+    """``device_vector`` without the per-step host slots: for callers that add ``auditor.perf.host``."""
+    out = device_vector(dev)
+    out[K.DEV_HOST_PREFILL] = out[K.DEV_HOST_DECODE] = 0.0
     return out
 
 

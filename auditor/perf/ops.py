@@ -138,11 +138,13 @@ def add_rms_norm(name: str, tok: Tok, d: int) -> Op:
 
 
 def sfa(name: str, tok: Tok, heads: int, dl: int, dr: int, cap: float, tile: float = 1.0,
-        entry_bytes: float | None = None) -> Op:
+        entry_bytes: float | None = None, split: int = 1) -> Op:
     """Sparse flash attention over the latent cache, top-k capped, bf16 inputs (seed §3.6); each
-    query row gathers its own selected entries (``tile`` rows share one staged set)."""
+    query row gathers its own selected entries (``tile`` rows share one staged set); ``split``: the
+    cache is sharded over that many DCP ranks and each attends all heads over its share."""
     p = _params({K.SFA_HEADS: heads, K.SFA_LATENT: dl, K.SFA_ROPE: dr, K.SFA_CAP: cap, K.SFA_TILE: tile,
-                 K.SFA_ENTRY_BYTES: (dl + dr) * 2.0 if entry_bytes is None else entry_bytes})
+                 K.SFA_ENTRY_BYTES: (dl + dr) * 2.0 if entry_bytes is None else entry_bytes,
+                 K.SFA_SPLIT: float(split)})
     return Op(name, "sfa", SFA, tok, tok, p, (("T", heads, dl + dr),),
               (("T", heads, dl),), 0.0, "BF16", None, "sparse_flash_attention")
 

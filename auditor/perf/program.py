@@ -33,6 +33,7 @@ import numpy as np
 from auditor_kernels import kinds as K
 
 from ..engines.placement import Placement
+from ..errors import AuditInputError
 from ..engines.registry import as_engine
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
@@ -135,8 +136,9 @@ class _Builder:
         self.ops.append(op)
         return op
 
-    def coll(self, kind: str, group: str, tok: Tok, bpt: float, tensor: str, const: float = 0.0) -> None:
-        size = {"tp": self.tp, "dp": self.plan.dp, "ep": self.plan.ep}[group]
+    def coll(self, kind: str, group: str, tok: Tok, bpt: float, tensor: str, const: float = 0.0,
+             group_size: int | None = None) -> None:
+        size = group_size or {"tp": self.tp, "dp": self.plan.dp, "ep": self.plan.ep}[group]
         if size <= 1:
             return
         after = self.ops[-1].name if self.ops else ""
@@ -228,7 +230,19 @@ class _Builder:
         self.op(O.bmm("self_attn.q_absorb", h, hl, s.Dn, s.Lkv, uk, "self_attn.kv_b_proj(W_UK_T)"))
         cap = float(s.topk_tokens) if s.dsa else K.NO_CAP
         kp = self.path
-        att = O.sfa("self_attn.sfa", h, hl, s.Lkv, s.Dr, cap, kp.sfa_tile_rows, float(self.kv.main_entry_bytes))
+        dcp = self.plan.dcp if self.phase == "decode" and s.dsa else 1
+        if dcp not in (1, self.tp):
+            raise AuditInputError("--dcp", f"SFA context parallel needs DCP = TP ({self.tp}), got {dcp} "
+                                           "(vLLM-Ascend context_parallel.md:74-76)")
+        if dcp > 1:
+            # SFA DCP (replicated indexer; research serving-facts §5, vLLM-Ascend sfa_cp.py:1127-1215): the
+            # query [ql_nope | q_pe] is all-gathered over the DCP group (along heads natively,
+            # sfa_v1.py:1326-1328; along tokens with DSA-CP, sfa_cp.py:254-255): each rank brings 1/dcp
+            # of the step's T x H queries, and then attends all H heads over its 1/dcp of the KV
+            self.coll("all_gather", "tp", h, s.NH / dcp * (s.Lkv + s.Dr) * 2.0, "self_attn.dcp_query",
+                      group_size=dcp)
+        att = O.sfa("self_attn.sfa", h, s.NH if dcp > 1 else hl, s.Lkv, s.Dr, cap, kp.sfa_tile_rows,
+                    float(self.kv.main_entry_bytes), split=dcp)
         if not s.dsa:
             # MLA without an indexer (DeepSeek-V3/R1): the engine runs FusedInferAttentionScore over the
             # latent cache, not SparseFlashAttention (research kernel-types.md §1.4, op_mapping L575-593);
@@ -236,6 +250,13 @@ class _Builder:
             att = dataclasses.replace(att, name="self_attn.attention", cls="attention",
                                       kernel="fused_infer_attention_score")
         self.op(att)
+        if dcp > 1:
+            # each rank attended all heads over its KV shard: the partial outputs [T, H, Lkv] and their
+            # LSE [T, H, 1] go back by all-to-all over heads and are merged by a softmax over the dcp LSEs
+            # (_merge_dcp_outputs, sfa_cp.py:987-1042); LSE fp32 (UNCONFIRMED, serving-facts §8)
+            self.coll("all_to_all", "tp", h, s.NH * (s.Lkv * 2.0 + 4.0) * (dcp - 1) / dcp,
+                      "self_attn.dcp_out_lse", group_size=dcp)
+            self.op(O.vector("self_attn.dcp_merge", "dcp_merge", h, s.NH // dcp * s.Lkv, dcp + 1, 4))
         self.op(O.bmm("self_attn.v_up", h, hl, s.Lkv, s.Dv, kvb - uk, "self_attn.kv_b_proj(W_UV)"))
         return self.o_proj(L, h, hl, s.Dv, shard, sa)
 

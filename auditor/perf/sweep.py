@@ -21,6 +21,7 @@ from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
 from ..runtime.feasibility import grid_kv_free
 from .api import cached_program
+from .host import host_model
 from ..model.recipes import check_recipe
 from ..units import GiB
 
@@ -66,6 +67,30 @@ def parse_grid(text: str, name: str) -> list[int]:
     return vals
 
 
+def _chunked_ttft(sweep_grid: Callable, spec: ModelSpec, pre_arrays: tuple, dec_arrays: tuple, tp: float,
+                  keys: np.ndarray, ctx: np.ndarray, dv: np.ndarray, grp: np.ndarray, chunk: int,
+                  device: Any) -> np.ndarray:
+    """TTFT [len(keys), len(ctx)] of ``batch`` prompts of ``tokens`` at each context: the sum of their
+    chunk steps (``api.chunk_plan``), each eager with its host time, as ``audit perf`` computes it.
+    Every distinct step shape is evaluated once by the batched kernel over the contexts it needs."""
+    from .api import chunk_plan
+    plans = [chunk_plan(int(t), int(b), chunk) for t, b, _ in keys]
+    shapes = sorted({(n, bb, float(m)) for (t, b, m), pl in zip(keys, plans) for n, _, bb, _ in pl})
+    offsets = sorted({o for pl in plans for _, o, _, _ in pl})
+    ctx_all = np.unique(np.concatenate([ctx + o for o in offsets]))
+    skeys = np.array(shapes, dtype=np.float64)
+    table = sweep_grid(*pre_arrays, 0, tp, skeys, ctx_all, dv, grp)
+    row = {sh: i for i, sh in enumerate(shapes)}
+    hosts = {m: host_model(spec, pre_arrays, dec_arrays, int(m), device) for m in np.unique(keys[:, 2])}
+    out = np.zeros((len(keys), len(ctx)))
+    for u, ((t, b, m), pl) in enumerate(zip(keys, plans)):
+        for n, o, bb, rep in pl:
+            cols = np.searchsorted(ctx_all, ctx + o)
+            out[u] += rep * table[row[(n, bb, float(m))], cols]
+            out[u] += rep * float(hosts[m].steps_s(True, n * bb, 0.0))
+    return out
+
+
 def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, device: Any,
               tps: Iterable[int], dps: Iterable[int], tokens: Iterable[int], contexts: Iterable[int],
               batches: Iterable[int], mtps: Iterable[int], ep_on: bool = True,
@@ -75,7 +100,7 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
     """TTFT and decode step time for every grid point; plans the model cannot take are skipped."""
     from auditor_kernels.perf_core import sweep_grid
 
-    from .device import device_vector, group_table
+    from .device import group_table, kernel_vector
     recipe = check_recipe(recipe)
     eng = as_engine(engine)
     engine, version_note = eng.key, eng.note            # one program cache entry per profile
@@ -89,7 +114,7 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
     work[:, 3] = np.repeat(keys[:, 2], len(ctx))
     if spec.mtp_layers == 0 and (work[:, 3] > 0).any():
         raise AuditInputError("--mtp", f"{spec.name} has no MTP layer")
-    dv = device_vector(device)
+    dv = kernel_vector(device)
     out, skipped = [], []
     for tp, dp in itertools.product(tps, dps):
         plan = base.with_(tp=tp, dp=dp, ep=tp * dp if ep_on and tp * dp > 1 else 1)
@@ -102,7 +127,8 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
                 progress(1)
             continue
         grp = group_table(device, plan)
-        t_pre = sweep_grid(*pre.arrays(), 0, float(tp), keys, ctx, dv, grp).ravel()
+        t_pre = _chunked_ttft(sweep_grid, spec, pre.arrays(), dec.arrays(), float(tp), keys, ctx, dv, grp,
+                              plan.max_num_batched_tokens, device).ravel()
         if decode_follows_prefill:
             # decode continues each prefill: its context is the prefill length (one kernel call per length)
             t_dec = np.empty(len(work))
@@ -115,6 +141,11 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
         else:
             t_dec = sweep_grid(*dec.arrays(), 1, float(tp), keys, ctx, dv, grp).ravel()
             dec_ctx = work[:, 1]
+        # host time of a graph decode step (auditor.perf.host: the model perf and bench use)
+        for m in np.unique(keys[:, 2]):
+            hm = host_model(spec, pre.arrays(), dec.arrays(), int(m), device)
+            sel = work[:, 3] == m
+            t_dec[sel] += hm.steps_s(False, 0.0, work[sel, 2] * (1 + m))
         # memory: the longest request of the row (prefill end or decode step); the engine's batched
         # tokens are its configured chunk (prefill longer than that is chunked) or the decode step
         req = np.maximum(work[:, 1] + work[:, 0], dec_ctx + 1 + work[:, 3])

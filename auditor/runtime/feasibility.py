@@ -90,6 +90,7 @@ def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe:
     fit: the engine refuses such a request."""
     from .budget import kv_base
     eng = as_engine(engine)
+    dcp = dcp if dcp > 1 else getattr(plan, "dcp", 1)       # the plan's own DCP unless given
     rows_mtp = np.asarray(mtp) > 0
     has_mtp = bool(spec.mtp_layers) and bool(np.any(rows_mtp))
     wplan = plan.with_(mtp=plan.mtp or has_mtp)

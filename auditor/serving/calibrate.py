@@ -1,14 +1,19 @@
-"""Fit the serving host model (``launch_us, prefill_token_us, decode_token_us, step_ms``) to measured
-single-request step latencies and measured serving throughputs, with leave-one-out.
+"""Fit the shared host model (``launch_us, prefill_token_us, step_ms`` of the device's ``serving``
+block; ``auditor.perf.host``) to measured single-request step latencies and measured serving
+throughputs, with leave-one-out.
 
 Only two kinds of evidence may be fitted (published README sections A/B and the latency CSV):
 the four single-request latency rows and the six section-B throughput rows. Everything else is
 validation. The device-time tables do not depend on the host constants, so every row's tables are
-built once and the fit only re-runs the (1 ms) simulation.
+built once (``Deployment.costs``). A row's log prediction is close to linear in the log of the host
+constants, so the fit is Gauss-Newton: linearise every row by simulation, solve the bounded linear
+least squares, repeat; leave-one-out refits each fold from the full fit's optimum on the same
+linearisation and checks the held-out row by one simulation.
 """
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +36,7 @@ def deployment(row: dict, engine: Any = "vllm-ascend@main") -> Deployment:
     from ..devices.profiles import load_device
     from ..engines.registry import as_engine
     from ..source import open_model
-    src = open_model(row["model"], row.get("recipe"), tables=False)
+    src = open_model(row["model"], row.get("recipe"), tables=False, hf_overrides=row.get("hf_overrides"))
     insts = [InstancePlan(**i) for i in row["instances"]]
     return Deployment(src.spec, as_engine(engine), src.scheme_recipe, load_device(row.get("device", "a3-752t")), insts)
 
@@ -41,20 +46,18 @@ def workload(row: dict, acceptance: float) -> BenchWorkload:
 
 
 def step_ms(dep: Deployment, phase: str, query: int, context: int, host: np.ndarray) -> float:
-    """One engine step of one request (the latency rows): an eager prefill chunk or a graph decode step."""
-    from auditor_kernels.serving_core import rank_time, step_host
+    """One engine step of one request (the latency rows), as ``audit perf`` computes it: an eager
+    prefill chunk or a graph decode step, device time plus the shared host model."""
+    from ..perf.api import Workload, evaluate_phase
     c = dep.costs()[0]
-    ctx, tok = c.ctx, c.tok
-    dec = c.dec[None]
-    rest = c.pre_rest[None]
-    dctx = c.dec_ctx[None]
+    k = int(c.inst.mtp)
     if phase == "prefill":
-        from auditor_kernels.serving_core import _bilinear
-        pctx = _bilinear(tok, ctx, c.pre_ctx, float(query), float(context))
-        dev = rank_time(0, True, float(query), pctx, 0, 0.0, 0.0, ctx, tok, dec, rest, dctx)
-        return 1e3 * (dev + step_host(True, float(query), 0.0, c.launches_eager, c.launches_draft, host))
-    dev = rank_time(0, False, 0.0, 0.0, 1, float(query), float(context), ctx, tok, dec, rest, dctx)
-    return 1e3 * (dev + step_host(False, 0.0, float(query), c.launches_eager, c.launches_draft, host))
+        wl = Workload("prefill", int(query), int(context), 1, k)
+    else:
+        wl = Workload("decode", int(query), int(context), 1, k)
+    ph = evaluate_phase(dep.spec, c.plan, dep.engine, wl, dep.device, dep.recipe, "repetition",
+                        cache=c.inst.kv_cache_dtype, chunk=c.inst.max_num_batched_tokens, host=host)
+    return ph.time_ms
 
 
 @dataclass
@@ -80,37 +83,183 @@ def evidence(rows: dict, acceptance: float = 0.7) -> list[Evidence]:
     return out
 
 
-LO = np.array([0.0, 0.0, 0.0, 0.0])
-HI = np.array([500.0, 500.0, 5000.0, 200.0])     # us, us, us, ms
+#: what the joint fit varies (the serving block keys, in HOST_KEYS units: us, us, us, ms); decode_token_us
+#: stays at the profile's value (0: the step tables already count per-token decode work)
+FIT_KEYS = ("launch_us", "prefill_token_us", "step_ms")
+_SCALE = {"launch_us": 1e-6, "prefill_token_us": 1e-6, "decode_token_us": 1e-6, "step_ms": 1e-3}
+LO = np.array([1.0, 1.0, 1.0])
+HI = np.array([1000.0, 1000.0, 200.0])
 
 
-def to_host(x: np.ndarray) -> np.ndarray:
-    return np.array([x[0] * 1e-6, x[1] * 1e-6, x[2] * 1e-6, x[3] * 1e-3])
+def to_host(x: np.ndarray, base: np.ndarray | None = None, keys: tuple = FIT_KEYS) -> np.ndarray:
+    """Fitted values (us / ms) -> the host vector ``host_params`` returns."""
+    h = np.zeros(4) if base is None else np.array(base, dtype=np.float64)
+    for v, k in zip(x, keys):
+        h[HOST_KEYS.index(k)] = v * _SCALE[k]
+    return h
 
 
-def fit(ev: list[Evidence], x0=(30.0, 100.0, 100.0, 20.0)) -> np.ndarray:
-    """Minimise the mean squared log error over ``ev`` (bounded Nelder-Mead, restarted)."""
-    from ..perf.calibrate import minimize_restarted
+@dataclass
+class Linear:
+    """log(prediction) of every row, linear in log(x) around ``x0`` (one simulation per parameter)."""
+    x0: np.ndarray
+    y0: np.ndarray          # log predictions at x0
+    J: np.ndarray           # d log(pred) / d log(x)
+    logm: np.ndarray        # log measured
 
-    def f(x):
-        h = to_host(x)
-        return float(np.mean([np.log(max(e.predict(h), 1e-9) / e.measured) ** 2 for e in ev]))
-    return minimize_restarted(f, list(x0), LO, HI, max_restarts=3).x
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return self.y0 + self.J @ (np.log(x) - np.log(self.x0))
 
 
-def errors(ev: list[Evidence], x: np.ndarray) -> dict[str, float]:
-    h = to_host(x)
+def linearize(ev: list[Evidence], x0: np.ndarray, base: np.ndarray | None = None, step: float = 0.05) -> Linear:
+    x0 = np.asarray(x0, dtype=np.float64)
+    y0 = np.log([max(e.predict(to_host(x0, base)), 1e-12) for e in ev])
+    J = np.zeros((len(ev), len(x0)))
+    for i in range(len(x0)):
+        x = x0.copy()
+        x[i] *= math.exp(step)
+        J[:, i] = (np.log([max(e.predict(to_host(x, base)), 1e-12) for e in ev]) - y0) / step
+    return Linear(x0, y0, J, np.log([e.measured for e in ev]))
+
+
+def _solve(lin: Linear, rows: np.ndarray) -> np.ndarray:
+    """Minimise the mean squared log error of ``rows`` on the linear model within [LO, HI]
+    (bounded least squares by active-set clipping; a few parameters, so exhaustive over the bounds)."""
+    J, r = lin.J[rows], lin.logm[rows] - lin.y0[rows]
+    lo, hi = np.log(LO / lin.x0), np.log(HI / lin.x0)
+    free = np.ones(len(lin.x0), bool)
+    d = np.zeros(len(lin.x0))
+    for _ in range(len(lin.x0) + 1):
+        d[free] = np.linalg.lstsq(J[:, free], r - J[:, ~free] @ d[~free], rcond=None)[0] if free.any() else 0.0
+        out = free & ((d < lo) | (d > hi))
+        if not out.any():
+            break
+        d = np.clip(d, lo, hi)
+        free &= ~out
+    return lin.x0 * np.exp(np.clip(d, lo, hi))
+
+
+def msle(ev: list[Evidence], x: np.ndarray, base: np.ndarray | None = None) -> float:
+    h = to_host(x, base)
+    return float(np.mean([math.log(max(e.predict(h), 1e-12) / e.measured) ** 2 for e in ev]))
+
+
+def fit(ev: list[Evidence], x0=(170.0, 130.0, 16.0), base: np.ndarray | None = None, iters: int = 8,
+        tol: float = 1e-3) -> np.ndarray:
+    """Gauss-Newton on the mean squared log error: linearise every row around x (one simulation per
+    parameter), solve the bounded linear least squares, and keep the step when the simulated objective
+    improves (else halve it): the simulation is piecewise in the constants (discrete schedules), so the
+    best simulated point is kept."""
+    x = np.asarray(x0, dtype=np.float64)
+    fx = msle(ev, x, base)
+    for _ in range(iters):
+        lin = linearize(ev, x, base)
+        target = _solve(lin, np.arange(len(ev)))
+        step, moved = 1.0, False
+        while step > 0.1:
+            nx = x * (target / x) ** step
+            fn = msle(ev, nx, base)
+            if fn < fx:
+                moved = np.max(np.abs(np.log(nx / x))) >= tol
+                x, fx = nx, fn
+                break
+            step /= 2
+        if not moved:
+            break
+    return x
+
+
+def errors(ev: list[Evidence], x: np.ndarray, base: np.ndarray | None = None) -> dict[str, float]:
+    h = to_host(x, base)
     return {e.name: e.predict(h) / e.measured for e in ev}
 
 
-def leave_one_out(ev: list[Evidence], x0=(30.0, 100.0, 100.0, 20.0)) -> dict[str, float]:
-    """Ratio predicted/measured of each row from a fit without it."""
+def leave_one_out(ev: list[Evidence], x: np.ndarray, base: np.ndarray | None = None, iters: int = 3,
+                  ) -> dict[str, float]:
+    """Ratio predicted/measured of each row from a fit without it; each fold's Gauss-Newton starts at the
+    full fit's optimum ``x`` (a few iterations suffice: a fold moves the constants a little)."""
     out = {}
     for i, e in enumerate(ev):
-        x = fit(ev[:i] + ev[i + 1:], x0)
-        out[e.name] = e.predict(to_host(x)) / e.measured
+        xi = fit(ev[:i] + ev[i + 1:], x, base, iters=iters)
+        out[e.name] = e.predict(to_host(xi, base)) / e.measured
     return out
 
 
-__all__ = ["fit", "leave_one_out", "errors", "evidence", "load_rows", "deployment", "workload", "step_ms",
-           "HOST_KEYS", "ROLE"]
+__all__ = ["fit", "msle", "leave_one_out", "errors", "evidence", "load_rows", "deployment", "workload", "step_ms",
+           "linearize", "to_host", "FIT_KEYS", "HOST_KEYS", "ROLE"]
+
+
+def calibration_block(ev: list[Evidence], x: np.ndarray, loo: dict[str, float], base_device: Any,
+                      source: str) -> dict:
+    """The device profile's ``calibration`` block of a joint fit: the fitted serving constants, each
+    row's ratio (fit and leave-one-out), and the latency rows as ``audit calibrate`` scenarios (their
+    ``after_ms`` is what ``audit perf`` gives with the fitted constants)."""
+    import datetime as _dt
+
+    from ..perf.calibrate import PARAMS, git_head
+    from ..perf.host import DEFAULT_HOST
+    h = to_host(x)
+    fitted = {k: {"value": round(float(v), 4), "before": DEFAULT_HOST[k], "bounds": [PARAMS[k].lo, PARAMS[k].hi],
+                  "doc": PARAMS[k].doc} for k, v in zip(FIT_KEYS, x)}
+    scen, rows = [], []
+    for e in ev:
+        got = e.predict(h)
+        if e.kind == "latency":
+            scen.append({"scenario": e.name, "measured_ms": e.measured, "after_ms": round(got, 3),
+                         "error_after_pct": round(100 * (got / e.measured - 1), 2),
+                         "loo_ms": round(loo[e.name] * e.measured, 3),
+                         "error_loo_pct": round(100 * (loo[e.name] - 1), 2)})
+        else:
+            rows.append({"id": e.name, "measured_output_tok_s": e.measured, "after_output_tok_s": round(got, 2),
+                         "ratio": round(got / e.measured, 3), "ratio_loo": round(loo[e.name], 3)})
+    return {"status": "calibrated", "date": _dt.date.today().isoformat(), "base_profile": base_device.name,
+            "source": source, "fitted_on_commit": git_head(),
+            "objective": "mean squared log error over the four latency rows and the six serving throughputs "
+                         "(Gauss-Newton on simulated rows, bounded)",
+            "fitted": fitted, "scenarios": scen, "throughput_rows": rows,
+            "note": "Host model shared by audit perf, sweep and bench (auditor/perf/host.py): an eager step pays "
+                    "launch_us per kernel and collective and prefill_token_us per prefill token; a graph decode "
+                    "step pays step_ms and, on GLM (drafter forced eager), the drafter's launches. Refit with "
+                    "python -m auditor.serving.calibrate --write when the op model or the simulation changes."}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m auditor.serving.calibrate [--write]``: the joint fit, its table and leave-one-out; with
+    ``--write`` the serving block and calibration block of the shipped A3 and A2 profiles."""
+    import argparse
+
+    from ..devices.profiles import load_device
+    ap = argparse.ArgumentParser(prog="python -m auditor.serving.calibrate")
+    ap.add_argument("--rows", default=str(Path(__file__).resolve().parents[2] / "tests" / "data" /
+                                          "serving_published.json"))
+    ap.add_argument("--write", action="store_true")
+    a = ap.parse_args(argv)
+    rows = load_rows(Path(a.rows))
+    ev = evidence(rows)
+    x = fit(ev)
+    err, loo = errors(ev, x), leave_one_out(ev, x)
+    print("fitted: " + ", ".join(f"{k}={v:.4g}" for k, v in zip(FIT_KEYS, x)))
+    print(f"{'row':14s} {'measured':>10s} {'fit':>7s} {'LOO':>7s}")
+    for e in ev:
+        print(f"{e.name:14s} {e.measured:10.2f} {err[e.name]:7.3f} {loo[e.name]:7.3f}")
+    if a.write:
+        import json as _json
+        src = ("four single-request latency rows (" + rows["latency_source"] + ") and six serving throughputs ("
+               + rows["source"][:160] + "...), MTP acceptance 0.7")
+        for name in ("a3-752t", "a2-313t"):
+            path = Path(__file__).resolve().parents[1] / "devices" / f"{name}.json"
+            doc = _json.loads(path.read_text(encoding="utf-8"))
+            doc.pop("host_ms", None)
+            doc["serving"] = {**{k: round(float(v), 4) for k, v in zip(FIT_KEYS, x)},
+                              "decode_token_us": doc.get("serving", {}).get("decode_token_us", 0.0),
+                              "source": "joint fit, auditor/serving/calibrate.py (one host model for A3 and A2); "
+                                        "see the a3-752t calibration block for the rows"}
+            if name == "a3-752t":
+                doc["calibration"] = calibration_block(ev, x, loo, load_device(name), src)
+            path.write_text(_json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+            print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -37,24 +37,15 @@ from auditor_kernels import kinds as K
 from ..deployment import InstancePlan
 from ..engines.registry import as_engine
 from ..parallel import ParallelPlan
+from ..perf.host import DEFAULT_HOST, HOST_KEYS, eager_drafter, host_params, launch_counts  # noqa: F401 (re-exported)
 
 ROLE = {"aggregated": 0, "prefill": 1, "decode": 2}
 PLAN_ROLE = {"aggregated": "mixed", "prefill": "prefill", "decode": "decode"}
 #: context grid of the tables (tokens); extended to the instance's max_model_len
 _CTX = (0, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144)
-#: host-model constants when a device profile has no ``serving`` block (uncalibrated guesses)
-DEFAULT_HOST = {"launch_us": 30.0, "prefill_token_us": 0.0, "decode_token_us": 0.0, "step_ms": 10.0}
-HOST_KEYS = ("launch_us", "prefill_token_us", "decode_token_us", "step_ms")
 #: P->D KV pull bandwidth per die: the TensorCast A3 CLOS tier (196 GB/s), an assumption; vLLM-Ascend
 #: publishes no figure for the Mooncake "ascend" transport (serving-facts §1.8, UNCONFIRMED)
 DEFAULT_KV_LINK_BYTES_PER_S = 196e9
-
-
-def host_params(device: Any) -> np.ndarray:
-    """[launch s, prefill-token s, decode-token s, step s] from the device profile's serving block."""
-    blk = {**DEFAULT_HOST, **(getattr(device, "serving", None) or {})}
-    return np.array([blk["launch_us"] * 1e-6, blk["prefill_token_us"] * 1e-6, blk["decode_token_us"] * 1e-6,
-                     blk["step_ms"] * 1e-3])
 
 
 @dataclass
@@ -76,40 +67,21 @@ class StepCosts:
     kv_gib: float
 
 
-def _mult(mode: np.ndarray, mtp: int) -> np.ndarray:
-    return np.where(mode == K.MULT_ALWAYS, 1.0, np.where(mode == K.MULT_FIRST_MTP, 1.0 if mtp >= 1 else 0.0,
-                                                         max(mtp - 1.0, 0.0)))
-
-
-def launch_counts(arrays: tuple, mtp: int) -> tuple[float, float]:
-    """(launches of one step, launches of the drafter's passes) of a program: every op that launches a
-    kernel (not layout ops, not the top-k fused into the indexer) and every collective, times its layer
-    count and its MTP multiplicity."""
-    op_i, op_f, op_m, co_i, co_f, co_m = arrays
-    launches = (op_i[:, K.OPI_KIND] != K.ZERO) & (op_i[:, K.OPI_KIND] != K.IDX_TOPK)
-    n_op = op_f[:, K.OPF_COUNT] * _mult(op_m, mtp) * launches
-    n_co = co_f[:, K.COF_COUNT] * _mult(co_m, mtp)
-    total = float(n_op.sum() + n_co.sum())
-    draft = float(n_op[op_m != K.MULT_ALWAYS].sum() + n_co[co_m != K.MULT_ALWAYS].sum())
-    return total, draft
-
-
 def instance_plan(inst: InstancePlan) -> ParallelPlan:
     return ParallelPlan(tp=inst.tp, dp=inst.dp, ep=inst.ep, sp=inst.sp, role=PLAN_ROLE[inst.name], mtp=inst.mtp > 0,
-                        max_num_batched_tokens=inst.max_num_batched_tokens)
+                        max_num_batched_tokens=inst.max_num_batched_tokens, dcp=getattr(inst, "dcp", 1))
 
 
 def step_costs(spec: Any, inst: InstancePlan, engine: Any, recipe: str, device: Any) -> StepCosts:
     from auditor_kernels.perf_core import CTX_PART, REST_PART, partial_time, sweep_grid
 
     from ..perf.api import cached_program
-    from ..perf.device import device_vector, group_table
-    from ..runtime.feasibility import grid_budget
+    from ..perf.device import group_table, kernel_vector
+    from ..runtime.feasibility import workload_fit
     eng = as_engine(engine)
     plan = instance_plan(inst).validate()
     k = int(inst.mtp)
-    dv = device_vector(device)
-    dv[K.DEV_HOST_PREFILL] = dv[K.DEV_HOST_DECODE] = 0.0        # host time is the serving model's own
+    dv = kernel_vector(device)              # host time is auditor.perf.host's, per step
     grp = group_table(device, plan)
     cache = inst.kv_cache_dtype
     pre = cached_program(spec, plan, eng.key, recipe, "prefill", "repetition", True, cache)
@@ -121,23 +93,25 @@ def step_costs(spec: Any, inst: InstancePlan, engine: Any, recipe: str, device: 
     d = sweep_grid(*da, 1, float(plan.tp), keys, ctx, dv, grp)
     dtab = np.vstack([d[:1], d])
     top = inst.max_num_batched_tokens + S * (1 + k)
-    tok = np.unique(np.concatenate([[1.0], np.geomspace(1, top, 40).round(), [float(top)]]))
+    # full chunks (the budget) are the most common eager step: a grid point, so they are not interpolated
+    tok = np.unique(np.concatenate([[1.0], np.geomspace(1, top, 40).round(), [float(inst.max_num_batched_tokens),
+                                                                             float(top)]]))
     rest = np.array([partial_time(*pa, 0, float(plan.tp), t, 0.0, 1.0, float(k), dv, grp, REST_PART) for t in tok])
     pctx = np.array([[partial_time(*pa, 0, float(plan.tp), t, c, 1.0, float(k), dv, grp, CTX_PART) for c in ctx]
                      for t in tok])
     dctx = np.array([partial_time(*da, 1, float(plan.tp), 1.0, c, 1.0, float(k), dv, grp, CTX_PART) for c in ctx])
     n_eager, _ = launch_counts(pa, k)
     _, n_draft = launch_counts(da, k)
-    glm_eager_drafter = spec.name.lower().startswith("glm")      # GLM drafter forced eager (serving-facts §6)
-    g = grid_budget(spec, plan, eng, recipe, device, batch=np.array([float(S)]),
-                    request_tokens=np.array([float(inst.max_model_len)]),
-                    step_tokens=np.array([float(inst.max_num_batched_tokens)]), mtp=np.array([float(k)]),
-                    util=inst.gpu_memory_utilization, kv_cache_dtype=cache, hccl_buffsize_mb=inst.hccl_buffsize_mb)
-    kvs = eng.kv_spec(spec, plan.with_(mtp=k > 0), variant=cache, mtp=k > 0)
-    blocks = int(g["num_blocks"][0])
+    glm_eager_drafter = eager_drafter(spec)      # GLM drafter forced eager (serving-facts §6)
+    # the KV pool of this one instance: the same budget as `audit memory` for these flags (workload_fit ->
+    # rank_budget; the grid form approximates the communicators for many plans at once)
+    b = workload_fit(spec, plan, eng, recipe, device, batch=S, request_tokens=inst.max_model_len,
+                     step_tokens=inst.max_num_batched_tokens, mtp=k, util=inst.gpu_memory_utilization,
+                     kv_cache_dtype=cache, dcp=plan.dcp, hccl_buffsize_mb=inst.hccl_buffsize_mb).budget
+    blocks = int(b.num_blocks)
     return StepCosts(inst, plan, ctx, tok, dtab, rest, pctx, dctx, n_eager, n_draft if glm_eager_drafter else 0.0,
-                     blocks, int(g["block_tokens"]), float(kvs.bytes_per_token()), g["weights"] / 2**30,
-                     blocks * g["page_block"] / 2**30)
+                     blocks, int(b.kv.tokens_per_block), float(b.kv.bytes_per_token()), b.weights_bytes / 2**30,
+                     blocks * b.kv.page_block_bytes / 2**30)
 
 
 __all__ = ["StepCosts", "step_costs", "host_params", "launch_counts", "ROLE", "DEFAULT_KV_LINK_BYTES_PER_S",

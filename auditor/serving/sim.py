@@ -28,12 +28,17 @@ class BenchWorkload:
     acceptance: float = 0.7                # per-draft MTP acceptance
     prefix_caching: bool = True
     seed: int = 0
+    #: DP ranks (of the first instance) whose cache holds the shared prefix before the timed run:
+    #: None = every rank (a warm-up per rank), 0 = none (the run computes it: N7's yaml has no
+    #: warm-up case), 1 = the rank a one-prompt warm-up case was routed to (N9's ``perf_128k_warmup``,
+    #: num_prompts 1). Each DP rank has its own prefix cache (serving-facts §1.5)
+    warm_ranks: int | None = None
 
     @property
     def hit_tokens(self) -> int:
         """Prefix-cache hit per prompt once the prefix is cached: whole 128-token blocks of the shared
-        prefix, never the last prompt token (``kv_cache_manager.py:212-222``). The prefix is taken as
-        cached before the timed run (the nightly yamls run a warm-up case; serving-facts §1.5)."""
+        prefix, never the last prompt token (``kv_cache_manager.py:212-222``). Which ranks hold it
+        before the run is ``warm_ranks``; the others compute it with their first request."""
         if not self.prefix_caching or self.prefix_ratio <= 0:
             return 0
         shared = min(int(self.isl * self.prefix_ratio), self.isl - 1)
@@ -128,7 +133,10 @@ def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None)
     log = np.zeros((400_000, 5))
     hit = wl.hit_tokens
     nlog = core(n, ranks, seqs, budget, blocks, btok, kk, role, le, ld, ctx, tok, dec, pre_rest, pre_ctx, dec_ctx, hp,
-                N, wl.concurrency, wl.isl, wl.osl, hit, arrival, wl.acceptance, xfer, send, first, done, log)
+                N, wl.concurrency, wl.isl, wl.osl, hit, arrival, wl.acceptance, xfer, send, first, done, log,
+                -1 if wl.warm_ranks is None else int(wl.warm_ranks),
+                np.array([1 if getattr(c.inst, "balance_scheduling", False) else 0 for c in costs], np.int64),
+                int(wl.seed))
     notes = []
     if (done < 0).any():
         notes.append(f"{int((done < 0).sum())} requests never finished: a prompt larger than the KV pool")

@@ -1,0 +1,93 @@
+"""The host model: host time of one engine step, shared by ``audit perf``, ``audit sweep`` and
+``audit bench`` (one model, one set of constants: the device profile's ``serving`` block).
+
+What runs decides what the host pays (research/serving-facts.md §6; docs/long-context-kernels.md §6):
+
+* an eager step (any prefill chunk: under ``FULL_DECODE_ONLY`` only uniform decode batches are
+  captured, ``graph_mode.md:14-45``; one eager DP rank makes every rank eager,
+  ``model_runner_v1.py:4905-4911``) launches every kernel and collective of the program one by one:
+  ``launches x launch_us``, plus ``prefill_token_us`` per prefill token (work the roofline misses in
+  eager prefill), plus ``step_ms``;
+* a graph decode step pays ``step_ms`` (replay, scheduling, sampling) and, on GLM models, whose MTP
+  drafter is forced eager (``llm_base_proposer.py:178-197``), the drafter's kernels K times at
+  ``launch_us``;
+* every step pays ``decode_token_us`` per decode token.
+
+The formula itself is ``kernels/serving_core.step_host`` (the simulation's inner loop calls it);
+this module counts the launches of a program and reads the constants.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from auditor_kernels import kinds as K
+
+#: host-model constants when a device profile has no ``serving`` block (uncalibrated guesses)
+DEFAULT_HOST = {"launch_us": 30.0, "prefill_token_us": 0.0, "decode_token_us": 0.0, "step_ms": 10.0}
+HOST_KEYS = ("launch_us", "prefill_token_us", "decode_token_us", "step_ms")
+
+
+def host_params(device: Any) -> np.ndarray:
+    """[launch s, prefill-token s, decode-token s, step s] from the device profile's serving block."""
+    blk = {**DEFAULT_HOST, **(getattr(device, "serving", None) or {})}
+    return np.array([blk["launch_us"] * 1e-6, blk["prefill_token_us"] * 1e-6, blk["decode_token_us"] * 1e-6,
+                     blk["step_ms"] * 1e-3])
+
+
+def _mult(mode: np.ndarray, mtp: int) -> np.ndarray:
+    return np.where(mode == K.MULT_ALWAYS, 1.0, np.where(mode == K.MULT_FIRST_MTP, 1.0 if mtp >= 1 else 0.0,
+                                                         max(mtp - 1.0, 0.0)))
+
+
+def launch_counts(arrays: tuple, mtp: int) -> tuple[float, float]:
+    """(launches of one step, launches of the drafter's passes) of a program: every op that launches a
+    kernel (not layout ops, not the top-k fused into the indexer) and every collective, times its layer
+    count and its MTP multiplicity."""
+    op_i, op_f, op_m, co_i, co_f, co_m = arrays
+    launches = (op_i[:, K.OPI_KIND] != K.ZERO) & (op_i[:, K.OPI_KIND] != K.IDX_TOPK)
+    n_op = op_f[:, K.OPF_COUNT] * _mult(op_m, mtp) * launches
+    n_co = co_f[:, K.COF_COUNT] * _mult(co_m, mtp)
+    total = float(n_op.sum() + n_co.sum())
+    draft = float(n_op[op_m != K.MULT_ALWAYS].sum() + n_co[co_m != K.MULT_ALWAYS].sum())
+    return total, draft
+
+
+def eager_drafter(spec: Any) -> bool:
+    """vLLM-Ascend forces the MTP drafter of any GLM model eager (``llm_base_proposer.py:178-197``)."""
+    return str(getattr(spec, "name", "")).lower().startswith("glm")
+
+
+@dataclass(frozen=True)
+class HostModel:
+    """Launch counts of one deployment's programs and the device's constants."""
+
+    launches_eager: float       # kernels + collectives of one eager step (prefill program, drafter included)
+    launches_draft: float       # kernels + collectives of the drafter's K passes when it runs eager, else 0
+    hp: np.ndarray              # host_params(device)
+
+    def step_s(self, eager: bool, prefill_tokens: float, decode_tokens: float) -> float:
+        from auditor_kernels.serving_core import step_host
+        return float(step_host(eager, float(prefill_tokens), float(decode_tokens), self.launches_eager,
+                               self.launches_draft, self.hp))
+
+    def steps_s(self, eager: bool, prefill_tokens: np.ndarray, decode_tokens: np.ndarray) -> np.ndarray:
+        """``step_s`` over arrays (the sweep's rows); the same formula as ``serving_core.step_host``
+        (a test checks them against each other)."""
+        hp = self.hp
+        h = hp[3] + np.asarray(decode_tokens, dtype=np.float64) * hp[2]
+        if eager:
+            return h + self.launches_eager * hp[0] + np.asarray(prefill_tokens, dtype=np.float64) * hp[1]
+        return h + self.launches_draft * hp[0]
+
+
+def host_model(spec: Any, pre_arrays: tuple, dec_arrays: tuple, mtp: int, device: Any,
+               hp: np.ndarray | None = None) -> HostModel:
+    n_eager, _ = launch_counts(pre_arrays, mtp)
+    _, n_draft = launch_counts(dec_arrays, mtp)
+    return HostModel(n_eager, n_draft if eager_drafter(spec) else 0.0,
+                     host_params(device) if hp is None else np.asarray(hp, dtype=np.float64))
+
+
+__all__ = ["DEFAULT_HOST", "HOST_KEYS", "host_params", "launch_counts", "eager_drafter", "HostModel", "host_model"]
