@@ -125,3 +125,26 @@ def test_no_disaggregated_config_names_the_sla_side(capsys):
     line = next(l for l in out.splitlines() if l.startswith("disaggregated (P/D): none within 32 dies"))
     assert "meets TPOT 30 ms" in line
     assert float(line.split("takes ")[1].split(" ms")[0]) > 30
+
+
+def test_plan_takes_the_runtime_options(capsys):
+    """The shared runtime options mean in plan what they mean elsewhere: --max-num-seqs bounds the batch
+    searched, --hccl-buffsize reaches every instance's launch, --max-model-len must hold the longest
+    request and is the launch's value, --dcp N needs TP N."""
+    import json as _json
+    base = ["plan", "glm-5.1", "--dies", "32", "--isl", "4096", "--osl", "1024", "--ttft-ms", "5000",
+            "--tpot-ms", "50", "--tp", "4,8", "--mtp", "0,3", "--format", "json"]
+    code = main(base + ["--max-num-seqs", "8", "--hccl-buffsize", "400", "--max-model-len", "8K"])
+    doc = _json.loads(capsys.readouterr().out)
+    assert code in (0, 3)
+    assert doc["max_batch"] == 8
+    assert doc["best"] and all(c["batch"] <= 8 for c in doc["best"])
+    if doc["launch"]:
+        assert all(inst["env"]["HCCL_BUFFSIZE"] == "400" for inst in doc["launch"])
+        non_p = [inst for inst in doc["launch"] if not inst["name"].startswith("prefill")]
+        assert all("--max-model-len 8192" in inst["command"] for inst in non_p)
+    assert main(base + ["--max-model-len", "4096"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--max-model-len" in err and "5,120" in err
+    assert main(base + ["--dcp", "16"]) == 2
+    assert "needs TP 16" in capsys.readouterr().err

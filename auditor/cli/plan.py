@@ -11,6 +11,7 @@ from ..limits import OPTION_CAPS
 from ..outputs import write_output
 from .options import acceptance_option, capped, capped_float, emit, engine_option, guard_output, output_options, recipe_option
 from .runtime_options import hf_overrides_option
+from .vocabulary import Length
 
 
 MAX_LIST_VALUES = 64       # values of one --dies / --tp / --batch / --mtp list
@@ -83,10 +84,21 @@ def _utils(text: str) -> tuple[float, ...]:
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="every memory-feasible configuration as CSV")
 @hf_overrides_option
+@click.option("--max-model-len", type=Length("--max-model-len"), default=None,
+              help="every instance's max_model_len (default: the workload's longest request); must hold it")
+@click.option("--max-num-seqs", type=capped("--max-num-seqs"), default=None,
+              help="largest batch per DP rank searched (the instances' max_num_seqs)")
+@click.option("--max-num-batched-tokens", type=Length("--max-num-batched-tokens"), default=None,
+              help="pin the prefill instances' chunk (default: --prefill-batched-tokens searched)")
+@click.option("--dcp", type=capped("--dcp"), default=None,
+              help="decode context parallel: 1 = never; N = every DSA instance of TP N runs DCP N "
+                   "(default: DCP = TP searched for inputs of 32K and more)")
+@click.option("--hccl-buffsize", "hccl_buffsize", type=capped("--hccl-buffsize"), default=200, show_default=True,
+              help="HCCL_BUFFSIZE in MB of every instance (the mc2 communicator's buffer)")
 @output_options
 def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot_ms, acceptance, tps, batches,
-                 mtps, sp_mode, disagg, engine, util, p_tokens, n_sim, kv_cache_dtype, recipe, top, png, csv_path, fmt,
-                 output) -> None:
+                 mtps, sp_mode, disagg, engine, util, p_tokens, n_sim, kv_cache_dtype, recipe, top, png, csv_path,
+                 max_model_len, max_num_seqs, max_num_batched_tokens, dcp, hccl_buffsize, fmt, output) -> None:
     """Search aggregated and P/D-disaggregated deployments that fit the die's HBM and meet the SLA:
     every candidate estimated in steady state, the best simulated with audit bench's serving model,
     ranked by simulated output tokens/s per die; the best per die budget and the winner's vllm serve
@@ -109,21 +121,37 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
     if not 0 < acceptance <= 1:
         raise AuditInputError("--mtp-acceptance", f"must be in (0, 1], got {acceptance}")
     utils = _utils(util)
+    batch_list = _ints(batches, "--batch")
+    if max_num_seqs is not None:
+        batch_list = [b for b in batch_list if b <= max_num_seqs]
+        if not batch_list:
+            raise AuditInputError("--max-num-seqs", f"{max_num_seqs} is below every --batch value searched")
+    tp_list = _ints(tps, "--tp")
+    if dcp is not None and dcp > 1:
+        tp_list = [t for t in tp_list if t == dcp]
+        if not tp_list:
+            raise AuditInputError("--dcp", f"DCP {dcp} needs TP {dcp} (SFA: DCP == TP), which --tp does not search")
+    chunks = (max_num_batched_tokens,) if max_num_batched_tokens else tuple(_ints(p_tokens, "--prefill-batched-tokens"))
+    if max_model_len is not None and max_model_len < wl.max_len:
+        raise AuditInputError("--max-model-len", f"{max_model_len:,} is shorter than the workload's longest request "
+                                                 f"({wl.max_len:,} tokens)")
+    mml = max_model_len or wl.max_len
     src = open_model(model, recipe, tables=False)
     dev = load_device(device_name)
     sps = (True, False) if sp_mode is None else (bool(sp_mode),)
-    space = PlanSpace(dies=_ints(dies, "--dies"), tps=tuple(_ints(tps, "--tp")), batches=tuple(_ints(batches, "--batch")),
+    space = PlanSpace(dies=_ints(dies, "--dies"), tps=tuple(tp_list), batches=tuple(batch_list),
                       mtps=tuple(_ints(mtps, "--mtp")), sps=sps, util=utils[0], utils=utils,
                       kv_cache_dtype=kv_cache_dtype, acceptance=acceptance, disaggregated=disagg,
-                      prefill_tokens=tuple(_ints(p_tokens, "--prefill-batched-tokens")), simulate=n_sim)
+                      prefill_tokens=chunks, simulate=n_sim, dcp=dcp != 1, dcp_only=bool(dcp and dcp > 1),
+                      hccl_buffsize_mb=hccl_buffsize)
     res = run_plan(src.spec, engine, src.scheme_recipe, dev, wl, space, ttft_ms, tpot_ms)
     best = res.best(top)
     path = model_path(model, src.spec.name, src.scheme_recipe, src.kind == "preset")
     quantized = quantized_recipe(src.scheme_recipe)
-    launch = serve_launch(best[0], path, engine, max_model_len=wl.max_len, isl=wl.isl,
-                          kv_cache_dtype=kv_cache_dtype, quantized=quantized) if best else []
-    per_budget = {n: (serve_launch(c, path, engine, max_model_len=wl.max_len, isl=wl.isl,
-                                   kv_cache_dtype=kv_cache_dtype, quantized=quantized) if c else [])
+    launch = serve_launch(best[0], path, engine, max_model_len=mml, isl=wl.isl, kv_cache_dtype=kv_cache_dtype,
+                          quantized=quantized, hccl_buffsize_mb=hccl_buffsize) if best else []
+    per_budget = {n: (serve_launch(c, path, engine, max_model_len=mml, isl=wl.isl, kv_cache_dtype=kv_cache_dtype,
+                                   quantized=quantized, hccl_buffsize_mb=hccl_buffsize) if c else [])
                   for n, c in res.best_per_budget().items()}
     head = {"tool": "audit plan", "model": src.spec.name, "recipe": src.scheme_recipe, "kv_cache_dtype": kv_cache_dtype,
             "device": dev.name, "engine": str(engine), "dies": space.dies, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,

@@ -50,9 +50,10 @@ def instance_plans(cfg: Config, *, max_model_len: int, isl: int, kv_cache_dtype:
 
 
 def serve_launch(cfg: Config, model: str, engine: Any, *, max_model_len: int, isl: int,
-                 kv_cache_dtype: str, quantized: bool = False, util: float | None = None) -> list[dict[str, Any]]:
+                 kv_cache_dtype: str, quantized: bool = False, util: float | None = None,
+                 hccl_buffsize_mb: int = 200) -> list[dict[str, Any]]:
     from ..engines.registry import as_engine
     eng = as_engine(engine)
     return [{"name": inst.label, **eng.launch(model, inst, quantized=quantized)}
             for inst in instance_plans(cfg, util=util, max_model_len=max_model_len, isl=isl,
-                                       kv_cache_dtype=kv_cache_dtype)]
+                                       kv_cache_dtype=kv_cache_dtype, hccl_buffsize_mb=hccl_buffsize_mb)]

@@ -70,6 +70,8 @@ class PlanSpace:
     prefill_mtp: int = 1                # the drafter on P nodes (K = 1, as the engine's P/D tutorials run)
     simulate: int = 4                   # deployments simulated per die budget and mode (the shortlist)
     dcp: bool = True                    # search DCP = TP on decode / aggregated instances for long inputs
+    dcp_only: bool = False              # --dcp N: every DSA instance of TP N runs DCP N (no DCP 1 variant)
+    hccl_buffsize_mb: int = 200         # HCCL_BUFFSIZE of every instance (the mc2 communicator's buffer)
 
     @property
     def searched_utils(self) -> tuple[float, ...]:
@@ -314,7 +316,8 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
     configs: list[Config] = []
     evaluated = 0
     u = space.util
-    dcps = lambda plan: ((1, plan.tp) if space.dcp and spec.dsa and plan.tp > 1 and wl.isl >= DCP_FROM_ISL  # noqa: E731
+    dcps = lambda plan: (((plan.tp,) if space.dcp_only else (1, plan.tp))  # noqa: E731
+                         if space.dcp and spec.dsa and plan.tp > 1 and (space.dcp_only or wl.isl >= DCP_FROM_ISL)
                          else (1,))
 
     def decode_side(plan: ParallelPlan, dcp: int = 1) -> dict[str, np.ndarray]:
@@ -323,7 +326,7 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
             1 + keys_dec[:, 2]) * kern.host[2]
         g = grid_budget(spec, plan, engine, recipe, device, batch=BK[:, 0], request_tokens=np.full(len(BK), wl.max_len),
                         step_tokens=BK[:, 0] * (1 + BK[:, 1]), mtp=BK[:, 1], util=u,
-                        kv_cache_dtype=space.kv_cache_dtype, dcp=dcp)
+                        kv_cache_dtype=space.kv_cache_dtype, dcp=dcp, hccl_buffsize_mb=space.hccl_buffsize_mb)
         n = len(BK)
         # per-row weights and page size (a K = 0 row loads no drafter: runtime.feasibility.grid_budget)
         g["weights"] = np.broadcast_to(np.asarray(g["weights"], dtype=float), (n,))
@@ -377,7 +380,7 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
                 g = grid_budget(spec, plan, engine, recipe, device, batch=p_seqs,
                                 request_tokens=np.full(len(p_seqs), float(p_len)),
                                 step_tokens=np.full(len(p_seqs), float(chunk)), mtp=np.full(len(p_seqs), float(k_p)),
-                                util=u, kv_cache_dtype=space.kv_cache_dtype)
+                                util=u, kv_cache_dtype=space.kv_cache_dtype, hccl_buffsize_mb=space.hccl_buffsize_mb)
                 evaluated += 1
                 ok_seqs = np.flatnonzero(np.asarray(g["kv_free"]) >= 0)
                 free1 = float(np.asarray(g["kv_free"])[0])
