@@ -190,8 +190,8 @@ def test_calibrate_scales_to_thousands_of_rows(monkeypatch) -> None:
     monkeypatch.setattr(C, "_fit_params", counting)
 
     def ev(dev, s):
-        return s.query_len * 1e-3 + dev.host_ms.get("prefill", 1.0)
+        return s.query_len * 1e-3 + dev.serving.get("step_ms", 1.0)
 
     scen = [C.Scenario(f"s{i}", "prefill", 100 + i, 0, 2.0 + i * 1e-3) for i in range(3000)]
-    res = C.fit(scen, ev, load_device(), fit_names=("host_prefill",), leave_one_out=True)
+    res = C.fit(scen, ev, load_device(), fit_names=("step_ms",), leave_one_out=True)
     assert len(res.loo_ms) == 3000 and len(refits) == C.MAX_LOO_FOLDS + 1

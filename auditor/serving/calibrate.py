@@ -219,8 +219,14 @@ def calibration_block(ev: list[Evidence], x: np.ndarray, loo: dict[str, float], 
             "fitted": fitted, "scenarios": scen, "throughput_rows": rows,
             "note": "Host model shared by audit perf, sweep and bench (auditor/perf/host.py): an eager step pays "
                     "launch_us per kernel and collective and prefill_token_us per prefill token; a graph decode "
-                    "step pays step_ms and, on GLM (drafter forced eager), the drafter's launches. Refit with "
-                    "python -m auditor.serving.calibrate --write when the op model or the simulation changes."}
+                    "step pays step_ms and, on GLM (drafter forced eager), the drafter's launches. What they "
+                    "absorb: launch_us the host launch of each eager kernel not hidden behind device work (and "
+                    "the device idling between short eager kernels); prefill_token_us per-token eager prefill "
+                    "work the roofline misses (kernels below their roofline efficiency); step_ms graph replay, "
+                    "scheduling, input preparation and sampling. Context-dependent kernels keep their kernel-path "
+                    "constants (docs/long-context-kernels.md): growth with context is predicted, not fitted. "
+                    "Refit with python -m auditor.serving.calibrate --write when the op model or the simulation "
+                    "changes."}
 
 
 def main(argv: list[str] | None = None) -> int:
