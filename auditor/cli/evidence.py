@@ -8,7 +8,7 @@ import click
 from .options import emit
 
 
-@click.command("evidence", short_help="Predict the engine's public deployments and compare with what they logged.")
+@click.command("evidence", short_help="The engine's public deployments: predicted vs logged.")
 @click.option("--corpus", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="evidence JSON file (default: the project's auditor/evidence/published.json)")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
