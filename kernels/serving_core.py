@@ -41,7 +41,6 @@ Requests: ``rq_*`` arrays. States: 0 unsent, 1 waiting, 2 running, 3 done.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 from numba import njit

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from auditor.cli import cli
-from auditor.devices.profiles import device_from_json, load_device
+from auditor.devices.profiles import device_from_json
 from auditor.model.presets import preset_spec
 from auditor.parallel import ParallelPlan
 from auditor.perf.api import Workload, evaluate

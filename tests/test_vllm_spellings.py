@@ -125,3 +125,19 @@ def test_unmodelled_setting_is_named(capsys):
     code, _, err = _run(["memory", "glm-5.1", "--tp", "16", "--max-model-len", "8K", "--async-scheduling"], capsys)
     assert code == 0
     assert "NOT modelled" in err and "--async-scheduling" in err
+
+
+def test_launch_hf_overrides_reach_the_model(tmp_path, capsys):
+    """GLM-5.1 run with IndexCache through --hf-overrides (the nightly C8 rows): the script's overrides
+    give the report the option gives, and top-k runs on 21 of 78 layers (layers 0-2 and every fourth
+    after, by hand: 3 + 75 // 4 = 21) instead of 78."""
+    script = tmp_path / "serve.sh"
+    script.write_text("vllm serve glm-5.1 -tp 16 --enable-expert-parallel --max-model-len 8192 \\\n"
+                      "  --hf-overrides '{\"use_index_cache\": true, \"index_topk_freq\": 4}'\n")
+    c1, a, err = _run(["perf", "--launch", str(script), "--format", "json"], capsys)
+    c2, b, _ = _run(["perf", "glm-5.1", "--tp", "16", "--ep", "16", "--max-model-len", "8192", "--format", "json",
+                     "--hf-overrides", '{"index_topk_freq": 4, "use_index_cache": true}'], capsys)
+    assert c1 == c2 == 0 and a == b
+    layers = {o["layer"] for o in json.loads(a)["prefill"]["ops"] if o["name"] == "self_attn.indexer.topk"}
+    assert len([x for x in layers if x < 78]) == 3 + 75 // 4
+    assert "hf_overrides" not in err

@@ -83,7 +83,7 @@ def infer_plan(req: AlignRequest, logs: LogEvidence | None) -> tuple[ParallelPla
 
 
 def _dp_known(req: AlignRequest, logs: LogEvidence) -> bool:
-    from .ranks import sizes_from_config, sizes_from_workers
+    from .ranks import sizes_from_config
     return ("dp" in req.pinned or "dp" in sizes_from_config(logs)
             or any(w.dp is not None and w.dp > 0 for w in logs.workers.values()))
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from ..report.ranges import ranges
 from .evidence.bench import BenchEvidence
-from .evidence.profile import COLLECTIVE_CLASSES, COMPOSITES, ProfileEvidence
+from ..engines.vllm_ascend.profiler import COLLECTIVE_CLASSES, COMPOSITES
+from .evidence.profile import ProfileEvidence
 
 #: op class -> (device constants it depends on, what could be wrong)
 LEVERS: dict[str, tuple[tuple[str, ...], str]] = {

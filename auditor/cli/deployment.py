@@ -46,7 +46,7 @@ def _declared(command: click.Command) -> dict[str, click.Parameter]:
 
 def _split(args: list[str], command: click.Command) -> tuple[list[str], list[str], str | None]:
     """(audit's own arguments, vLLM-spelled arguments, the --launch path)."""
-    from ..launch.flags import RULES, _canonical
+    from ..launch.flags import RULES, canonical_flag
     declared = _declared(command)
     own: list[str] = []
     vllm: list[str] = []
@@ -69,7 +69,7 @@ def _split(args: list[str], command: click.Command) -> tuple[list[str], list[str
             i += 1
             continue
         if tok.startswith("-") and head not in declared and len(tok) > 1 and not tok[1:2].isdigit():
-            name, _ = _canonical(head)
+            name, _ = canonical_flag(head)
             base = name[5:] if name.startswith("--no-") else name
             rule = RULES.get(name) or RULES.get("--" + base[2:] if base.startswith("--") else base)
             if rule is not None:

@@ -10,7 +10,8 @@ import click
 
 from ..errors import AuditInputError
 from ..outputs import check_output_path
-from ..perf.measured import DEFAULT_MAPPING, import_kernel_details, load_kernel_table
+from ..engines.vllm_ascend.profiler import DEFAULT_MAPPING
+from ..perf.measured import import_kernel_details, load_kernel_table
 
 
 @click.group("kernels", short_help="Measured kernel tables: import profiler traces, look up times.")

@@ -18,8 +18,7 @@ from ..model import blueprint as B
 from ..model.classify import OFFSET_SUFFIXES, SCALE_SUFFIXES, Finding
 from ..model.spec import DTYPE_BYTES, ModelSpec
 from ..parallel import ParallelPlan, stage_layers
-from .bridge import (BRIDGE_ORDER, C_BUFFERS, C_DTYPE, C_KVB, C_LSHARD, C_MISSING, C_MTPSHARE, C_OREP,  # noqa: F401
-                     C_PAD, C_QB, C_REDUNDANT, C_SCALES, C_SHARED)
+from .bridge import C_BUFFERS, C_DTYPE, C_KVB, C_LSHARD, C_MTPSHARE, C_OREP, C_PAD, C_QB, C_SCALES, C_SHARED
 from .stored import StoredIndex, StoredModule
 
 @dataclass

@@ -42,7 +42,8 @@ def families() -> dict[str, type]:
 
 def _load_builtin() -> None:
     if DEFAULT_FAMILY not in _FAMILIES:
-        from . import vllm_ascend  # noqa: F401  (registers itself)
+        import importlib
+        importlib.import_module(f"{__package__}.vllm_ascend")       # the family registers itself
 
 
 def parse_version(text: str) -> tuple[int, int, int, int, int] | None:

@@ -292,11 +292,13 @@ JSON_RULES: tuple[Rule, ...] = (
     M(f"{_E}.num_redundant_experts", "j_int", "redundant_experts", "EPLB redundant experts", cap="--redundant-experts",
       rank=2),
     I(f"{_E}.*", "j_any", "EPLB timing and policy (only with --enable-eplb)"),
-    U(f"{_H}.use_index_cache", "j_any", "IndexCache: top-k computed on fewer layers (time); every layer keeps its "
-      "indexer cache"),
-    U(f"{_H}.index_topk_freq", "j_any", "IndexCache: top-k computed on 1 of N layers (time)"),
-    U(f"{_H}.index_topk_pattern", "j_any", "IndexCache: top-k layer pattern (time)"),
-    U(f"{_H}.*", "j_any", "overrides config.json; audit reads the checkpoint's config.json unchanged"),
+    # --hf-overrides is applied to config.json as vLLM applies it (model.config.apply_hf_overrides):
+    # IndexCache's keys change which layers compute top-k (and, by version, hold an indexer)
+    M(f"{_H}.use_index_cache", "j_any", "@parent", "applied to config.json (IndexCache)"),
+    M(f"{_H}.index_topk_freq", "j_any", "@parent", "applied to config.json (IndexCache)"),
+    M(f"{_H}.index_topk_pattern", "j_any", "@parent", "applied to config.json (IndexCache)"),
+    M(f"{_H}.index_skip_topk_offset", "j_any", "@parent", "applied to config.json (IndexCache)"),
+    I(f"{_H}.*", "j_any", "applied to config.json; a key audit does not read changes nothing it models"),
 )
 
 _JSON_FLAGS = {"--additional-config": _A, "--speculative-config": _S, "--kv-transfer-config": _K,
@@ -343,7 +345,7 @@ def _looks_like_flag(tok: str) -> bool:
         return True
 
 
-def _canonical(head: str) -> tuple[str, str | None]:
+def canonical_flag(head: str) -> tuple[str, str | None]:
     """('--flag-name', dotted sub-key or None) of a flag token's name part (before any '=')."""
     base, dot, sub = head.partition(".")
     if base.startswith("--"):
@@ -370,7 +372,7 @@ def _walk(argv: tuple[str, ...] | list[str], lines: tuple[int, ...] | list[int],
         head, eq, val = tok.partition("=")
         if head.startswith("-O") and not head.startswith("--") and len(head) > 2 and head[2:3] != ".":
             head, eq, val = "-O", "=", head[2:] + eq + val          # -O3: the level glued to the flag
-        name, sub = _canonical(head)
+        name, sub = canonical_flag(head)
         negated = False
         rule = RULES.get(name)
         if rule is None and name.startswith("--no-") and RULES.get("--" + name[5:], Rule("", "")).kind == "bool":
@@ -582,6 +584,8 @@ class _Ctx:
         why = f"not audit's assumption: {rule.why}" if differs else rule.why
         if rule.kind == "j_dict" and rule.field is None:
             return self.walk(name, value, line)
+        if rule.field == "@parent":
+            return              # applied with its parent flag's whole value (--hf-overrides' keys)
         if rule.field is None:
             if (not differs) if assumed else rule.effect == "ignored":
                 self.ignored.append(Setting(name, shown, line, rule.why))

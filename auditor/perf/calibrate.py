@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import csv
 import datetime as _dt
-import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence

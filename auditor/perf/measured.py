@@ -365,7 +365,6 @@ KEY_FUNCTIONS: dict[str, KeyFn] = {
     "LightningIndexerVllm": lightning_indexer_key,
 }
 
-from ..engines.vllm_ascend.profiler import DEFAULT_MAPPING  # noqa: E402  (the engine's kernel Types)
 
 
 

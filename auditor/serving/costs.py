@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from auditor_kernels import kinds as K
 
 from ..deployment import InstancePlan
 from ..engines.registry import as_engine

@@ -166,7 +166,6 @@ def read_bench(paths: list[str | Path]) -> BenchEvidence:
 
 
 def _line_json(path: Path, n: int, line: str):
-    import json
     from ...inputs import JSON_MAX_DEPTH, _json_number, json_depth
     if json_depth(line.encode()) > JSON_MAX_DEPTH:
         raise AuditInputError(path, f"line {n}: JSON nests deeper than {JSON_MAX_DEPTH}")

@@ -32,8 +32,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...engines.vllm_ascend.profiler import (ANCHOR_CLASSES, COLLECTIVE_CLASSES, COMPOSITES, NORM_WEIGHT,  # noqa: F401
-                                             gather_class, is_anchor, kernel_class)
+from ...engines.vllm_ascend.profiler import NORM_WEIGHT, gather_class, is_anchor, kernel_class
 from ...errors import AuditInputError
 from ...inputs import PROFILE_CAP, csv_header, load_json, parse_number
 

@@ -15,8 +15,7 @@ for a bf16 model (int64 for fp16), ``stored`` keeps the checkpoint dtype.
 """
 from __future__ import annotations
 
-from ..bridge import (C_ACLNN, C_BUFFERS, C_C8, C_FP32, C_KVB, C_MLAPO, C_NORMBIAS, C_OPROJ,  # noqa: F401
-                      C_QPARAM, Rule)
+from ..bridge import C_ACLNN, C_C8, C_FP32, C_KVB, C_MLAPO, C_NORMBIAS, C_OPROJ, C_QPARAM, Rule
 
 
 LINEAR: dict[str, tuple[Rule, ...]] = {
