@@ -129,3 +129,19 @@ def test_align_reads_the_toy_engines_log_line(toy, tmp_path, capsys):
     shown = float(line.split()[-2])
     assert f"{shown:.3f}" in (out / "ticket.md").read_text()
     assert "toy@1.0" in text
+
+
+def test_deployment_context_resolves_once_and_hashes_by_key():
+    """A context built from '0.23.0rc1' and one built from the resolved engine are the same key (the
+    rc is its release's row), so caches keyed on it are shared; another version or device is not."""
+    from auditor.deployment import DeploymentContext
+    from auditor.devices.profiles import load_device
+    from auditor.parallel import ParallelPlan
+    spec, plan = preset_spec("glm-5.1"), ParallelPlan(tp=16, ep=16)
+    a = DeploymentContext(spec, plan, "vllm-ascend@0.23.0rc1", "w8a8", load_device("a3-752t"))
+    b = DeploymentContext(spec, plan, registry.as_engine("vllm-ascend@0.23"), "w8a8", load_device("a3-752t"))
+    c = DeploymentContext(spec, plan, "vllm-ascend@0.18", "w8a8", load_device("a3-752t"))
+    d = DeploymentContext(spec, plan, "vllm-ascend@0.23", "w8a8", load_device("a2-313t"))
+    assert a == b and hash(a) == hash(b) and a.engine.key == "vllm-ascend@0.23"
+    assert a != c and a != d
+    assert a.weights() == b.weights()

@@ -57,9 +57,9 @@ def _phases(phase: str) -> list[str]:
 def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tokens, context, batch, mtp, acceptance,
                  contexts, device_name, runtime, recipe, graph, trace, png, measured, fmt, output) -> None:
     """Per-op time model: token layout, FLOPs, bytes, collectives and time of every op of every layer."""
+    from ..deployment import DeploymentContext
     from ..devices.profiles import load_device
-    from ..engines.registry import as_engine
-    from ..perf.api import PerfResult, Workload, evaluate_phase, result_notes
+    from ..perf.api import PerfResult, Workload, result_notes
     from ..report.perf_text import render
     from ..source import open_model
 
@@ -72,6 +72,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
     dev = load_device(device_name)
     kv_cache_dtype = runtime["kv_cache_dtype"]
     plan = plan.with_(dcp=runtime["dcp"]).validate()
+    dep = DeploymentContext(spec, plan, engine, src.scheme_recipe, dev)          # resolved once
     lengths = _context_list(contexts) if contexts else None
     table = None
     if measured is not None:
@@ -82,11 +83,11 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
         # decode continues the prefill it follows: its context defaults to the prefill length
         ctx = context if context is not None else (tokens if ph == "decode" else 0)
         wl = Workload(ph, tokens, ctx, batch, mtp, acceptance)
-        phases[ph] = evaluate_phase(spec, plan, engine, wl, dev, src.scheme_recipe, graph, table, kv_cache_dtype)
+        phases[ph] = dep.evaluate(wl, graph=graph, table=table, cache=kv_cache_dtype)
     first = next(iter(phases.values()))
-    res = PerfResult(spec.name, plan, as_engine(engine).key, src.scheme_recipe, dev.name, graph, phases,
-                     result_notes(first.program, plan, mtp, engine))
-    fit = _workload_fit(spec, plan, engine, src.scheme_recipe, dev, phases, mtp, runtime)
+    res = PerfResult(spec.name, plan, dep.engine.key, dep.recipe, dep.device_name, graph, phases,
+                     result_notes(first.program, plan, mtp, dep.engine))
+    fit = _workload_fit(dep, phases, mtp, runtime)
     res.hbm = fit.to_json()
     if trace:
         from ..report.trace import write_trace
@@ -98,9 +99,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
         click.echo(f"wrote {png}", err=True)
     growth = None
     if lengths:
-        from ..perf.growth import context_growth
-        growth = context_growth(spec, plan, engine, src.scheme_recipe, dev, lengths, tokens, batch, mtp,
-                                kv_cache_dtype, tuple(phases))
+        growth = dep.growth(lengths, tokens, batch, mtp, cache=kv_cache_dtype, phases=tuple(phases))
         res.growth = growth.to_json()
     text = render(res, fmt)
     if fmt in ("table", "markdown"):
@@ -122,17 +121,16 @@ def _context_list(text: str) -> list[int]:
     return out
 
 
-def _workload_fit(spec, plan, engine, recipe, dev, phases, mtp, runtime):
+def _workload_fit(dep, phases, mtp, runtime):
     """HBM budget of the longest request and the batch the modelled phases imply."""
-    from ..runtime.feasibility import workload_fit
     longest = max(ph.workload.context + (ph.workload.tokens if ph.phase == "prefill" else 1 + mtp)
                   for ph in phases.values())
     # the engine's batched tokens: its configured chunk (longer prefills are chunked) or the decode step
     step = max(ph.workload.batch * (1 + mtp) for ph in phases.values())
     batch = max(ph.workload.batch for ph in phases.values())
-    return workload_fit(spec, plan, engine, recipe, dev, batch=batch, request_tokens=longest, step_tokens=step,
-                        mtp=mtp, util=runtime["util"], kv_cache_dtype=runtime["kv_cache_dtype"], dcp=runtime["dcp"],
-                        hccl_buffsize_mb=runtime["hccl_buffsize_mb"])
+    return dep.fit(batch=batch, request_tokens=longest, step_tokens=step,
+                   mtp=mtp, util=runtime["util"], kv_cache_dtype=runtime["kv_cache_dtype"], dcp=runtime["dcp"],
+                   hccl_buffsize_mb=runtime["hccl_buffsize_mb"])
 
 
 @click.command("sweep", cls=DeploymentCommand, short_help="Grid of TP x DP x workloads: CSV and the best configurations.")
