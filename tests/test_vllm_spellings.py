@@ -141,3 +141,11 @@ def test_launch_hf_overrides_reach_the_model(tmp_path, capsys):
     layers = {o["layer"] for o in json.loads(a)["prefill"]["ops"] if o["name"] == "self_attn.indexer.topk"}
     assert len([x for x in layers if x < 78]) == 3 + 75 // 4
     assert "hf_overrides" not in err
+
+
+def test_negated_vllm_boolean_is_read_not_refused(capsys):
+    """vLLM's --no-X form of a boolean flag (argparse BooleanOptionalAction) is recognised by the table,
+    not passed on to click as an unknown option."""
+    code, _, err = _run(["memory", "glm-5.1", "--tp", "16", "--max-model-len", "8K", "--no-enable-prefix-caching"],
+                        capsys)
+    assert code == 0 and "no such option" not in err

@@ -70,8 +70,8 @@ def _split(args: list[str], command: click.Command) -> tuple[list[str], list[str
             continue
         if tok.startswith("-") and head not in declared and len(tok) > 1 and not tok[1:2].isdigit():
             name, _ = canonical_flag(head)
-            base = name[5:] if name.startswith("--no-") else name
-            rule = RULES.get(name) or RULES.get("--" + base[2:] if base.startswith("--") else base)
+            base = "--" + name[5:] if name.startswith("--no-") else name      # --no-X is X's boolean off
+            rule = RULES.get(name) or RULES.get(base)
             if rule is not None:
                 vllm.append(tok)
                 takes_value = rule.kind not in ("bool",) and "=" not in tok and not name.startswith("--no-")
