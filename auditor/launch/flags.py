@@ -391,10 +391,10 @@ def _walk(argv: tuple[str, ...] | list[str], lines: tuple[int, ...] | list[int],
             occs.append(_Occ(name, None, value, sub, line, tok))
             continue
         if sub is not None and rule.kind != "json":
-            raise AuditInputError(where, f"line {line}: {tok}: only JSON-valued flags take .key sub-options")
+            raise AuditInputError(where, f"{_at(line)}{tok}: only JSON-valued flags take .key sub-options")
         if rule.kind == "bool":
             if eq:
-                raise AuditInputError(where, f"line {line}: {head} takes no value (vLLM refuses {tok!r}); "
+                raise AuditInputError(where, f"{_at(line)}{head} takes no value (vLLM refuses {tok!r}); "
                                              f"use {head} or --no-{head[2:]}")
             value = not negated
             if i < n and argv[i] in ("True", "False", "true", "false"):
@@ -408,11 +408,11 @@ def _walk(argv: tuple[str, ...] | list[str], lines: tuple[int, ...] | list[int],
             while k < n and not _looks_like_flag(argv[k]):
                 k += 1
             if k == i:
-                raise AuditInputError(where, f"line {line}: {head} expects at least one value")
+                raise AuditInputError(where, f"{_at(line)}{head} expects at least one value")
             value, i = list(argv[i:k]), k
         else:
             if i >= n or (_looks_like_flag(argv[i]) and not argv[i].lstrip().startswith("{")):
-                raise AuditInputError(where, f"line {line}: {head} expects a value")
+                raise AuditInputError(where, f"{_at(line)}{head} expects a value")
             value = argv[i]
             i += 1
         occs.append(_Occ(name, rule, value, sub, line, tok))
@@ -439,7 +439,7 @@ def split_model(args: list[str], lines: list[int], *, positional: bool, where: s
     if model is None:
         how = ("right after 'vllm serve' or with --model" if positional
                else "with --model (the API server would load its default)")
-        raise AuditInputError(where, f"line {line}: the launch names no model; give it {how}")
+        raise AuditInputError(where, f"{_at(line)}the launch names no model; give it {how}")
     for k, tok in pos[1 if skip is not None else 0:]:
         notes.append(Note("warning", lines[k], f"stray argument {tok!r} (not a value of any flag audit knows; "
                                                "vLLM would refuse it unless an unknown flag before it takes it)"))
@@ -451,8 +451,13 @@ def split_model(args: list[str], lines: list[int], *, positional: bool, where: s
 # ---------------------------------------------------------------- values
 
 
+def _at(line: int) -> str:
+    """'line N: ' for a setting read from a file; nothing for one typed on the command line (line 0)."""
+    return f"line {line}: " if line else ""
+
+
 def _fail(where: str, line: int, name: str, problem: str) -> None:
-    raise AuditInputError(where, f"line {line}: {name}: {problem}")
+    raise AuditInputError(where, f"{_at(line)}{name}: {problem}")
 
 
 def _lax_bool(v: Any) -> bool | None:
@@ -744,7 +749,7 @@ def _finish(ctx: _Ctx, launch: Launch, eng: Engine) -> DeploymentOptions:
         o["role"] = d.role
     elif role not in KV_ROLES:
         line = next(c[4] for c in ctx.cands["role"])
-        raise AuditInputError(where, f"line {line}: kv_transfer_config.kv_role: {role!r} is not one of "
+        raise AuditInputError(where, f"{_at(line)}kv_transfer_config.kv_role: {role!r} is not one of "
                                      f"{', '.join(KV_ROLES)}")
     else:
         o["role"] = KV_ROLES[role]
