@@ -149,3 +149,13 @@ def test_negated_vllm_boolean_is_read_not_refused(capsys):
     code, _, err = _run(["memory", "glm-5.1", "--tp", "16", "--max-model-len", "8K", "--no-enable-prefix-caching"],
                         capsys)
     assert code == 0 and "no such option" not in err
+
+
+def test_a_launch_setting_the_command_does_not_take_is_named(tmp_path, capsys):
+    """perf takes its batch from --batch, not max_num_seqs: a script's --max-num-seqs is named as not
+    used by perf instead of disappearing."""
+    script = tmp_path / "serve.sh"
+    script.write_text("vllm serve glm-5.1 -tp 16 --enable-expert-parallel --max-num-seqs 16\n")
+    code, _, err = _run(["perf", "--launch", str(script), "--format", "json"], capsys)
+    assert code == 0
+    assert "not used by `audit perf`: --max-num-seqs" in err

@@ -13,7 +13,7 @@ from ..errors import AuditInputError
 from ..outputs import check_output_dir, prepare_output_dir, write_output
 from .deployment import DeploymentCommand, launch_option
 from .options import capped, output_options, plan_options, recipe_option, refuse_model_dir
-from .runtime_options import runtime_options
+from .runtime_options import hf_overrides_option, runtime_options
 from .vocabulary import Length
 
 #: runtime option -> kv_settings key, taken only when given on the command line (else the log says)
@@ -67,6 +67,7 @@ def parse_tolerance(text: str | None) -> float | None:
 @click.option("--top", type=capped("--top"), default=10, show_default=True, help="candidates and discrepancies to list")
 @click.option("--png/--no-png", default=True, show_default=True, help="write the PNG figures")
 @runtime_options(device=False, mtp=False)
+@hf_overrides_option
 @output_options
 def align_command(model, recipe, plan, engine, mtp_drafter, logs, profiles, benches, output_dir, tolerance, phase,
                   tokens, context, batch, mtp, device_name, top, png, runtime, fmt, output):

@@ -89,9 +89,11 @@ def _split(args: list[str], command: click.Command) -> tuple[list[str], list[str
     return own, vllm, launch
 
 
-def _render(opts: Any, declared: dict[str, click.Parameter]) -> list[str]:
+def _render(opts: Any, declared: dict[str, click.Parameter], skipped: list[str] | None = None) -> list[str]:
+    """audit's own options for what the launch set; ``skipped`` collects what this command does not take."""
     import json
     out: list[str] = []
+    skipped = [] if skipped is None else skipped
     for field, option, how in _RENDER:
         if field not in opts.explicit:
             continue
@@ -102,8 +104,13 @@ def _render(opts: Any, declared: dict[str, click.Parameter]) -> list[str]:
             name = option if value else "--no-" + option[2:]
             if name in declared:
                 out.append(name)
+            else:
+                skipped.append(name)
             continue
-        if option not in declared or value is None:
+        if value is None:
+            continue
+        if option not in declared:
+            skipped.append(option)
             continue
         if how == "list":
             if value:
@@ -156,7 +163,11 @@ def expand(args: list[str], command: click.Command) -> tuple[list[str], str | No
                     notes=tuple(script.notes) if script else ())
     opts = to_options(launch, _engine_arg(own))
     _report(opts, where, sorted(set(env) - set(script.env if script else {})))
-    return _render(opts, _declared(command)) + own, (opts.model or None)
+    skipped: list[str] = []
+    rendered = _render(opts, _declared(command), skipped)
+    if skipped:
+        click.echo(f"audit: note: {where}: not used by `audit {command.name}`: {', '.join(skipped)}", err=True)
+    return rendered + own, (opts.model or None)
 
 
 def _report(opts: Any, where: str, from_shell: list[str]) -> None:
