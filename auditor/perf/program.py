@@ -33,6 +33,7 @@ import numpy as np
 from auditor_kernels import kinds as K
 
 from ..engines.placement import Placement
+from ..model import blueprint as B
 from ..errors import AuditInputError
 from ..engines.registry import as_engine
 from ..model.spec import ModelSpec
@@ -100,6 +101,12 @@ class LayerKind:
     indexer: bool           # the layer holds an indexer: k side + cache write run
     first: bool
     topk: bool = True       # it computes its own score + top-k (IndexCache shares it otherwise)
+
+
+def _share(first: B.Linear, second: B.Linear, spec: ModelSpec) -> float:
+    """``first``'s part of the parameters of two linears that perf reads as one weight key."""
+    a = first.out(spec) * first.inp(spec)
+    return a / (a + second.out(spec) * second.inp(spec))
 
 
 class _Builder:
@@ -208,9 +215,9 @@ class _Builder:
             return self.gqa(L, h, shard, sa)
         hl = lay.heads_local
         q_in = s.Qr or s.H
-        self.op(O.linear("self_attn.fused_qkv_a_proj", h, s.H, (s.Qr or 0) + s.Lkv + s.Dr, sa,
-                         self.wb(L, "self_attn.q_a_proj") + self.wb(L, "self_attn.kv_a_proj_with_mqa"),
-                         "self_attn.q_a_proj+self_attn.kv_a_proj_with_mqa"))
+        qkv_a = B.QKV_A if s.Qr else B.KV_A          # the down projections, one matmul (model.blueprint)
+        self.op(O.linear("self_attn.fused_qkv_a_proj", h, s.H, qkv_a.out(s), sa,
+                         sum(self.wb(L, m) for m in qkv_a.members), "+".join(qkv_a.members)))
         if s.Qr:
             self.op(O.rms_norm("self_attn.q_a_layernorm", h, s.Qr))
         self.op(O.rms_norm("self_attn.kv_a_layernorm", h, s.Lkv))
@@ -344,9 +351,10 @@ class _Builder:
             x = x.gathered()
         di = s.Id // tp
         w = self.wb(L, "mlp")
-        self.op(O.linear("mlp.gate_up_proj", x, s.H, 2 * di, sm, w * 2 / 3, "mlp"))
+        up = _share(B.MLP_GATE_UP, B.MLP_DOWN, s)      # gate_up's part of the MLP's bytes, from the blueprint
+        self.op(O.linear("mlp.gate_up_proj", x, s.H, 2 * di, sm, w * up, "mlp"))
         self.op(O.vector("mlp.act", "swiglu", x, di, 3, 4, (("T", 2 * di),), (("T", di),)))
-        self.op(O.linear("mlp.down_proj", x, di, s.H, sm, w / 3, "mlp"))
+        self.op(O.linear("mlp.down_proj", x, di, s.H, sm, w * (1 - up), "mlp"))
         if a.exp < 0:
             self.coll("reduce_scatter", "tp", x, s.H * 2, "mlp.out")
             return x.sliced()
@@ -405,10 +413,11 @@ class _Builder:
             sm = scheme(self.recipe, "mlp", mtp_layer)
             si = s.I * s.S // (1 if lay.shared_experts_replicated else tp)
             w = self.wb(L, "mlp.shared_experts")
-            self.op(O.linear("mlp.shared_experts.gate_up_proj", a, s.H, 2 * si, sm, w * 2 / 3,
+            up = _share(B.SHARED_GATE_UP, B.SHARED_DOWN, s)
+            self.op(O.linear("mlp.shared_experts.gate_up_proj", a, s.H, 2 * si, sm, w * up,
                              "mlp.shared_experts"))
             self.op(O.vector("mlp.shared_experts.act", "swiglu", a, si, 3, 4, (("T", 2 * si),), (("T", si),)))
-            self.op(O.linear("mlp.shared_experts.down_proj", a, si, s.H, sm, w / 3, "mlp.shared_experts"))
+            self.op(O.linear("mlp.shared_experts.down_proj", a, si, s.H, sm, w * (1 - up), "mlp.shared_experts"))
             if not lay.shared_experts_replicated and tp > 1:
                 # feature reduction on the same (possibly local) token range (seed §3.3.1)
                 self.coll("all_reduce", "tp", a, s.H * 2, "mlp.shared_experts.out")
