@@ -262,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
                                         "see the a3-752t calibration block for the rows"}
             if name == "a3-752t":
                 doc["calibration"] = calibration_block(ev, x, loo, load_device(name), src)
-            path.write_text(_json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+            from ..outputs import write_output
+            write_output(path, _json.dumps(doc, indent=2) + "\n", "--write")      # the one writer
             print(f"wrote {path}")
     return 0
 
