@@ -370,18 +370,18 @@ class _Scanner:
             j += 1
         if j >= n:
             self.fail(start, "unterminated $( (no closing ) before the end of the script)")
-        text = s[i:j + 1]
-        self.line += text.count("\n")
-        self.i = j + 1
-        self.notes.append(Note("warning", start, f"command substitution {_short(text)} is not run; left as text"))
-        return text, False
+        return self._kept_as_text(i, j, start)
 
     def _backtick(self) -> tuple[str, bool]:
         s, i, start = self.s, self.i, self.line
         j = s.find("`", i + 1)
         if j < 0:
             self.fail(start, "unterminated ` (no closing backquote before the end of the script)")
-        text = s[i:j + 1]
+        return self._kept_as_text(i, j, start)
+
+    def _kept_as_text(self, i: int, j: int, start: int) -> tuple[str, bool]:
+        """A command substitution s[i..j] kept as text (never run), with a note; the cursor moves past it."""
+        text = self.s[i:j + 1]
         self.line += text.count("\n")
         self.i = j + 1
         self.notes.append(Note("warning", start, f"command substitution {_short(text)} is not run; left as text"))

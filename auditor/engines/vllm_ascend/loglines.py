@@ -102,6 +102,17 @@ def _before(text: str, key: str, start: int = 0) -> float | None:
     return None if k < 0 else _float_before(text, k)
 
 
+#: the older "Memory profiling takes ..." forms: (form, marker that tells it, (key, label) of each figure)
+_PROFILING_FORMS = (
+    ("profiling", "torch peak memory increase:",
+     (("non_kv_gib", "Total non KV cache memory:"), ("activation_gib", "torch peak memory increase:"),
+      ("non_torch_gib", "non-torch forward increase memory:"), ("weights_gib", "weights memory:"))),
+    ("profiling-v0", "model weights take",
+     (("weights_gib", "model weights take"), ("non_torch_gib", "non_torch_memory takes"),
+      ("activation_gib", "PyTorch activation peak memory takes"), ("kv_cache_gib", "reserved for KV Cache is"))),
+)
+
+
 def parse_breakdown(line: str) -> dict | None:
     """The engine's memory breakdown in one log line, as a dict of GiB figures, or None when the line
     is not one. Linear time: ``str.find`` / ``split`` only, no regular expressions.
@@ -151,18 +162,11 @@ def parse_breakdown(line: str) -> dict | None:
             out["reserved_after_warmup_gib"], _ = _after(line, "torch reserved memory", w)
             out["allocated_after_warmup_gib"], _ = _after(line, "torch allocated memory", w)
     elif line.find("Memory profiling takes") >= 0:
-        if line.find("torch peak memory increase:") >= 0:
-            out = {"form": "profiling",
-                   "non_kv_gib": _after(line, "Total non KV cache memory:")[0],
-                   "activation_gib": _after(line, "torch peak memory increase:")[0],
-                   "non_torch_gib": _after(line, "non-torch forward increase memory:")[0],
-                   "weights_gib": _after(line, "weights memory:")[0]}
-        elif line.find("model weights take") >= 0:
-            out = {"form": "profiling-v0",
-                   "weights_gib": _after(line, "model weights take")[0],
-                   "non_torch_gib": _after(line, "non_torch_memory takes")[0],
-                   "activation_gib": _after(line, "PyTorch activation peak memory takes")[0],
-                   "kv_cache_gib": _after(line, "reserved for KV Cache is")[0]}
+        for form, marker, labels in _PROFILING_FORMS:
+            if line.find(marker) >= 0:
+                out = {"form": form, **{key: _after(line, label)[0] for key, label in labels}}
+                break
+        if out.get("form") == "profiling-v0":
             t = line.find("total_gpu_memory")
             if t >= 0:
                 out["total_gib"] = _after(line, "(", t)[0]
