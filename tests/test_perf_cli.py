@@ -33,7 +33,7 @@ def test_contract_via_cli(tmp_path, graph):
         assert c["kind"] in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
         assert c["group"] in ("tp", "dp", "ep")
     sfa = [o for o in js["ops"] if o["name"] == "self_attn.sfa"]
-    assert len(sfa) == 78 and {o["tokens"] for o in sfa} == {4096}
+    assert len(sfa) == 78 and {o["tokens"] for o in sfa} == {256}     # DSA-CP: this rank's query shard
     assert {o["tokens"] for o in js["ops"] if o["name"] == "self_attn.o_proj"} == {256}
     assert {o["tokens"] for o in js["ops"] if o["name"].startswith("mlp.") and o["layer"] >= 3} == {256}
     gathers = Counter(c["layer"] for c in js["collectives"]
@@ -96,7 +96,7 @@ def test_measured_table_tags_ops(tmp_path):
     """A measured matmul row for q_b_proj's key (M, K, N) replaces its time and tags it."""
     table = tmp_path / "k.csv"
     table.write_text("kernel,key0,key1,key2,time_us,source_note\n"
-                     "matmul_w8a8,4096,2048,16384,123.0,test\n"
+                     "matmul_w8a8,256,2048,16384,123.0,test\n"
                      "matmul_w8a8,256,16384,6144,50.0,test\n"
                      "matmul_w8a8,256,16384,6144,50.0,test\n"
                      "matmul_w8a8,1024,2048,4096,10.0,a\n"

@@ -1,8 +1,13 @@
 """The token-layout contract of seed RFC §3.3.1 / §3.3.2 / §3.8 on GLM-5.1, through the API.
 
-Prefill: TP16 DP2 EP32 with SP (DSA-CP on), 4096 tokens: attention, the indexer boundary and
-SFA see 4096 tokens; the indexer query side, o_proj and every MoE op see 4096 / 16 = 256; one
-TP all_gather per layer boundary carrying the normalized input; no o_proj feature reduction;
+Prefill: TP16 DP2 EP32 with SP (DSA-CP on), 4096 tokens: one TP all_gather per layer boundary
+carries the normalized input to 4096 tokens, and the engine slices each rank's 4096 / 16 = 256
+back before the attention (vllm-ascend sfa_cp.py:257-272 ``_prepare_native_hidden_states`` and
+:160-196 local query lengths @182b75ea; v0.18.0 sfa_v1.py:242-312 slices cos/sin/slots the same
+way): MLA preprocessing, the indexer, SFA, v_up and o_proj see 256 tokens with all 64 heads; only
+the new tokens' cache entries are all-gathered (the fused KV) and written for all 4096. The seed's
+"full-token attention" is the graph boundary; TensorCast's own profile decomposer projects these
+ops to T / TP (anchor-tensorcast.md §3.3). Every MoE op sees 256; no o_proj feature reduction;
 nothing ever sees 65536 = 16 x 4096 tokens; the repetition graph expands to the same ops.
 Decode: the seed's DP8 TP4 example with 9 tokens per DP rank.
 """
@@ -26,12 +31,14 @@ N_LAYERS = 78
 MOE_LAYERS = range(3, 78)
 H = 6144
 
-FULL_TOKEN_OPS = ("self_attn.fused_qkv_a_proj", "self_attn.q_a_layernorm", "self_attn.kv_a_layernorm",
-                  "self_attn.q_b_proj", "self_attn.rope", "self_attn.kv_cache_write",
-                  "self_attn.indexer.wk", "self_attn.indexer.k_norm", "self_attn.indexer.k_rope",
-                  "self_attn.indexer.cache_write", "self_attn.q_absorb", "self_attn.sfa", "self_attn.v_up")
-LOCAL_QUERY_OPS = ("self_attn.indexer.wq_b", "self_attn.indexer.q_rope", "self_attn.indexer.weights_proj",
+FULL_TOKEN_OPS = ("self_attn.kv_cache_write", "self_attn.indexer.cache_write")
+LOCAL_QUERY_OPS = ("self_attn.fused_qkv_a_proj", "self_attn.q_a_layernorm", "self_attn.kv_a_layernorm",
+                   "self_attn.q_b_proj", "self_attn.rope", "self_attn.indexer.wk", "self_attn.indexer.k_norm",
+                   "self_attn.indexer.k_rope", "self_attn.q_absorb", "self_attn.sfa", "self_attn.v_up",
+                   "self_attn.indexer.wq_b", "self_attn.indexer.q_rope", "self_attn.indexer.weights_proj",
                    "self_attn.indexer.score", "self_attn.indexer.topk")
+#: one fused cache entry per new token, all-gathered: bf16 latent + rope (1152 B) + indexer key (256 B)
+FUSED_KV_BYTES = (512 + 64) * 2 + 128 * 2
 
 
 def _prefill(graph: str, role: str = "mixed", engine: str = ENGINE) -> dict:
@@ -54,7 +61,7 @@ def _by(ops: list[dict], name: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("graph", ["expanded", "repetition"])
-def test_attention_side_sees_full_tokens(graph, expanded, repetition):
+def test_cache_writes_see_full_tokens_attention_sees_its_shard(graph, expanded, repetition):
     ops = (expanded if graph == "expanded" else repetition)["ops"]
     for name in FULL_TOKEN_OPS:
         got = _by(ops, name)
@@ -62,9 +69,9 @@ def test_attention_side_sees_full_tokens(graph, expanded, repetition):
         assert {o["tokens"] for o in got} == {T}, name
         assert {o["layout"] for o in got} == {"full"}, name
     sfa = _by(ops, "self_attn.sfa")[0]
-    assert sfa["shape_out"] == [[T, 64, 512]]          # all 64 heads (replicated under DSA-CP)
+    assert sfa["shape_out"] == [[LOCAL, 64, 512]]      # all 64 heads (replicated under DSA-CP), local rows
     v_up = _by(ops, "self_attn.v_up")[0]
-    assert v_up["shape_out"] == [[T, 64, 256]]          # the [4096, 64, 256] of the seed table
+    assert v_up["shape_out"] == [[LOCAL, 64, 256]]
 
 
 @pytest.mark.parametrize("graph", ["expanded", "repetition"])
@@ -75,7 +82,7 @@ def test_local_side_sees_256(graph, expanded, repetition):
         assert len(got) == N_LAYERS and {o["tokens"] for o in got} == {LOCAL}, name
     sl = _by(ops, "self_attn.token_slice")
     assert len(sl) == N_LAYERS
-    assert sl[0]["shape_in"] == [[T, 64, 256]] and sl[0]["shape_out"] == [[LOCAL, 64, 256]]
+    assert sl[0]["shape_in"] == [[T, H]] and sl[0]["shape_out"] == [[LOCAL, H]]
     assert sl[0]["flops"] == 0 and sl[0]["bytes"] == 0 and sl[0]["layout"] == "full->local"
     o_proj = _by(ops, "self_attn.o_proj")[0]
     assert o_proj["shape_in"] == [[LOCAL, 64 * 256]] and o_proj["shape_out"] == [[LOCAL, H]]
@@ -100,10 +107,13 @@ def test_one_gather_per_boundary_carrying_normalized_input(graph, expanded, repe
         if c["tensor"] == "input_layernorm.out":
             assert c["bytes"] == LOCAL * H * 2 == 3_145_728
             assert c["tokens"] == LOCAL
-    # MoE layers gather no other activation (the only other TP all_gather is the o_proj weight pool)
+    # MoE layers gather no other activation than the new tokens' fused cache entries (the only other
+    # TP all_gather is the o_proj weight pool)
     for L in MOE_LAYERS:
         acts = [c for c in tp_ag if c["layer"] == L and not c["tensor"].endswith(".weight")]
-        assert [c["tensor"] for c in acts] == ["input_layernorm.out"]
+        assert [c["tensor"] for c in acts] == ["input_layernorm.out", "self_attn.fused_kv"]
+    kv = [c for c in tp_ag if c["tensor"] == "self_attn.fused_kv"]
+    assert {c["bytes"] for c in kv} == {LOCAL * FUSED_KV_BYTES} and {c["tokens"] for c in kv} == {LOCAL}
     # nothing named residual is ever moved
     assert not [c for c in colls if "residual" in c["tensor"]]
 
@@ -115,7 +125,7 @@ def test_replicated_o_proj_node_has_exactly_one_tp_gather_per_moe_layer():
     for L in MOE_LAYERS:
         tp = [c for c in colls if c["layer"] == L and c["group"] == "tp"]
         assert [(c["kind"], c["tensor"]) for c in tp if c["kind"] == "all_gather"] == [
-            ("all_gather", "input_layernorm.out")]
+            ("all_gather", "input_layernorm.out"), ("all_gather", "self_attn.fused_kv")]
         assert [c["tokens"] for c in tp] == [LOCAL] * len(tp)
 
 

@@ -2,11 +2,12 @@
 collectives with their token layout, following the seed RFC.
 
 Prefill with SP and DSA-CP (§3.2-3.3.1): the residual stream stays local-token; the input norm
-runs local and only its normalized output is all-gathered (TP group) to full tokens; MLA
-preprocessing, the indexer boundary (wk, k_norm, k rope, cache update) and SFA run on full
-tokens while the indexer query side (wq_b, q rope, weights_proj, score, top-k) runs on the local
-shard (§3.3); the attention output is token-sliced before the replicated o_proj (no feature
-all-reduce); norm, gate, top-k, routed and shared experts all run local. Without SP the normal
+runs local and only its normalized output is all-gathered (TP group) to full tokens. The engine
+then slices each rank's share back and runs the whole attention on it with all heads: MLA
+preprocessing, the indexer (keys and the top-k query side, §3.3), SFA, v_up and the full-weight
+o_proj (no feature all-reduce); only the new tokens' cache entries are all-gathered so every rank
+writes the full cache (vllm-ascend sfa_cp.py@182b75ea; the seed's "full-token attention" is the
+graph boundary, not where the FLOPs run). Norm, gate, top-k, routed and shared experts run local. Without SP the normal
 TP path applies: TP-sharded heads, all_reduce after o_proj and after the (TP-sharded) MLP/shared
 experts. Decode (§3.8): the gate runs on the full packed-local tokens, then hidden states and
 router logits are padded to a multiple of TP and TP-sliced before top-k and dispatch; the MoE
@@ -215,6 +216,17 @@ class _Builder:
             return self.gqa(L, h, shard, sa)
         hl = lay.heads_local
         q_in = s.Qr or s.H
+        full = h
+        cp = bool(lay.dsa_cp and s.dsa and self.phase == "prefill" and self.tp > 1)
+        if cp:
+            # DSA-CP shards the sequence over the TP group: each rank slices its padded share of the
+            # (gathered) tokens and runs the whole attention on it with all heads -- projections, indexer,
+            # SFA, v_up and o_proj; only the new tokens' latent and indexer keys are all-gathered so that
+            # every rank writes the full cache (vllm-ascend sfa_cp.py:257-272 _prepare_native_hidden_states,
+            # :314-348 _prepare_kv_for_parallel, :160-196 local query/key lengths @182b75ea; the same
+            # slicing in v0.18.0 sfa_v1.py:242-312, 1049-1140)
+            h = full.sliced()
+            self.op(O.layout_op("self_attn.token_slice", full, h, (("T", s.H),), (("U", s.H),)))
         qkv_a = B.QKV_A if s.Qr else B.KV_A          # the down projections, one matmul (model.blueprint)
         self.op(O.linear("self_attn.fused_qkv_a_proj", h, s.H, qkv_a.out(s), sa,
                          sum(self.wb(L, m) for m in qkv_a.members), "+".join(qkv_a.members)))
@@ -227,11 +239,15 @@ class _Builder:
                          "self_attn.q_b_proj"))
         self.op(O.vector("self_attn.rope", "rope", h, hl * s.Dr + s.Dr, 2, 4,
                          (("T", hl, s.Dr), ("T", s.Dr)), (("T", hl, s.Dr), ("T", s.Dr))))
-        self.op(O.vector("self_attn.kv_cache_write", "cache_write", h, s.Lkv + s.Dr,
+        if cp:
+            # the fused [k_pe | k_nope (| indexer k)] of the local tokens, all-gathered in cache layout
+            idx = float(self.kv.indexer_entry_bytes) if kind.indexer else 0.0
+            self.coll("all_gather", "tp", h, float(self.kv.main_entry_bytes) + idx, "self_attn.fused_kv")
+        self.op(O.vector("self_attn.kv_cache_write", "cache_write", full, s.Lkv + s.Dr,
                          self._write_tensors(s.Lkv + s.Dr, self.kv.main_entry_bytes), 0))
         if kind.indexer:
             self._topk = kind.topk
-            self.indexer(L, h, shard and lay.dsa_cp, sa, q_in)
+            self.indexer(L, h, full, sa, q_in)
         kvb = self.wb(L, "self_attn.kv_b_proj")
         uk = kvb * s.Dn / (s.Dn + s.Dv)
         self.op(O.bmm("self_attn.q_absorb", h, hl, s.Dn, s.Lkv, uk, "self_attn.kv_b_proj(W_UK_T)"))
@@ -265,7 +281,7 @@ class _Builder:
                       "self_attn.dcp_out_lse", group_size=dcp)
             self.op(O.vector("self_attn.dcp_merge", "dcp_merge", h, s.NH // dcp * s.Lkv, dcp + 1, 4))
         self.op(O.bmm("self_attn.v_up", h, hl, s.Lkv, s.Dv, kvb - uk, "self_attn.kv_b_proj(W_UV)"))
-        return self.o_proj(L, h, hl, s.Dv, shard, sa)
+        return self.o_proj(L, h, hl, s.Dv, shard, sa, local=cp)
 
     def gqa(self, L: int, h: Tok, shard: bool, sa) -> Tok:
         """Plain (non-MLA) attention: TP-sharded q/k/v heads, causal flash attention."""
@@ -293,23 +309,19 @@ class _Builder:
         self.coll("all_reduce", "tp", t, self.spec.H * 2, tensor)
         return t
 
-    def indexer(self, L: int, h: Tok, split: bool, sa, q_in: int) -> None:
-        """DSA indexer, split per seed §3.3: boundary/cache work on full tokens, the top-k query
-        side on the local shard when DSA-CP shards the sequence."""
+    def indexer(self, L: int, h: Tok, full: Tok, sa, q_in: int) -> None:
+        """DSA indexer on the attention's tokens ``h`` (the local shard under DSA-CP, seed §3.3's
+        local top-k query side); only its cache write covers every token of the step (``full``)."""
         s = self.spec
         self.op(O.linear("self_attn.indexer.wk", h, s.H, s.ID, FLOAT, self.wb(L, "self_attn.indexer.wk"),
                          "self_attn.indexer.wk"))
         self.op(O.vector("self_attn.indexer.k_norm", "layer_norm", h, s.ID, 2, 6))
         self.op(O.vector("self_attn.indexer.k_rope", "rope", h, s.Dr, 2, 4))
-        self.op(O.vector("self_attn.indexer.cache_write", "cache_write", h, s.ID,
+        self.op(O.vector("self_attn.indexer.cache_write", "cache_write", full, s.ID,
                          self._write_tensors(s.ID, self.kv.indexer_entry_bytes), 0))
         if not self._topk:
             return          # IndexCache: this layer reuses the previous full layer's top-k
         q = h
-        if split and self.tp > 1:
-            q = h.sliced()
-            self.op(O.layout_op("self_attn.indexer.query_slice", h, q, (("T", q_in), ("T", s.H)),
-                                (("U", q_in), ("U", s.H))))
         self.op(O.linear("self_attn.indexer.wq_b", q, q_in, s.IH * s.ID, sa,
                          self.wb(L, "self_attn.indexer.wq_b"), "self_attn.indexer.wq_b"))
         self.op(O.vector("self_attn.indexer.q_rope", "rope", q, s.IH * s.Dr, 2, 4))
@@ -321,18 +333,21 @@ class _Builder:
                                 indexer_tile(kp, s.IH), indexer_vec_per_head(kp, s.IH), kp.indexer_dtype))
         self.op(O.indexer_topk("self_attn.indexer.topk", q, s.topk_tokens, kp.topk_per_key, kp.topk_per_kept))
 
-    def o_proj(self, L: int, h: Tok, hl: int, dv: int, shard: bool, sa) -> Tok:
+    def o_proj(self, L: int, h: Tok, hl: int, dv: int, shard: bool, sa, local: bool = False) -> Tok:
         s, lay, tp = self.spec, self.lay, self.tp
         w = self.wb(L, "self_attn.o_proj")
-        if lay.dsa_cp and shard and tp > 1:
-            loc = h.sliced()
-            self.op(O.layout_op("self_attn.token_slice", h, loc, (("T", hl, dv),), (("U", hl, dv),)))
+        if local:
+            loc = h                 # DSA-CP: the attention already ran on this rank's token shard
             if not lay.o_proj_replicated:
                 # TP shard + full-size gather pool: the weight is all-gathered before the full-weight op
                 self.coll("all_gather", "tp", loc, 0.0, "self_attn.o_proj.weight", const=w)
                 w = w * tp
             self.op(O.linear("self_attn.o_proj", loc, hl * dv, s.H, sa, w, "self_attn.o_proj"))
-            return loc
+            if shard:
+                return loc          # SP: the residual stream is local-token too
+            # no SP: the output is all-gathered back to the full-token residual (sfa_cp.py:470-478)
+            self.coll("all_gather", "tp", loc, s.H * 2, "self_attn.o_proj.out")
+            return loc.gathered()
         if hl == s.NH and lay.o_proj_replicated:
             self.op(O.linear("self_attn.o_proj", h, hl * dv, s.H, sa, w, "self_attn.o_proj"))
             return h
