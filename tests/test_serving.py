@@ -125,11 +125,24 @@ def _published():
     return json.loads(ROWS.read_text())
 
 
-#: rows whose simulated throughput hinges on the KV pool within the memory model's own uncertainty:
-#: P5 (9 requests of 5000 tokens per rank against 344 blocks = 44,032 tokens: 400 blocks give 0.85x) and
-#: P8 (six 131k requests sharing a 117,888-token prefix against 1,650 blocks: 1,550 give 0.69x, 1,650 1.66x)
-KV_EDGE = {"P5": "KV pool at the edge: 344 blocks hold 8.8 of the 9 requests per rank (0.71x; 400 blocks: 0.85x)",
-           "P8": "KV pool at the edge: 1,650 blocks hold 6 requests by 63 blocks (1.66x; 1,550 blocks: 0.69x)"}
+#: the one A2 row: A2-313T has no latency rows, so its device efficiencies are uncalibrated and it shares
+#: A3's host constants; a known miss, xfailed only while it misses
+KNOWN_MISS = {"P5": "the only A2-313T row: uncalibrated A2 device efficiencies, host model shared with A3"}
+
+
+def _edge_or_miss(row: dict, ratio: float | None = None) -> None:
+    """xfail a row the tool itself flags as at the KV edge (+-5% of the KV pool moves it by more than
+    1.25x, ``serving.sim.kv_sensitivity``), or a named known miss."""
+    from auditor.serving.calibrate import deployment, workload
+    from auditor.serving.sim import at_kv_edge, kv_sensitivity
+    if row["id"] in KNOWN_MISS:
+        pytest.xfail(KNOWN_MISS[row["id"]])
+    lo, hi = kv_sensitivity(deployment(row), workload(row, 0.7))
+    if at_kv_edge(lo, hi):
+        m = row["measured_output_tok_s"]
+        # the measured figure must lie inside the edge's span, or the edge does not explain the miss
+        assert lo / 1.3 <= m <= hi * 1.3, (lo, hi, m)
+        pytest.xfail(f"KV edge: +-5% KV blocks give {lo:.1f} / {hi:.1f} tok/s (measured {m:.1f})")
 
 
 @pytest.mark.parametrize("row", _published()["rows"], ids=lambda r: r["id"])
@@ -137,9 +150,9 @@ def test_published_serving_rows_within_1_3x(row):
     from auditor.serving.bench import metrics
     from auditor.serving.calibrate import deployment, workload
     from auditor.serving.sim import simulate
-    if row["id"] in KV_EDGE:
-        pytest.xfail(KV_EDGE[row["id"]])
     got = metrics(simulate(deployment(row), workload(row, 0.7)))["output_throughput"]
+    if not 1 / 1.3 <= got / row["measured_output_tok_s"] <= 1.3:
+        _edge_or_miss(row)
     assert 1 / 1.3 <= got / row["measured_output_tok_s"] <= 1.3
 
 
@@ -272,6 +285,28 @@ def test_latency_rows_within_15_percent(fitted, name):
 @pytest.mark.parametrize("row", _published()["rows"], ids=lambda r: r["id"])
 def test_published_rows_leave_one_out(fitted, row):
     """Each throughput row predicted by a fit that never saw it (refit from the full optimum) within 1.3x."""
-    if row["id"] in KV_EDGE:
-        pytest.xfail(KV_EDGE[row["id"]])
+    if not 1 / 1.3 <= fitted["loo"][row["id"]] <= 1.3:
+        _edge_or_miss(row)
     assert 1 / 1.3 <= fitted["loo"][row["id"]] <= 1.3
+
+
+def test_kv_edge_is_flagged_where_the_pool_decides(capsys):
+    """P8's deployment (six 131k requests per rank sharing a 117,888-token prefix in 1,650 blocks) sits where
+    one more or one fewer request fits: bench says so, with both figures, and the measured 290.8 tok/s lies
+    between them; P1 (4 requests of 5,000 tokens in ~1,000 blocks per rank) is nowhere near its edge."""
+    from auditor.serving.calibrate import deployment, workload
+    from auditor.serving.sim import at_kv_edge, kv_sensitivity
+    rows = {r["id"]: r for r in _published()["rows"]}
+    lo, hi = kv_sensitivity(deployment(rows["P8"]), workload(rows["P8"], 0.7))
+    assert at_kv_edge(lo, hi) and lo <= rows["P8"]["measured_output_tok_s"] * 1.05 and hi > 1.25 * lo
+    lo1, hi1 = kv_sensitivity(deployment(rows["P1"]), workload(rows["P1"], 0.7))
+    assert not at_kv_edge(lo1, hi1)
+    args = ["bench", "glm-5.1", "--tp", "4", "--dp", "8", "--ep", "32", "--sp", "--kv-cache-dtype", "c8-indexer",
+            "--hf-overrides", '{"use_index_cache": true, "index_topk_freq": 4}', "--max-num-seqs", "6",
+            "--max-num-batched-tokens", "4096", "--max-model-len", "133120", "--gpu-memory-utilization", "0.9",
+            "--mtp", "3", "--hccl-buffsize", "400", "--balance-scheduling", "--concurrency", "64",
+            "--isl", "131072", "--osl", "1024", "--num-prompts", "256", "--prefix-ratio", "0.9",
+            "--prefix-warm-ranks", "1"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "note: KV edge: with 5% fewer / more KV blocks per rank the output throughput is" in out

@@ -141,3 +141,30 @@ def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None)
     if (done < 0).any():
         notes.append(f"{int((done < 0).sum())} requests never finished: a prompt larger than the KV pool")
     return BenchRun(wl, send, first, done, log[:nlog], dep.dies, notes)
+
+
+#: a run is "at the KV edge" when +-EDGE_STEP of the KV blocks moves its output throughput by more than
+#: EDGE_SPREAD (max / min): the memory model's own uncertainty (a few %) then decides the answer
+EDGE_STEP = 0.05
+EDGE_SPREAD = 1.25
+
+
+def kv_sensitivity(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None,
+                   step: float = EDGE_STEP) -> tuple[float, float]:
+    """Output throughput with every instance's KV pool at (1 - step) and (1 + step) of its blocks.
+
+    Why: admission needs the whole prompt in KV and each DP rank holds its own prefix cache, so near
+    the point where one more request fits the simulated throughput jumps; a few % of memory error
+    (the budget's UNCONFIRMED terms) then swings the answer, and the user should see that."""
+    from dataclasses import replace
+
+    from .bench import metrics
+    out = []
+    for f in (1.0 - step, 1.0 + step):
+        d = replace(dep, _costs=[replace(c, num_blocks=max(1, int(c.num_blocks * f))) for c in dep.costs()])
+        out.append(metrics(simulate(d, wl, host))["output_throughput"])
+    return out[0], out[1]
+
+
+def at_kv_edge(low: float, high: float) -> bool:
+    return high > 0 and (low <= 0 or high / low > EDGE_SPREAD)
