@@ -164,8 +164,12 @@ def op_work(kind: int, p: np.ndarray, w: float, t: float, frac: float, st: np.nd
         mma = 2.0 * keys * ih * d
         vec = p[IDX_VEC_PER_HEAD] * keys * ih
         seq = t * ih * d * 2.0 + t * ih * 4.0
-        # a request's key cache is read once per tile of its (local) query rows
-        reads = n * math.ceil(q * frac / max(p[IDX_TILE], 1.0))
+        # a request's key cache is read once per tile of its query rows on this rank; a sequence-sharded
+        # step (DSA-CP, frac < 1) puts a contiguous n*q*frac rows here, which touch about n*frac + 1 of
+        # the n requests (one straddles each shard edge), not all n
+        present = min(n, n * frac + 1.0) if frac < 1.0 else n
+        rows = n * q * frac / present if present > 0 else 0.0
+        reads = present * math.ceil(rows / max(p[IDX_TILE], 1.0) - 1e-9)
         return mma, vec, 0.0, seq, reads * (c + q) * p[IDX_KEY_BYTES], RND_INDEXER_CACHE, 1.0
     if kind == IDX_TOPK:
         keys = causal_keys(n, q, c) * frac

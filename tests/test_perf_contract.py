@@ -164,9 +164,12 @@ def test_repetition_equivalence_in_decode_with_mtp():
     b = evaluate(SPEC, plan, ENGINE, wl, DEV, "w4a8", graph="repetition").to_json()
     assert _canon(a["ops"]) == _canon(b["ops"])
     assert _canon(a["collectives"]) == _canon(b["collectives"])
-    # the MTP layer (index 78) runs K = 2 times: pass 1 on 9 tokens, pass 2 on 3 tokens
+    # the MTP layer (index 78) runs K = 2 times: pass 1 on 9 tokens, pass 2 on 3 tokens; DSA-CP shards
+    # them over TP 4 in decode too (ceil(9 / 4) = 3 and ceil(3 / 4) = 1 per rank, sfa_cp.py:148-153)
     sfa = [o for o in a["ops"] if o["name"] == "self_attn.sfa" and o["layer"] == 78]
-    assert sorted((o["pass"], o["tokens"]) for o in sfa) == [(1, 9), (2, 3)]
+    assert sorted((o["pass"], o["tokens"]) for o in sfa) == [(1, 3), (2, 1)]
+    o_in = [c for c in a["collectives"] if c["tensor"] == "self_attn.o_proj.in" and c["layer"] == 10]
+    assert [(c["kind"], c["tokens"]) for c in o_in] == [("all_to_all", 3)]       # 9 tokens / TP 4
 
 
 @pytest.fixture(scope="module")

@@ -217,14 +217,17 @@ class _Builder:
         hl = lay.heads_local
         q_in = s.Qr or s.H
         full = h
-        cp = bool(lay.dsa_cp and s.dsa and self.phase == "prefill" and self.tp > 1)
+        # (decode with DCP keeps its own query all-gather path below, unchanged)
+        cp = bool(lay.dsa_cp and s.dsa and self.tp > 1 and (self.phase == "prefill" or self.plan.dcp <= 1))
         if cp:
-            # DSA-CP shards the sequence over the TP group: each rank slices its padded share of the
-            # (gathered) tokens and runs the whole attention on it with all heads -- projections, indexer,
-            # SFA, v_up and o_proj; only the new tokens' latent and indexer keys are all-gathered so that
-            # every rank writes the full cache (vllm-ascend sfa_cp.py:257-272 _prepare_native_hidden_states,
-            # :314-348 _prepare_kv_for_parallel, :160-196 local query/key lengths @182b75ea; the same
-            # slicing in v0.18.0 sfa_v1.py:242-312, 1049-1140)
+            # DSA-CP shards the step's tokens over the TP group (prefill and decode alike: fused
+            # preprocessing is refused under DSA-CP, so every step takes the native path): each rank
+            # slices its padded share of the (gathered) tokens and runs the whole attention on it with
+            # all heads -- projections, indexer, SFA, v_up; only the new tokens' latent and indexer keys
+            # are all-gathered so that every rank writes the full cache (vllm-ascend sfa_cp.py:257-272
+            # _prepare_native_hidden_states, :249-252 refused fused types, :314-348
+            # _prepare_kv_for_parallel, :160-196 local query/key lengths @182b75ea; the same slicing in
+            # v0.18.0 sfa_v1.py:242-312, 1049-1140)
             h = full.sliced()
             self.op(O.layout_op("self_attn.token_slice", full, h, (("T", s.H),), (("U", s.H),)))
         qkv_a = B.QKV_A if s.Qr else B.KV_A          # the down projections, one matmul (model.blueprint)
@@ -338,6 +341,14 @@ class _Builder:
         w = self.wb(L, "self_attn.o_proj")
         if local:
             loc = h                 # DSA-CP: the attention already ran on this rank's token shard
+            if self.phase == "decode" and not lay.o_proj_replicated:
+                # decode keeps the TP o_proj (no full-weight switch outside prefill): the local tokens'
+                # all-head outputs go back to all tokens x this rank's heads by one all_to_all, then the
+                # row-parallel o_proj and its all_reduce (sfa_cp.py:447-501 _finalize_o_proj)
+                self.coll("all_to_all", "tp", loc, s.NH * dv * 2.0 * (tp - 1) / tp, "self_attn.o_proj.in")
+                full = loc.gathered()
+                self.op(O.linear("self_attn.o_proj", full, hl // tp * dv, s.H, sa, w, "self_attn.o_proj"))
+                return self._reduce_tp(full, shard, "self_attn.o_proj.out")
             if not lay.o_proj_replicated:
                 # TP shard + full-size gather pool: the weight is all-gathered before the full-weight op
                 self.coll("all_gather", "tp", loc, 0.0, "self_attn.o_proj.weight", const=w)
