@@ -67,8 +67,10 @@ MULT_ALWAYS, MULT_FIRST_MTP, MULT_LATER_MTP = range(3)
 # -- collective rows: co_i[m, N_COI] int64, co_f[m, N_COF] float64, co_m[m] int64 -----------------
 COI_KIND, COI_GROUP, COI_STREAM, COI_EXP, COI_DPMUL = range(5)
 N_COI = 5
-COF_BYTES_PER_TOKEN, COF_CONST_BYTES, COF_COUNT = range(3)
-N_COF = 3
+#: COF_CTX_BYTES: bytes per cached token of the step's requests (context + new tokens), for a
+#: collective that moves the KV cache itself (the DCP prefill gather)
+COF_BYTES_PER_TOKEN, COF_CONST_BYTES, COF_COUNT, COF_CTX_BYTES = range(4)
+N_COF = 4
 
 # collective kinds
 ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL = range(4)

@@ -40,7 +40,7 @@ from numba import njit, prange
 
 from .collectives import collective_time_s
 from .kinds import (ATTN, ATTN_HEADS, ATTN_HEAD_DIM, ATTN_KV_HEADS, BMM, BMM_HEADS, BMM_K, BMM_N, CAPPED,
-                    COF_BYTES_PER_TOKEN, COF_CONST_BYTES, COF_COUNT, COI_DPMUL, COI_EXP, COI_GROUP, COI_KIND,
+                    COF_BYTES_PER_TOKEN, COF_CONST_BYTES, COF_COUNT, COF_CTX_BYTES, COI_DPMUL, COI_EXP, COI_GROUP, COI_KIND,
                     COI_STREAM, CONTEXT_KINDS, CO_BYTES, CO_COUNT, CO_TIME, DEV_ETA_COMPUTE, DEV_ETA_INDEXER_CACHE,
                     DEV_ETA_MEMORY, DEV_ETA_SFA_KV, DEV_HBM, DEV_HOST_DECODE, DEV_HOST_PREFILL, DEV_MMA_PEAK,
                     DEV_STATIC_COMM, DEV_STATIC_GP, DEV_STATIC_MMA, DEV_VECTOR_PEAK, DEV_VECTOR_SORT, DT_BF16,
@@ -272,19 +272,36 @@ def ops_time(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, st: np.ndarra
 
 @njit(cache=True)
 def colls_time(co_i: np.ndarray, co_f: np.ndarray, co_m: np.ndarray, st: np.ndarray, tp: float, mtp: float,
-               grp: np.ndarray, dev: np.ndarray, fill: bool, co_out: np.ndarray, total: float) -> float:
-    """``total`` plus time x count of every collective row (bytes per rank from its token range,
-    alpha-beta time on its group); ``fill`` writes ``co_out[m, N_CO_OUT]``, otherwise rows run
-    zero times are skipped."""
+               grp: np.ndarray, dev: np.ndarray, fill: bool, co_out: np.ndarray, total: float,
+               part: int = 0) -> float:
+    """``total`` plus time x count of every collective row (bytes per rank from its token range and,
+    for a row that moves the cache, from the context of the step's requests; alpha-beta time on its
+    group); ``fill`` writes ``co_out[m, N_CO_OUT]``, otherwise rows run zero times are skipped.
+    ``part``: ``CTX_PART`` counts only what the context adds to such rows, ``REST_PART`` the rest."""
     for j in range(co_i.shape[0]):
         cnt = co_f[j, COF_COUNT] * mult(co_m[j], mtp)
         if not fill and cnt == 0.0:
+            continue
+        cb = co_f[j, COF_CTX_BYTES]
+        if part == CTX_PART and cb == 0.0:
             continue
         s = co_i[j, COI_STREAM]
         base = st[s, ST_REQUESTS] * st[s, ST_QUERIES]
         t = op_tokens(base, co_i[j, COI_EXP], co_i[j, COI_DPMUL], tp)
         m = t * co_f[j, COF_BYTES_PER_TOKEN] + co_f[j, COF_CONST_BYTES]
+        mc = st[s, ST_REQUESTS] * (st[s, ST_CONTEXT] + st[s, ST_QUERIES]) * cb if cb > 0.0 else 0.0
         g = co_i[j, COI_GROUP]
+        if part == CTX_PART:
+            # the context's share: the time at the full size minus the time without the cached tokens
+            tt = (collective_time_s(co_i[j, COI_KIND], m + mc, grp[g, GRP_SIZE], grp[g, GRP_BW],
+                                    grp[g, GRP_LATENCY], m + mc, dev[DEV_STATIC_COMM])
+                  - collective_time_s(co_i[j, COI_KIND], m, grp[g, GRP_SIZE], grp[g, GRP_BW],
+                                      grp[g, GRP_LATENCY], m, dev[DEV_STATIC_COMM]))
+            total += tt * cnt
+            continue
+        if part == REST_PART:
+            mc = 0.0
+        m += mc
         tt = collective_time_s(co_i[j, COI_KIND], m, grp[g, GRP_SIZE], grp[g, GRP_BW], grp[g, GRP_LATENCY], m,
                                dev[DEV_STATIC_COMM])
         if fill:
@@ -325,8 +342,8 @@ def partial_time(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.
     st = stream_table(decode, tokens, context, batch, mtp)
     total = ops_time(op_i, op_f, op_m, st, tp, mtp, dev, part, False, st)    # st: an unused out array
     if part == CTX_PART:
-        return total
-    return colls_time(co_i, co_f, co_m, st, tp, mtp, grp, dev, False, st, total + host_time(decode, dev))
+        return colls_time(co_i, co_f, co_m, st, tp, mtp, grp, dev, False, st, total, CTX_PART)
+    return colls_time(co_i, co_f, co_m, st, tp, mtp, grp, dev, False, st, total + host_time(decode, dev), part)
 
 
 @njit(cache=True, parallel=True)

@@ -226,3 +226,36 @@ def test_dcp_splits_sfa_gathers_and_adds_two_collectives_per_layer():
     # prefill is unchanged (each rank attends its own queries over the gathered KV; no LSE merge)
     assert layer_op(run("prefill", 64, c, plan=plan.with_(dcp=4)), "self_attn.sfa") == \
         layer_op(run("prefill", 64, c, plan=plan), "self_attn.sfa")
+
+
+def test_dcp_prefill_gathers_the_requests_cache_over_the_dcp_group():
+    """A prefill step under SFA DCP (sfa_cp.py:849-887 @182b75ea): each rank index-selects its 1/4 of the
+    step's requests' main-cache blocks (context + the chunk just written, 1152 B bf16 entries) and
+    all-gathers them over the DCP group, every layer; decode has no such gather. The bytes grow with the
+    context, and the sweep kernel's split (context-independent part at context 0 + context part) adds up
+    to the full evaluation."""
+    import numpy as np
+    from auditor_kernels.perf_core import ALL_PARTS, CTX_PART, REST_PART, partial_time
+
+    from auditor.perf.api import cached_program
+    from auditor.perf.device import group_table, kernel_vector
+    plan = ParallelPlan(tp=4, dp=1, ep=4, dcp=4)
+    q = 512
+    for c in (0, 40000):
+        colls = {cl["tensor"]: cl for cl in run("prefill", q, c, plan=plan)["collectives"]
+                 if cl["layer"] == 5 and cl.get("pass") is None}
+        assert colls["self_attn.dcp_kv"]["kind"] == "all_gather"
+        assert colls["self_attn.dcp_kv"]["bytes"] == pytest.approx((c + q) * 1152 / 4)
+    dec = run("decode", 4, 40000, mtp=3, plan=plan)
+    assert not [cl for cl in dec["collectives"] if cl["tensor"] == "self_attn.dcp_kv"]
+    arrays = cached_program(SPEC, plan, ENGINE, "w8a8", "prefill", "repetition", True).arrays()
+    dv, grp = kernel_vector(DEV), group_table(DEV, plan)
+    args = (0, 4.0, float(q), 40000.0, 1.0, 0.0, dv, grp)
+    whole = partial_time(*arrays, *args, ALL_PARTS)
+    rest0 = partial_time(*arrays, *args[:3], 0.0, *args[4:], REST_PART)
+    ctx = partial_time(*arrays, *args, CTX_PART)
+    assert rest0 + ctx == pytest.approx(whole, rel=1e-12)
+    # the context part includes the gather: more than the context-dependent ops alone
+    nodcp = cached_program(SPEC, plan.with_(dcp=1), ENGINE, "w8a8", "prefill", "repetition", True).arrays()
+    assert ctx > partial_time(*nodcp, *args, CTX_PART)
+    assert np.isfinite(whole)

@@ -214,4 +214,5 @@ class Coll:
     mult: int = 0
     after: str = ""         # name of the op it follows
     seq: int = 0
+    ctx_bytes: float = 0.0  # bytes per cached token of the step's requests (grows with context)
 

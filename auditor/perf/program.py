@@ -91,6 +91,7 @@ class Program:
                 co_f[j, K.COF_BYTES_PER_TOKEN] = c.bytes_per_token
                 co_f[j, K.COF_CONST_BYTES] = c.const_bytes
                 co_f[j, K.COF_COUNT] = len(c.layers) if c.layers else 1
+                co_f[j, K.COF_CTX_BYTES] = c.ctx_bytes
                 co_m[j] = c.mult
             self._arrays = (op_i, op_f, op_m, co_i, co_f, co_m)
         return self._arrays
@@ -145,13 +146,13 @@ class _Builder:
         return op
 
     def coll(self, kind: str, group: str, tok: Tok, bpt: float, tensor: str, const: float = 0.0,
-             group_size: int | None = None) -> None:
+             group_size: int | None = None, ctx_bytes: float = 0.0) -> None:
         size = group_size or {"tp": self.tp, "dp": self.plan.dp, "ep": self.plan.ep}[group]
         if size <= 1:
             return
         after = self.ops[-1].name if self.ops else ""
         self.colls.append(O.Coll(kind, group, tok, bpt, const, tensor, list(self.layers), self.mult, after,
-                                 len(self.ops) + len(self.colls)))
+                                 len(self.ops) + len(self.colls), ctx_bytes))
 
     def wb(self, layer: int, module: str) -> float:
         return float(self.w.get((layer, module), 0))
@@ -256,6 +257,14 @@ class _Builder:
         self.op(O.bmm("self_attn.q_absorb", h, hl, s.Dn, s.Lkv, uk, "self_attn.kv_b_proj(W_UK_T)"))
         cap = float(s.topk_tokens) if s.dsa else K.NO_CAP
         kp = self.path
+        if self.phase == "prefill" and s.dsa and self.plan.dcp > 1:
+            # SFA DCP, a step with prefill: every rank index-selects its share of the KV blocks of the
+            # step's requests (their whole context) and all-gathers them over the DCP group, then attends
+            # its own queries over the complete cache (sfa_cp.py:699-711 compact gather metadata,
+            # :849-887 _record_dcp_kv_gather_context, :1141-1170 @182b75ea); the main cache only (the
+            # indexer cache is replicated)
+            self.coll("all_gather", "tp", h, 0.0, "self_attn.dcp_kv", group_size=self.plan.dcp,
+                      ctx_bytes=float(self.kv.main_entry_bytes) / self.plan.dcp)
         dcp = self.plan.dcp if self.phase == "decode" and s.dsa else 1
         if dcp not in (1, self.tp):
             raise AuditInputError("--dcp", f"SFA context parallel needs DCP = TP ({self.tp}), got {dcp} "
