@@ -168,6 +168,12 @@ def test_repetition_equivalence_in_decode_with_mtp():
     # them over TP 4 in decode too (ceil(9 / 4) = 3 and ceil(3 / 4) = 1 per rank, sfa_cp.py:148-153)
     sfa = [o for o in a["ops"] if o["name"] == "self_attn.sfa" and o["layer"] == 78]
     assert sorted((o["pass"], o["tokens"]) for o in sfa) == [(1, 3), (2, 1)]
+    # pass 2 runs its projections on the padded pass-1 rows (input_batch_size = num_input_tokens for
+    # "mtp", llm_base_proposer.py:1215) and only its attention kernels on one query per request
+    qb = [o for o in a["ops"] if o["name"] == "self_attn.q_b_proj" and o["layer"] == 78]
+    assert sorted((o["pass"], o["tokens"]) for o in qb) == [(1, 3), (2, 3)]
+    eh = [o for o in a["ops"] if o["name"] == "mtp.eh_proj"]
+    assert sorted((o["pass"], o["tokens"]) for o in eh) == [(1, 9), (2, 9)]
     o_in = [c for c in a["collectives"] if c["tensor"] == "self_attn.o_proj.in" and c["layer"] == 10]
     assert [(c["kind"], c["tokens"]) for c in o_in] == [("all_to_all", 3)]       # 9 tokens / TP 4
 

@@ -257,6 +257,7 @@ class _Builder:
         self.op(O.bmm("self_attn.q_absorb", h, hl, s.Dn, s.Lkv, uk, "self_attn.kv_b_proj(W_UK_T)"))
         cap = float(s.topk_tokens) if s.dsa else K.NO_CAP
         kp = self.path
+        hq = self._query_rows(h)
         if self.phase == "prefill" and s.dsa and self.plan.dcp > 1:
             # SFA DCP, a step with prefill: every rank index-selects its share of the KV blocks of the
             # step's requests (their whole context) and all-gathers them over the DCP group, then attends
@@ -276,7 +277,7 @@ class _Builder:
             # of the step's T x H queries, and then attends all H heads over its 1/dcp of the KV
             self.coll("all_gather", "tp", h, s.NH / dcp * (s.Lkv + s.Dr) * 2.0, "self_attn.dcp_query",
                       group_size=dcp)
-        att = O.sfa("self_attn.sfa", h, s.NH if dcp > 1 else hl, s.Lkv, s.Dr, cap, kp.sfa_tile_rows,
+        att = O.sfa("self_attn.sfa", hq, s.NH if dcp > 1 else hl, s.Lkv, s.Dr, cap, kp.sfa_tile_rows,
                     float(self.kv.main_entry_bytes), split=dcp)
         if not s.dsa:
             # MLA without an indexer (DeepSeek-V3/R1): the engine runs FusedInferAttentionScore over the
@@ -311,6 +312,14 @@ class _Builder:
                          "self_attn.o_proj"))
         return self._reduce_tp(h, shard, "self_attn.o_proj.out")
 
+    def _query_rows(self, t: Tok) -> Tok:
+        """The rows an attention kernel (indexer score / top-k, SFA) really attends with: in the drafter's
+        passes 2..K one query per request at the end of the step (``attn_update_stack_num_spec_norm``:
+        max_query_len 1), although the pass runs its other ops on the padded pass-1 rows."""
+        if self.mult == K.MULT_LATER_MTP and t.stream == MAIN:
+            return Tok(MTP_LATER, t.exp, t.mul)
+        return t
+
     def _reduce_tp(self, t: Tok, shard: bool, tensor: str) -> Tok:
         """Feature partial sums over TP: reduce_scatter to local tokens under SP, else all_reduce."""
         if self.tp <= 1:
@@ -340,6 +349,7 @@ class _Builder:
         self.op(O.linear("self_attn.indexer.weights_proj", q, s.H, s.IH, FLOAT,
                          self.wb(L, "self_attn.indexer.weights_proj"), "self_attn.indexer.weights_proj"))
         kp = self.path
+        q = self._query_rows(q)
         self.op(O.indexer_score("self_attn.indexer.score", q, s.IH, s.ID,
                                 float(self.kv.indexer_entry_bytes),
                                 indexer_tile(kp, s.IH), indexer_vec_per_head(kp, s.IH), kp.indexer_dtype))
@@ -506,7 +516,10 @@ def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
         for j in range(spec.mtp_layers):
             L = spec.Lyr + j
             kind = LayerKind(spec.layer_is_moe(L), spec.layer_has_indexer(L), True)
-            for mode, stream, sh in ((K.MULT_FIRST_MTP, MAIN, shard), (K.MULT_LATER_MTP, MTP_LATER, False)):
+            # passes 2..K run the drafter on the pass-1 row count (input_batch_size = num_input_tokens for
+            # method "mtp", llm_base_proposer.py:1215-1270@182b75ea): every op on the padded rows except
+            # the attention kernels, whose metadata has one query per request (``attention``)
+            for mode, stream, sh in ((K.MULT_FIRST_MTP, MAIN, shard), (K.MULT_LATER_MTP, MAIN, False)):
                 b.mult = mode
                 b.layers = [L]
                 p = f"mtp{j}." if spec.mtp_layers > 1 else "mtp."
