@@ -138,3 +138,30 @@ def test_util_list_is_searched_and_bad_values_are_one_line(capsys):
                  "--tpot-ms", "50", "--gpu-memory-utilization", "1.5"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--gpu-memory-utilization" in err
+
+
+def test_64k_dcp_rows_are_simulated_like_any_row(case64):
+    """Long inputs search DCP = TP; a shortlisted DCP row is run through the serving model (its instance
+    plan carries the DCP size: KV pool and step tables with SFA DCP), not left as an estimate: its
+    figures are one replica's bench simulation at the plan's per-replica concurrency."""
+    from auditor.deployment import InstancePlan
+    from auditor.engines.registry import as_engine
+    from auditor.planner.launch import instance_plans
+    from auditor.planner.search import Config
+    from auditor.serving.bench import metrics
+    from auditor.serving.sim import BenchWorkload, Deployment, simulate
+    from auditor.source import open_model
+    dcp_rows = [r for r in case64["best"] if r.get("dcp", 1) > 1]
+    assert dcp_rows, "the 64k case lists a DCP row"
+    r = dcp_rows[0]
+    assert r["simulated"] and r["mode"] == "agg"
+    cfg = Config("agg", 64, r["dies_used"], r["plan"], r["batch"], r["mtp"], 0, 0, 0, 0, 0, 0, 0, 0, True,
+                 {k: r[k] for k in ("replicas", "tp", "dp", "ep", "sp", "dcp")}, util=r["util"])
+    (inst,) = instance_plans(cfg, max_model_len=66560, isl=65536, kv_cache_dtype="bf16")
+    assert inst.dcp == r["dcp"] > 1
+    one = InstancePlan(**{**inst.__dict__, "count": 1})
+    src = open_model("deepseek-v3.2", "w8a8", tables=False)
+    dep = Deployment(src.spec, as_engine("vllm-ascend@main"), "w8a8", load_device("a3-752t"), [one])
+    conc = r["concurrency"] // inst.count
+    m = metrics(simulate(dep, BenchWorkload(conc, 65536, 1024, 2 * conc, prefix_caching=False)))
+    assert r["tpot_ms"] == pytest.approx(m["mean_tpot_ms"]) and r["ttft_ms"] == pytest.approx(m["mean_ttft_ms"])

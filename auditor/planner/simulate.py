@@ -30,8 +30,9 @@ def shortlist(res: PlanResult, space: PlanSpace, ttft_ms: float, tpot_ms: float)
     out: list[Config] = []
     for n in space.dies:
         for mode in ("agg", "disagg"):
-            # DCP rows stay estimates: the serving model does not shard the KV pool by DCP yet
-            rows = [c for c in res.configs if c.dies == n and c.mode == mode and c.detail.get("dcp", 1) == 1
+            # DCP rows too: their instance plans carry the DCP size, so the step tables run SFA DCP (query
+            # gather, LSE merge, the prefill KV gather) and the KV pool holds 1/DCP of each latent
+            rows = [c for c in res.configs if c.dies == n and c.mode == mode
                     and c.ttft_ms <= ttft_ms * SLACK and c.tpot_ms <= tpot_ms * SLACK]
             rows.sort(key=lambda c: -c.tok_s_die)
             seen: set = set()
