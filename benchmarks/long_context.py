@@ -2,8 +2,10 @@
 the latency it predicts at 4k / 32k / 64k / 128k context.
 
 For every choice the public sources leave open (docs/long-context-kernels.md, "Unsettled"), the
-shipped model is changed in that one respect, the two host constants are refitted on the four
-shipped GLM-5.1 rows (../shared/data), and the script prints the fit, the leave-one-out errors and
+shipped model is changed in that one respect, the two flat host constants of the serving block
+(``prefill_token_us`` per prefill token, ``step_ms`` per step; ``launch_us`` stays at the shipped
+value) are refitted on the four shipped GLM-5.1 rows (../shared/data), and the script prints the fit,
+the leave-one-out errors and
 the prefill (a 4096-token chunk ending at the context) and decode (one MTP-3 step) latencies.
 Then the per-op-class breakdown of the shipped model at the four contexts.
 
@@ -19,7 +21,7 @@ from auditor.devices.profiles import load_device
 from auditor.model.presets import preset_spec
 from auditor.parallel import ParallelPlan
 from auditor.perf.api import Workload, evaluate_phase
-from auditor.perf.calibrate import fit, load_scenarios, uncalibrated
+from auditor.perf.calibrate import fit, load_scenarios
 from auditor.perf.growth import context_growth, prefill_workload
 from auditor.engines.vllm_ascend.kernel_paths import kernel_path, with_overrides
 from auditor.report.perf_text import growth_tables
@@ -52,14 +54,14 @@ def main() -> int:
     plan = ParallelPlan(tp=16, dp=1, ep=16, mtp=True).validate()
     scen = load_scenarios(DATA)
     shipped = load_device("a3-752t")
-    base = uncalibrated(shipped)
-    print(f"{'choice':<82} {'host P ms':>9} {'host D ms':>9} {'fit %':>6} {'LOO max %':>9}   "
+    base = shipped
+    print(f"{'choice':<82} {'tok us':>9} {'step ms':>9} {'fit %':>6} {'LOO max %':>9}   "
           + "   ".join(f"P{c // 1024}k/D{c // 1024}k ms" for c in CONTEXTS))
     for name, dev, path in variants(base):
         def ev(d, s, path=path):
             wl = Workload(s.phase, s.query_len, s.context_len, 1, MTP)
             return evaluate_phase(spec, plan, ENGINE, wl, d, RECIPE, "repetition", cache=path).time_ms
-        res = fit(scen, ev, dev, ("host_prefill", "host_decode"))
+        res = fit(scen, ev, dev, ("prefill_token_us", "step_ms"))
         d = res.device
         lat = []
         for c in CONTEXTS:
@@ -68,7 +70,7 @@ def main() -> int:
             q = evaluate_phase(spec, plan, ENGINE, Workload("decode", 4096, c, 1, MTP), d, RECIPE, "repetition",
                                cache=path).time_ms
             lat.append(f"{p:8.0f}/{q:5.1f}")
-        print(f"{name:<82} {res.fitted['host_prefill']:9.1f} {res.fitted['host_decode']:9.2f} "
+        print(f"{name:<82} {res.fitted['prefill_token_us']:9.1f} {res.fitted['step_ms']:9.2f} "
               f"{res.mape_after:6.2f} {max(abs(e) for e in res.errors_loo):9.2f}   " + "   ".join(lat))
     print()
     g = context_growth(spec, plan, ENGINE, RECIPE, shipped, CONTEXTS, 4096, 1, MTP)
