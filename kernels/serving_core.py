@@ -35,7 +35,10 @@ What one step of one instance does (research/serving-facts.md §1, vLLM ``v1/cor
   serving-facts §1.7);
 * P/D: a prefill-role instance hands a finished prompt to the decode instance after the KV pull
   (``xfer`` seconds; MooncakeConnectorV1 is not layerwise, serving-facts §1.8); the decode instance
-  admits it as a computed prompt whose first step samples the first token.
+  admits it as a computed prompt whose first step samples the first token. A decode rank has its own
+  prefix cache: once it has loaded the shared prefix, later prompts pull only their suffix and share
+  the prefix blocks (``mooncake_connector.py:1843-1871``@182b75ea: the remote count is the prompt
+  minus the locally computed tokens).
 
 Requests: ``rq_*`` arrays. States: 0 unsent, 1 waiting, 2 running, 3 done.
 """
@@ -126,7 +129,7 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
             cached[0, r] = hit
     for i in range(n_inst):
         for r in range(ranks[i]):
-            free[i, r] = blocks[i] - (shared if hit > 0 and role[i] != 2 else 0)
+            free[i, r] = blocks[i] - (shared if hit > 0 else 0)
     state = np.zeros(n_req, np.int64)
     left = np.zeros(n_req, np.int64)        # prompt tokens still to compute on the current instance
     comp = np.zeros(n_req, np.int64)        # tokens in the KV cache
@@ -156,8 +159,11 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
                     s_i = clock[i]
                     break
                 if wh[i, r] < wt[i, r]:
-                    j = wq[i, r, wh[i, r]]
-                    s_i = min(s_i, max(clock[i], ready[j]))
+                    # a D rank skips prompts whose KV is still loading (WAITING_FOR_REMOTE_KVS), so
+                    # any queued prompt may start it; elsewhere the queue head does
+                    last = wt[i, r] if role[i] == 2 else wh[i, r] + 1
+                    for q in range(wh[i, r], last):
+                        s_i = min(s_i, max(clock[i], ready[wq[i, r, q]]))
             if i == 0 and nxt < n_req and inflight < conc:
                 s_i = min(s_i, max(clock[0], arrival[nxt], t_free))
             if s_i < tbest:
@@ -219,7 +225,7 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
                 while need > free[i, r]:
                     v = run[i, r, nrun[i, r] - 1]
                     nrun[i, r] -= 1
-                    base = shared if hit > 0 and role[i] != 2 else 0
+                    base = shared if hit > 0 else 0
                     free[i, r] += held[v] - base
                     held[v] = base
                     state[v] = 1
@@ -243,6 +249,17 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
             if not preempted and not frozen:
                 while nrun[i, r] < seqs[i] and bud > 0 and wh[i, r] < wt[i, r]:
                     j = wq[i, r, wh[i, r]]
+                    if ready[j] > t and role[i] == 2:
+                        # vLLM skips a prompt still loading its remote KV and keeps its place: the
+                        # first ready prompt in queue order moves to the head
+                        q = wh[i, r] + 1
+                        while q < wt[i, r] and ready[wq[i, r, q]] > t:
+                            q += 1
+                        if q < wt[i, r]:
+                            j = wq[i, r, q]
+                            for m in range(q, wh[i, r], -1):
+                                wq[i, r, m] = wq[i, r, m - 1]
+                            wq[i, r, wh[i, r]] = j
                     if ready[j] > t:
                         break
                     if role[i] != 2 and comp[j] == 0 and cached[i, r] > 0:
@@ -368,7 +385,7 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
                     if out[j] >= osl:
                         fin = True
                 if fin or moved:
-                    base = shared if hit > 0 and role[i] != 2 else 0
+                    base = shared if hit > 0 else 0
                     free[i, r] += held[j] - base
                     held[j] = 0
                     for m in range(k, nrun[i, r] - 1):
@@ -395,7 +412,16 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
                         state[j] = 1
                         left[j] = 0
                         comp[j] = 0
-                        ready[j] = te + xfer
+                        # D's own prefix cache: the connector pulls only what the rank does not hold
+                        # (mooncake_connector.py:1866-1871 count = prompt - locally computed), and the
+                        # prefix blocks are shared once the rank has loaded them
+                        held[j] = shared if hit > 0 else 0
+                        if hit > 0 and cached[d, br] >= hit:
+                            ready[j] = te + xfer * (isl - hit) / isl
+                        else:
+                            ready[j] = te + xfer
+                            if hit > 0:
+                                cached[d, br] = hit
                         wq[d, br, wt[d, br]] = j
                         wt[d, br] += 1
                 else:

@@ -310,3 +310,29 @@ def test_kv_edge_is_flagged_where_the_pool_decides(capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "note: KV edge: with 5% fewer / more KV blocks per rank the output throughput is" in out
+
+
+def test_decode_rank_shares_the_prefix_and_pulls_only_the_suffix_once_it_holds_it():
+    """P/D with a 256-token shared prefix (2 blocks of 128) in 300-token prompts: the P rank (warm)
+    computes the 44-token suffixes of both requests in one 100 ms eager step. The D rank has 4 blocks.
+    The first hand-off pulls the whole prompt (xfer 1 s) and leaves the prefix cached on that rank;
+    the second pulls only its suffix (1 s x 44 / 300) and arrives first. Both fit at once because the
+    prefix blocks are shared (2 shared + 1 + 1 = 4); each prompt needs 3 blocks on its own, so
+    without sharing the second would wait for the first to finish (mooncake_connector.py:1866-1871)."""
+    from auditor_kernels.serving_core import simulate
+    n, isl, osl, hit, xfer = 2, 300, 3, 256, 1.0
+    ctx = np.array([0.0, 1e6])
+    tok = np.array([1.0, 1e6])
+    dec = np.full((2, 5, 2), 0.010)
+    rest = np.full((2, 2), 0.100)
+    send, first, done = np.full(n, -1.0), np.full(n, -1.0), np.full(n, -1.0)
+    log = np.zeros((1000, 5))
+    simulate(2, np.array([1, 1]), np.array([4, 4]), np.array([100, 100]), np.array([1000, 4]), 128,
+             np.array([0, 0]), np.array([1, 2]), np.zeros(2), np.zeros(2), ctx, tok, dec, rest,
+             np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(4), n, n, isl, osl, hit, np.zeros(n), 1.0, xfer,
+             send, first, done, log, -1, np.array([0, 0], np.int64), 0)
+    # request 1 (suffix pull) is admitted on D at 0.1 + 44/300 s; its first D step samples the first token
+    assert first[1] == pytest.approx(0.100 + xfer * 44 / 300 + 0.010)
+    # request 0 (whole pull) arrives at 1.1 s and still finds a free block: the prefix is shared
+    assert first[0] == pytest.approx(0.100 + xfer + 0.010)
+    assert done[0] == pytest.approx(first[0] + 2 * 0.010)
