@@ -4,7 +4,11 @@ throughputs, with leave-one-out.
 
 Only two kinds of evidence may be fitted (published README sections A/B and the latency CSV):
 the four single-request latency rows and the six section-B throughput rows. Everything else is
-validation. The device-time tables do not depend on the host constants, so every row's tables are
+validation. Of those, the fit uses the rows that can inform the constants of the profile it writes
+(``fitted_rows``): rows measured on that device (a3-752t; the one A2 row checks that A2 may share
+A3's host constants) and not at the KV edge (a row whose throughput +-5% of the KV pool moves by
+more than 1.25x is decided by memory, and its jumps make the objective non-smooth). The rows left
+out are still predicted and reported. The device-time tables do not depend on the host constants, so every row's tables are
 built once (``Deployment.costs``). A row's log prediction is close to linear in the log of the host
 constants, so the fit is Gauss-Newton: linearise every row by simulation, solve the bounded linear
 least squares, repeat; leave-one-out refits each fold from the full fit's optimum on the same
@@ -60,6 +64,10 @@ def step_ms(dep: Deployment, phase: str, query: int, context: int, host: np.ndar
     return ph.time_ms
 
 
+#: the profile the joint fit writes its calibration block into (the A2 profile gets the same constants)
+CALIBRATED_DEVICE = "a3-752t"
+
+
 @dataclass
 class Evidence:
     name: str
@@ -67,10 +75,10 @@ class Evidence:
     measured: float
     predict: Any            # host vector -> predicted value
     #: a throughput row at the KV edge (``serving.sim.kv_sensitivity``): +-5% of the KV pool moves it by
-    #: more than 1.25x, so its miss says more about memory than about the host constants (reported; it
-    #: stays in the fit, which the issue fixes to the four latency rows and all six serving rows)
+    #: more than 1.25x, so its miss says more about memory than about the host constants
     edge: bool = False
     spread: tuple[float, float] | None = None
+    device: str = CALIBRATED_DEVICE
 
 
 def evidence(rows: dict, acceptance: float = 0.7) -> list[Evidence]:
@@ -87,8 +95,22 @@ def evidence(rows: dict, acceptance: float = 0.7) -> list[Evidence]:
         lo, hi = kv_sensitivity(dep, wl)
         out.append(Evidence(r["id"], "throughput", r["measured_output_tok_s"],
                             lambda h, dep=dep, wl=wl: metrics(simulate(dep, wl, h))["output_throughput"],
-                            at_kv_edge(lo, hi), (lo, hi)))
+                            at_kv_edge(lo, hi), (lo, hi), r.get("device", CALIBRATED_DEVICE)))
     return out
+
+
+def fitted_rows(ev: list[Evidence]) -> list[Evidence]:
+    """The rows the fit uses: measured on the calibrated device and not at the KV edge."""
+    return [e for e in ev if e.device == CALIBRATED_DEVICE and not e.edge]
+
+
+def left_out(e: Evidence) -> str:
+    """Why a row is predicted but not fitted ('' when it is fitted)."""
+    if e.edge:
+        return f"KV edge: +-5% KV blocks give {e.spread[0]:.1f} / {e.spread[1]:.1f}"
+    if e.device != CALIBRATED_DEVICE:
+        return f"{e.device}: checks that the device shares {CALIBRATED_DEVICE}'s host constants"
+    return ""
 
 
 #: what the joint fit varies (the serving block keys, in HOST_KEYS units: us, us, us, ms); decode_token_us
@@ -184,17 +206,19 @@ def errors(ev: list[Evidence], x: np.ndarray, base: np.ndarray | None = None) ->
 
 def leave_one_out(ev: list[Evidence], x: np.ndarray, base: np.ndarray | None = None, iters: int = 3,
                   ) -> dict[str, float]:
-    """Ratio predicted/measured of each row from a fit without it; each fold's Gauss-Newton starts at the
-    full fit's optimum ``x`` (a few iterations suffice: a fold moves the constants a little)."""
+    """Ratio predicted/measured of each row from a fit without it (``fitted_rows``; a row the fit never
+    uses is predicted from the full fit); each fold's Gauss-Newton starts at the full fit's optimum ``x``
+    (a few iterations suffice: a fold moves the constants a little)."""
     out = {}
-    for i, e in enumerate(ev):
-        xi = fit(ev[:i] + ev[i + 1:], x, base, iters=iters)
+    used = fitted_rows(ev)
+    for e in ev:
+        xi = fit([o for o in used if o is not e], x, base, iters=iters) if e in used else x
         out[e.name] = e.predict(to_host(xi, base)) / e.measured
     return out
 
 
 __all__ = ["fit", "msle", "leave_one_out", "errors", "evidence", "load_rows", "deployment", "workload", "step_ms",
-           "linearize", "to_host", "FIT_KEYS", "HOST_KEYS", "ROLE"]
+           "linearize", "to_host", "fitted_rows", "left_out", "FIT_KEYS", "HOST_KEYS", "ROLE"]
 
 
 def calibration_block(ev: list[Evidence], x: np.ndarray, loo: dict[str, float], base_device: Any,
@@ -220,12 +244,13 @@ def calibration_block(ev: list[Evidence], x: np.ndarray, loo: dict[str, float], 
         else:
             rows.append({"id": e.name, "measured_output_tok_s": e.measured, "after_output_tok_s": round(got, 2),
                          "ratio": round(got / e.measured, 3), "ratio_loo": round(loo[e.name], 3),
+                         "fitted": not left_out(e), **({"not_fitted": left_out(e)} if left_out(e) else {}),
                          **({"kv_edge_tok_s": [round(v, 2) for v in e.spread]} if e.edge else {})})
     return {"status": "calibrated", "date": _dt.date.today().isoformat(), "base_profile": base_device.name,
             "source": source, "fitted_on_commit": git_head(),
-            "objective": "mean squared log error over the four latency rows and the six serving throughputs "
-                         "(Gauss-Newton on simulated rows, bounded); rows with kv_edge_tok_s move by more than "
-                         "1.25x with +-5% of the KV pool",
+            "objective": "mean squared log error over the four latency rows and the a3-752t serving throughputs "
+                         "not at the KV edge (Gauss-Newton on simulated rows, bounded); every row is predicted, "
+                         "the ones not fitted say why",
             "fitted": fitted, "scenarios": scen, "throughput_rows": rows,
             "note": "Host model shared by audit perf, sweep and bench (auditor/perf/host.py): an eager step pays "
                     "launch_us per kernel and collective and prefill_token_us per prefill token; a graph decode "
@@ -252,14 +277,14 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     rows = load_rows(Path(a.rows))
     ev = evidence(rows)
-    x = fit(ev)
+    x = fit(fitted_rows(ev))
     err, loo = errors(ev, x), leave_one_out(ev, x)
     print("fitted: " + ", ".join(f"{k}={v:.4g}" for k, v in zip(FIT_KEYS, x)))
     print(f"{'row':14s} {'measured':>10s} {'fit':>7s} {'LOO':>7s}")
     for e in ev:
-        edge = (f"  KV edge: +-5% KV blocks give {e.spread[0]:.1f} / {e.spread[1]:.1f}"
-                if e.edge else "")
-        print(f"{e.name:14s} {e.measured:10.2f} {err[e.name]:7.3f} {loo[e.name]:7.3f}{edge}")
+        why = left_out(e)
+        print(f"{e.name:14s} {e.measured:10.2f} {err[e.name]:7.3f} {loo[e.name]:7.3f}"
+              + (f"  not fitted: {why}" if why else ""))
     if a.write:
         import json as _json
         src = ("four single-request latency rows (" + rows["latency_source"] + ") and six serving throughputs ("
