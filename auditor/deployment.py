@@ -33,6 +33,10 @@ class InstancePlan:
     #: vLLM-Ascend additional_config enable_balance_scheduling (a global admission freeze while any DP
     #: rank is full; patch_balance_schedule.py:146-162, :396-403)
     balance_scheduling: bool = False
+    #: largest decode step (tokens per DP rank) replayed from a captured ACL graph (max of
+    #: cudagraph_capture_sizes; vLLM pads a step to the next captured size and runs a larger one eager;
+    #: 0 = always eager; -1 = every decode step is captured)
+    graph_tokens: int = -1
 
     @property
     def label(self) -> str:

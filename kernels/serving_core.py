@@ -29,6 +29,8 @@ What one step of one instance does (research/serving-facts.md §1, vLLM ``v1/cor
   request is admitted (``scheduler.py:590-595``), so a request queued behind the rank's first
   prompt hits, and requests admitted before it computed the prefix miss. ``warm`` ranks of
   instance 0 hold the prefix before the run (a client warm-up prompt; -1 = every rank);
+* a decode step whose largest rank carries more tokens than ``graph_tokens[i]`` (the largest
+  captured ACL graph size; -1 = no limit, 0 = eager) runs eager and pays the eager host cost;
 * balance scheduling (vLLM-Ascend ``enable_balance_scheduling``, ``balance[i]``): when any DP rank's
   running count reached ``max_num_seqs`` at the end of the previous step, no rank admits a waiting
   request (a global admission freeze; ``patch_balance_schedule.py:146-162``, ``:396-403``,
@@ -109,7 +111,7 @@ def step_host(eager: bool, t_pre: float, dtok: float, launches_eager: float, lau
 def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager, launches_draft,
              ctx, tok, dec, pre_rest, pre_ctx, dec_ctx, hp,
              n_req, conc, isl, osl, hit, arrival, acc, xfer,
-             rq_send, rq_first, rq_done, step_log, warm, balance, seed):
+             rq_send, rq_first, rq_done, step_log, warm, balance, seed, graph_tokens):
     """Run the whole benchmark; fills ``rq_send/first/done`` (seconds) and ``step_log[s] = (start,
     dt, decoding requests, instance, eager)``; returns the number of steps logged."""
     np.random.seed(seed)
@@ -335,6 +337,10 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
             t_pre_max = max(t_pre_max, t_pre)
             dtok_max = max(dtok_max, dtok)
             nd_total += nd
+        # a decode step above the largest captured graph size runs eager (vLLM pads to the next captured
+        # size; DP ranks pad to the largest rank's count, so the largest rank decides)
+        if graph_tokens[i] >= 0 and dtok_max > graph_tokens[i]:
+            any_pre = True
         dt = dt_dev + step_host(any_pre, t_pre_max, dtok_max, launches_eager[i], launches_draft[i], hp)
         te = t + dt
         if nlog < step_log.shape[0]:

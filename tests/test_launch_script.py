@@ -130,7 +130,7 @@ def test_glm51_two_node_script():
     # IndexCache's --hf-overrides keys are applied to config.json (neither ignored nor unmodelled)
     assert not {"hf_overrides.use_index_cache", "hf_overrides.index_topk_freq"} & (named(opts.unmodelled)
                                                                                    | named(opts.ignored))
-    assert named(opts.unmodelled) == {"--async-scheduling", "--compilation-config",
+    assert named(opts.unmodelled) == {"--async-scheduling",
                                       "additional_config.enable_balance_scheduling",
                                       "additional_config.multistream_overlap_shared_expert",
                                       "HCCL_OP_EXPANSION_MODE", "PYTORCH_NPU_ALLOC_CONF"}
@@ -167,7 +167,7 @@ def test_deepseek_dcp_api_server_script():
     assert opts.values() == expect(
         model="/models/DeepSeek-V3.2-W8A8", tp=16, dcp=16, ep=16, dsa_cp=True, mlapo=False, hccl_buffsize=768,
         max_model_len=8192, max_num_batched_tokens=1024, max_num_seqs=32, util=0.95, kv_cache_dtype="c8",
-        mtp=1, mtp_drafter=True, prefix_caching=False, eager=True,
+        mtp=1, mtp_drafter=True, prefix_caching=False, eager=True, graph_tokens=0,     # eager: no graph at all
         compilation={"cudagraph_mode": "FULL_DECODE_ONLY", "cudagraph_capture_sizes": [4, 16, 64, 128]})
     # values equal to audit's assumption are ignored, others named
     assert {"--block-size", "ASCEND_LAUNCH_BLOCKING", "--api-server-count"} <= named(opts.ignored)
@@ -437,8 +437,8 @@ def test_the_table_lists_are_disjoint_and_named():
     assert {"--host", "--port", "--seed", "--served-model-name", "--trust-remote-code"} <= ignored
     assert {"--async-scheduling", "--kv-cache-memory-bytes", "HCCL_OP_EXPANSION_MODE"} <= unmodelled
     for r in RULES.values():
-        # a row without a field is ignored or unmodelled; one with a field sets an option (and may
-        # also be named unmodelled, as --compilation-config is: recorded, not modelled)
+        # a row without a field is ignored or unmodelled; one with a field sets an option (a JSON row
+        # such as --compilation-config is recorded whole and read by what uses it: bench's graph size)
         assert r.field is not None or r.effect != "mapped" or r.kind == "j_dict", r.name
         assert r.why or r.effect == "mapped", r.name
 
@@ -536,3 +536,20 @@ def test_arbitrary_text_never_raises_anything_but_audit_input_error(text):
         to_options(launch)
     except AuditInputError as exc:
         assert "\n" not in str(exc) and str(exc).startswith("fuzz.sh")
+
+
+@pytest.mark.parametrize("flags, tokens", [
+    ("", -1),                                                                         # every decode step captured
+    ("--compilation-config '{\"cudagraph_mode\": \"FULL_DECODE_ONLY\"}'", -1),
+    ("--compilation-config '{\"cudagraph_capture_sizes\": [8, 16, 24, 32, 40, 48]}'", 48),
+    ("-cc '{\"cudagraph_capture_sizes\": [48, 8]}'", 48),                               # the largest, any order
+    ("--compilation-config '{\"cudagraph_mode\": \"NONE\"}'", 0),
+    ("--enforce-eager --compilation-config '{\"cudagraph_capture_sizes\": [4, 16]}'", 0),  # eager wins
+    ("--compilation-config '{\"cudagraph_capture_sizes\": [\"8\", 16]}'", -1),         # not sizes: no limit
+])
+def test_graph_capture_sizes_set_the_largest_graph_step(flags, tokens):
+    """vLLM replays a decode step from the captured graph of the next size up and runs a step larger than
+    the largest captured size eager: the launch's largest size reaches bench as --graph-max-tokens."""
+    opts = options(f"vllm serve m -tp 8 {flags}")
+    assert opts.graph_tokens == tokens
+    assert ("graph_tokens" in opts.explicit) == (tokens != -1)

@@ -29,7 +29,7 @@ def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, rank
     nlog = simulate(1, np.array([ranks]), np.array([seqs]), np.array([budget]), np.array([blocks]), 128,
                     np.array([k]), np.array([0]), np.zeros(1), np.zeros(1), ctx, tok, dec, rest, pctx, dctx,
                     np.zeros(4), n, conc, isl, osl, hit, arr, acc, 0.0, send, first, done, log, warm,
-                    np.array([balance], np.int64), seed)
+                    np.array([balance], np.int64), seed, np.array([-1], np.int64))
     return send, first, done, log[:nlog]
 
 
@@ -341,9 +341,28 @@ def test_decode_rank_shares_the_prefix_and_pulls_only_the_suffix_once_it_holds_i
     simulate(2, np.array([1, 1]), np.array([4, 4]), np.array([100, 100]), np.array([1000, 4]), 128,
              np.array([0, 0]), np.array([1, 2]), np.zeros(2), np.zeros(2), ctx, tok, dec, rest,
              np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(4), n, n, isl, osl, hit, np.zeros(n), 1.0, xfer,
-             send, first, done, log, -1, np.array([0, 0], np.int64), 0)
+             send, first, done, log, -1, np.array([0, 0], np.int64), 0, np.array([-1, -1], np.int64))
     # request 1 (suffix pull) is admitted on D at 0.1 + 44/300 s; its first D step samples the first token
     assert first[1] == pytest.approx(0.100 + xfer * 44 / 300 + 0.010)
     # request 0 (whole pull) arrives at 1.1 s and still finds a free block: the prefix is shared
     assert first[0] == pytest.approx(0.100 + xfer + 0.010)
     assert done[0] == pytest.approx(first[0] + 2 * 0.010)
+
+
+@pytest.mark.parametrize("graph_tokens, done_at", [(-1, 0.200 + 4 * 0.010), (1, 0.200 + 4 * 0.010),
+                                                   (0, 0.200 + 4 * (0.010 + 0.100))])
+def test_decode_steps_above_the_largest_graph_run_eager(graph_tokens, done_at):
+    """One request, 10-token prompt, 5 output tokens, no MTP: the prefill step is eager (100 ms device +
+    1000 launches x 100 us host), then 4 decode steps of 1 token and 10 ms device. With graphs up to 1
+    token (or no limit) they are replays (no host time here); with no graph (0, --enforce-eager) each
+    pays the eager launches too."""
+    from auditor_kernels.serving_core import simulate
+    ctx, tok = np.array([0.0, 1e6]), np.array([1.0, 1e6])
+    send, first, done = np.full(1, -1.0), np.full(1, -1.0), np.full(1, -1.0)
+    log = np.zeros((100, 5))
+    simulate(1, np.array([1]), np.array([4]), np.array([100]), np.array([1000]), 128, np.array([0]), np.array([0]),
+             np.array([1000.0]), np.zeros(1), ctx, tok, np.full((1, 5, 2), 0.010), np.full((1, 2), 0.100),
+             np.zeros((1, 2, 2)), np.zeros((1, 2)), np.array([100e-6, 0.0, 0.0, 0.0]), 1, 1, 10, 5, 0,
+             np.zeros(1), 1.0, 0.0, send, first, done, log, -1, np.array([0], np.int64), 0,
+             np.array([graph_tokens], np.int64))
+    assert first[0] == pytest.approx(0.200) and done[0] == pytest.approx(done_at)

@@ -16,7 +16,8 @@ from .options import acceptance_option, capped, emit, guard_output, output_optio
 from .runtime_options import hf_overrides_option, runtime_options
 
 
-def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, osl: int, balance: bool = False):
+def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, osl: int, balance: bool = False,
+              graph_tokens: int = -1):
     from ..deployment import InstancePlan
     mml = runtime["max_model_len"] or (isl + osl)
     return InstancePlan(name, count, plan.tp, plan.dp, plan.ep, bool(plan.sp or plan.dsa_cp),
@@ -24,15 +25,24 @@ def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, os
                         kv_cache_dtype=runtime["kv_cache_dtype"],
                         kv_role={"prefill": "kv_producer", "decode": "kv_consumer"}.get(name),
                         hccl_buffsize_mb=runtime["hccl_buffsize_mb"], dcp=runtime["dcp"],
-                        balance_scheduling=balance and name == "aggregated")
+                        balance_scheduling=balance and name == "aggregated", graph_tokens=graph_tokens)
+
+
+def graph_option(f):
+    return click.option(
+        "--graph-max-tokens", "graph_tokens", type=click.IntRange(-1, 1 << 20), default=-1, show_default=True,
+        help="largest decode step (tokens per DP rank) replayed from a captured graph: vLLM's max of "
+             "cudagraph_capture_sizes (read from --compilation-config); a larger decode step runs eager and "
+             "pays the eager host cost; 0 = --enforce-eager; -1 = every decode step is captured")(f)
 
 
 @click.command("_instance", cls=DeploymentCommand, add_help_option=False)
 @launch_option
 @plan_options
 @runtime_options(device=False)
-def _instance_options(plan, engine, mtp_drafter, runtime, mtp):
-    return plan, runtime, mtp
+@graph_option
+def _instance_options(plan, engine, mtp_drafter, runtime, mtp, graph_tokens):
+    return plan, runtime, mtp, graph_tokens
 
 
 def _parse_instance(text: str, what: str):
@@ -80,12 +90,13 @@ def _parse_instance(text: str, what: str):
 @click.option("--balance-scheduling", is_flag=True,
               help="vLLM-Ascend additional_config enable_balance_scheduling: no rank admits while any DP rank "
                    "is at max_num_seqs (PD-mixed only)")
+@graph_option
 @acceptance_option
 @hf_overrides_option
 @output_options
 def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device_name, prefill_opts,
                   decode_opts, prefill_count, decode_count, concurrency, isl, osl, num_prompts, request_rate,
-                  prefix_ratio, prefix_caching, prefix_warm_ranks, balance_scheduling, acceptance, fmt,
+                  prefix_ratio, prefix_caching, prefix_warm_ranks, balance_scheduling, graph_tokens, acceptance, fmt,
                   output) -> None:
     """Simulate vLLM's scheduler (token budget, max_num_seqs, KV admission and preemption, DP
     lockstep, MTP, prefix cache, P/D with KV transfer) over the perf model's step costs and print the
@@ -101,12 +112,12 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     src = open_model(model, recipe, tables=False)
     dev = load_device(device_name)
     if prefill_opts is not None:
-        pp, prt, pm = _parse_instance(prefill_opts, "--prefill")
-        dp_, drt, dm = _parse_instance(decode_opts, "--decode")
-        insts = [_instance("prefill", prefill_count, pp, prt, pm, isl, osl),
-                 _instance("decode", decode_count, dp_, drt, dm, isl, osl)]
+        pp, prt, pm, pg = _parse_instance(prefill_opts, "--prefill")
+        dp_, drt, dm, dg = _parse_instance(decode_opts, "--decode")
+        insts = [_instance("prefill", prefill_count, pp, prt, pm, isl, osl, graph_tokens=pg),
+                 _instance("decode", decode_count, dp_, drt, dm, isl, osl, graph_tokens=dg)]
     else:
-        insts = [_instance("aggregated", 1, plan, runtime, mtp, isl, osl, balance_scheduling)]
+        insts = [_instance("aggregated", 1, plan, runtime, mtp, isl, osl, balance_scheduling, graph_tokens)]
     for i in insts:
         if i.mtp and not src.spec.mtp_layers:
             raise AuditInputError("--mtp", f"{src.spec.name} has no MTP layer")

@@ -32,7 +32,7 @@ _RENDER: tuple[tuple[str, str, str], ...] = (
     ("util", "--gpu-memory-utilization", "float"), ("max_model_len", "--max-model-len", "int"),
     ("max_num_seqs", "--max-num-seqs", "int"), ("kv_cache_dtype", "--kv-cache-dtype", "str"),
     ("dcp", "--dcp", "int"), ("hccl_buffsize", "--hccl-buffsize", "int"), ("mtp", "--mtp", "int"),
-    ("hf_overrides", "--hf-overrides", "json"),
+    ("hf_overrides", "--hf-overrides", "json"), ("graph_tokens", "--graph-max-tokens", "int"),
 )
 
 

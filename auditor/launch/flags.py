@@ -94,7 +94,9 @@ FLAG_RULES: tuple[Rule, ...] = (
     M("--enable-prefix-caching", "bool", "prefix_caching", "recorded (block size is 128 either way)"),
     M("--enforce-eager", "bool", "eager", "no ACL graphs: decode host time is not the graph-mode calibration",
       assumes=(False,)),
-    Rule("--compilation-config", "json", "compilation", "unmodelled", "recorded; " + _GRAPH, aliases=("-cc",)),
+    M("--compilation-config", "json", "compilation", "cudagraph_capture_sizes / cudagraph_mode NONE: bench's "
+      "--graph-max-tokens (a larger decode step runs eager); graph memory lives in the (1 - util) headroom",
+      aliases=("-cc",)),
     M("--data-parallel-size-local", "int", "dp_local", "DP ranks on this node; audit models the whole DP group",
       aliases=("-dpl",), cap="--dp"),
     M("--eplb-config", "json", "@eplb", "num_redundant_experts (rows eplb_config.*)"),
@@ -758,6 +760,9 @@ def _finish(ctx: _Ctx, launch: Launch, eng: Engine) -> DeploymentOptions:
                                              "transfer; the 2 MiB alignment per KV tensor is not counted)"))
     # DSA-CP, by the engine's trigger (the Engine profile's dsa_cp_trigger: sp | flag+sp | flag)
     o["dsa_cp"] = _dsa_cp(ctx, eng, o["sp"])
+    o["graph_tokens"] = _graph_tokens(o["eager"], o["compilation"])
+    if o["graph_tokens"] != -1:
+        ctx.explicit.add("graph_tokens")
     if o["quantization"] is not None:
         ctx.notes.append(Note("info", 0, f"--quantization {o['quantization']}: audit takes the recipe from the "
                                          "checkpoint (quant_model_description.json / quantization_config), not from "
@@ -774,6 +779,19 @@ def _finish(ctx: _Ctx, launch: Launch, eng: Engine) -> DeploymentOptions:
     except AuditInputError as exc:
         raise AuditInputError(where, f"{exc.where}: {exc.problem}" if exc.where else exc.problem) from None
     return opts
+
+
+def _graph_tokens(eager: bool, compilation: dict) -> int:
+    """The largest decode step a launch replays as a graph (vLLM pads a step up to the next captured
+    size and runs it eager above the largest one): 0 when eager, the max of cudagraph_capture_sizes
+    when given, -1 (no limit) otherwise."""
+    if eager or str((compilation or {}).get("cudagraph_mode", "")).upper() == "NONE":
+        return 0
+    sizes = (compilation or {}).get("cudagraph_capture_sizes")
+    if isinstance(sizes, list) and sizes and all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 1 << 20
+                                                 for v in sizes):
+        return max(sizes)
+    return -1
 
 
 def _kv_from_switches(ctx: _Ctx, eng: Engine, kv: str) -> str:

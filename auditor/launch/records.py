@@ -92,6 +92,10 @@ class DeploymentOptions:
     dcp: int = 1
     hccl_buffsize: int = 200            # MB
     mtp: int = 0                        # num_speculative_tokens
+    #: largest decode step (tokens per DP rank) replayed from a captured graph: the max of
+    #: compilation_config.cudagraph_capture_sizes; 0 with --enforce-eager / cudagraph_mode NONE;
+    #: -1 = not set (every decode step is captured)
+    graph_tokens: int = -1
     # recorded: set by the launch, not (or not yet) used by audit's models
     dp_local: int | None = None         # DP ranks on this node (--data-parallel-size-local)
     quantization: str | None = None     # "ascend": the recipe comes from the checkpoint's description

@@ -136,7 +136,7 @@ def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None)
                 N, wl.concurrency, wl.isl, wl.osl, hit, arrival, wl.acceptance, xfer, send, first, done, log,
                 -1 if wl.warm_ranks is None else int(wl.warm_ranks),
                 np.array([1 if getattr(c.inst, "balance_scheduling", False) else 0 for c in costs], np.int64),
-                int(wl.seed))
+                int(wl.seed), np.array([int(getattr(c.inst, "graph_tokens", -1)) for c in costs], np.int64))
     notes = []
     if (done < 0).any():
         notes.append(f"{int((done < 0).sum())} requests never finished: a prompt larger than the KV pool")
