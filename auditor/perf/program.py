@@ -7,8 +7,9 @@ then slices each rank's share back and runs the whole attention on it with all h
 preprocessing, the indexer (keys and the top-k query side, §3.3), SFA, v_up and the full-weight
 o_proj (no feature all-reduce); only the new tokens' cache entries are all-gathered so every rank
 writes the full cache (vllm-ascend sfa_cp.py@182b75ea; the seed's "full-token attention" is the
-graph boundary, not where the FLOPs run). Norm, gate, top-k, routed and shared experts run local. Without SP the normal
-TP path applies: TP-sharded heads, all_reduce after o_proj and after the (TP-sharded) MLP/shared
+graph boundary, not where the FLOPs run). Norm, gate, top-k, routed and shared experts run local.
+DSA-CP without SP and in decode shards the attention the same way (see ``attention``). Without SP
+the normal TP path applies: TP-sharded heads, all_reduce after o_proj and after the (TP-sharded) MLP/shared
 experts. Decode (§3.8): the gate runs on the full packed-local tokens, then hidden states and
 router logits are padded to a multiple of TP and TP-sliced before top-k and dispatch; the MoE
 finalize all-gathers the routed output back.
