@@ -366,3 +366,28 @@ def test_decode_steps_above_the_largest_graph_run_eager(graph_tokens, done_at):
              np.zeros(1), 1.0, 0.0, send, first, done, log, -1, np.array([0], np.int64), 0,
              np.array([graph_tokens], np.int64))
     assert first[0] == pytest.approx(0.200) and done[0] == pytest.approx(done_at)
+
+
+def test_perf_decode_above_the_largest_graph_pays_the_eager_launches():
+    """perf and bench agree on a decode step larger than the largest captured graph: both charge the
+    eager launches of the step (the prefill program's kernels and collectives x launch_us) instead of the
+    graph replay's drafter launches, at the same device time."""
+    from auditor_kernels.serving_core import step_host
+
+    from auditor.perf.api import Workload, cached_program, evaluate_phase
+    from auditor.perf.host import host_params, launch_counts
+    dep = _latency_deployment()
+    c = dep.costs()[0]
+    hp = host_params(dep.device)
+    wl = Workload("decode", 1, 8192, 8, 3)                           # 8 requests x 4 tokens = 32 tokens
+    graph = evaluate_phase(dep.spec, c.plan, dep.engine, wl, dep.device, dep.recipe)
+    eager = evaluate_phase(dep.spec, c.plan, dep.engine, wl, dep.device, dep.recipe, graph_tokens=24)
+    same = evaluate_phase(dep.spec, c.plan, dep.engine, wl, dep.device, dep.recipe, graph_tokens=32)
+    n_eager, _ = launch_counts(cached_program(dep.spec, c.plan, "vllm-ascend@main", dep.recipe, "prefill", "expanded",
+                                              True, "bf16").arrays(), 3)
+    _, n_draft = launch_counts(cached_program(dep.spec, c.plan, "vllm-ascend@main", dep.recipe, "decode", "expanded",
+                                              True, "bf16").arrays(), 3)
+    assert same.host_s == pytest.approx(graph.host_s)
+    assert eager.host_s - graph.host_s == pytest.approx((n_eager - n_draft) * hp[0])
+    assert eager.time_s - eager.host_s == pytest.approx(graph.time_s - graph.host_s)
+    assert eager.host_s == pytest.approx(step_host(True, 0.0, 32.0, c.launches_eager, c.launches_draft, hp))

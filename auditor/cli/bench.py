@@ -12,7 +12,8 @@ import click
 from ..devices.profiles import DEFAULT_DEVICE
 from ..errors import AuditInputError
 from .deployment import DeploymentCommand, launch_option
-from .options import acceptance_option, capped, emit, guard_output, output_options, plan_options, recipe_option
+from .options import (acceptance_option, capped, emit, graph_option, guard_output, output_options, plan_options,
+                      recipe_option)
 from .runtime_options import hf_overrides_option, runtime_options
 
 
@@ -26,14 +27,6 @@ def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, os
                         kv_role={"prefill": "kv_producer", "decode": "kv_consumer"}.get(name),
                         hccl_buffsize_mb=runtime["hccl_buffsize_mb"], dcp=runtime["dcp"],
                         balance_scheduling=balance and name == "aggregated", graph_tokens=graph_tokens)
-
-
-def graph_option(f):
-    return click.option(
-        "--graph-max-tokens", "graph_tokens", type=click.IntRange(-1, 1 << 20), default=-1, show_default=True,
-        help="largest decode step (tokens per DP rank) replayed from a captured graph: vLLM's max of "
-             "cudagraph_capture_sizes (read from --compilation-config); a larger decode step runs eager and "
-             "pays the eager host cost; 0 = --enforce-eager; -1 = every decode step is captured")(f)
 
 
 @click.command("_instance", cls=DeploymentCommand, add_help_option=False)

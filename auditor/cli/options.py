@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import click
 
@@ -165,3 +165,12 @@ def refuse_model_dir(output: Path, model: str | None) -> None:
     if mdir == out.parent or mdir in out.parents:
         raise AuditInputError(output, "refusing to write into the model directory (audit never modifies a "
                                       "checkpoint); choose another --output")
+
+
+def graph_option(f: Any) -> Any:
+    """``--graph-max-tokens``: the largest decode step replayed from a captured ACL graph (bench, perf)."""
+    return click.option(
+        "--graph-max-tokens", "graph_tokens", type=click.IntRange(-1, 1 << 20), default=-1, show_default=True,
+        help="largest decode step (tokens per DP rank) replayed from a captured graph: vLLM's max of "
+             "cudagraph_capture_sizes (read from --compilation-config); a larger decode step runs eager and "
+             "pays the eager host cost; 0 = --enforce-eager; -1 = every decode step is captured")(f)

@@ -13,7 +13,8 @@ from ..errors import AuditInputError
 from ..limits import MAX_SWEEP_CONFIGS
 from ..parallel import ParallelPlan
 from .deployment import DeploymentCommand, launch_option
-from .options import acceptance_option, capped, emit, engine_option, guard_output, output_options, plan_options, recipe_option
+from .options import (acceptance_option, capped, emit, engine_option, graph_option, guard_output, output_options,
+                      plan_options, recipe_option)
 from .runtime_options import hf_overrides_option, runtime_options
 from .vocabulary import ExpertParallel, Length, parse_length_list
 
@@ -52,10 +53,11 @@ def _phases(phase: str) -> list[str]:
               help="write a PNG of time per op class per layer")
 @click.option("--measured", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="measured kernel table CSV (ops it covers are tagged measured/interpolated)")
+@graph_option
 @hf_overrides_option
 @output_options
 def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tokens, context, batch, mtp, acceptance,
-                 contexts, device_name, runtime, recipe, graph, trace, png, measured, fmt, output) -> None:
+                 contexts, device_name, runtime, recipe, graph, trace, png, measured, graph_tokens, fmt, output) -> None:
     """Per-op time model: token layout, FLOPs, bytes, collectives and time of every op of every layer."""
     from ..deployment import DeploymentContext
     from ..devices.profiles import load_device
@@ -83,7 +85,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
         # decode continues the prefill it follows: its context defaults to the prefill length
         ctx = context if context is not None else (tokens if ph == "decode" else 0)
         wl = Workload(ph, tokens, ctx, batch, mtp, acceptance)
-        phases[ph] = dep.evaluate(wl, graph=graph, table=table, cache=kv_cache_dtype)
+        phases[ph] = dep.evaluate(wl, graph=graph, table=table, cache=kv_cache_dtype, graph_tokens=graph_tokens)
     first = next(iter(phases.values()))
     res = PerfResult(spec.name, plan, dep.engine.key, dep.recipe, dep.device_name, graph, phases,
                      result_notes(first.program, plan, mtp, dep.engine))

@@ -299,10 +299,11 @@ _ADD_CO = [K.CO_BYTES, K.CO_TIME]
 
 def evaluate_phase(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: Workload, device: Any,
                    recipe: str, graph: str = "expanded", table: Any = None, cache: Any = "bf16",
-                   chunk: int | None = None, host: np.ndarray | None = None) -> PhaseResult:
-    """One phase: decode = one graph step; prefill = its chunk steps (``chunk`` tokens per step, by
-    default the plan's ``max_num_batched_tokens``), each an eager step with its own host time. Op
-    and collective rows are summed over the chunks. Host time is the serving host model
+                   chunk: int | None = None, host: np.ndarray | None = None, graph_tokens: int = -1) -> PhaseResult:
+    """One phase: decode = one graph step (eager when its ``batch x (1 + K)`` tokens exceed
+    ``graph_tokens``, the largest captured size; -1 = no limit); prefill = its chunk steps (``chunk``
+    tokens per step, by default the plan's ``max_num_batched_tokens``), each an eager step with its own
+    host time. Op and collective rows are summed over the chunks. Host time is the serving host model
     (``auditor.perf.host``), the one ``audit bench`` uses; ``host`` overrides the device's constants."""
     from .device import group_table, kernel_vector
     from .host import host_model
@@ -329,7 +330,8 @@ def evaluate_phase(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: W
         if workload.phase == "prefill":
             h = hm.step_s(True, tokens * batch, 0.0)
         else:
-            h = hm.step_s(False, 0.0, batch * (1 + workload.mtp))
+            dtok = batch * (1 + workload.mtp)
+            h = hm.step_s(0 <= graph_tokens < dtok, 0.0, dtok)
         log.append({"tokens": tokens, "context": context, "batch": batch, "repeats": rep,
                     "device_ms": one.time_s * 1e3, "host_ms": h * 1e3})
         if res is None:
