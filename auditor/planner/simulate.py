@@ -3,7 +3,8 @@
 Every candidate is first estimated in steady state (``planner.search``, microseconds each); per die
 budget and deployment kind the best ``space.simulate`` distinct deployments by that estimate (TPOT
 within 1.25 x the SLA, TTFT within it: the estimate has no queueing and no host time, so it is
-optimistic on TTFT) are run through ``auditor.serving`` exactly as ``audit bench`` runs them: the
+optimistic on TTFT; at most two per prefill or decode instance shape, so the simulation, not the
+estimate, chooses between shapes) are run through ``auditor.serving`` exactly as ``audit bench`` runs them: the
 instance plans the launch prints (``planner.launch.instance_plans``), their step-cost tables, and the
 scheduler simulation. The operating point is a closed-loop client (``vllm bench serve
 --max-concurrency c --num-prompts 2c``): c starts at the deployment's decode slots (D ranks x
@@ -36,16 +37,30 @@ def shortlist(res: PlanResult, space: PlanSpace, ttft_ms: float, tpot_ms: float)
                     and c.ttft_ms <= ttft_ms * SLACK and c.tpot_ms <= tpot_ms * SLACK]
             rows.sort(key=lambda c: -c.tok_s_die)
             seen: set = set()
-            per_plan: dict[str, int] = {}
+            per_shape: dict[tuple, int] = {}
             for c in rows:
-                if c.key in seen or per_plan.get(c.plan, 0) >= 2:
+                # at most two rows per instance shape (P and D counted apart): the estimate has no
+                # queueing, so its ranking of shapes is the least reliable part; the simulation decides
+                shapes = _shapes(c)
+                if c.key in seen or any(per_shape.get(k, 0) >= 2 for k in shapes):
                     continue
                 seen.add(c.key)
-                per_plan[c.plan] = per_plan.get(c.plan, 0) + 1
+                for k in shapes:
+                    per_shape[k] = per_shape.get(k, 0) + 1
                 out.append(c)
                 if len(seen) >= space.simulate:
                     break
     return out
+
+
+def _shapes(c: Config) -> tuple:
+    """The instance shapes of a configuration: (TP, DP, DCP) of the aggregated or decode instance, and the
+    prefill instance's (TP, DP, chunk) for P/D."""
+    d = c.detail
+    own = ("d", d.get("tp"), d.get("dp"), d.get("dcp", 1))
+    if c.mode != "disagg":
+        return (own,)
+    return (own, ("p", d.get("p_tp"), d.get("p_dp"), d.get("p_max_num_batched_tokens")))
 
 
 def simulate_shortlist(res: PlanResult, spec: Any, engine: Any, recipe: str, device: Any, wl: PlanWorkload,
