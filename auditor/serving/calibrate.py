@@ -179,7 +179,8 @@ def fit(ev: list[Evidence], x0=(170.0, 130.0, 16.0), base: np.ndarray | None = N
     """Gauss-Newton on the mean squared log error: linearise every row around x (one simulation per
     parameter), solve the bounded linear least squares, and keep the step when the simulated objective
     improves (else halve it): the simulation is piecewise in the constants (discrete schedules), so the
-    best simulated point is kept."""
+    best simulated point is kept. Where the linearisation stops helping (a schedule flips between the
+    probe points) a compass search in log space finishes the job (``_compass``)."""
     x = np.asarray(x0, dtype=np.float64)
     fx = msle(ev, x, base)
     for _ in range(iters):
@@ -196,6 +197,31 @@ def fit(ev: list[Evidence], x0=(170.0, 130.0, 16.0), base: np.ndarray | None = N
             step /= 2
         if not moved:
             break
+    return _compass(ev, x, fx, base)
+
+
+def _compass(ev: list[Evidence], x: np.ndarray, fx: float, base: np.ndarray | None,
+             steps: tuple[float, ...] = (0.2, 0.1, 0.05, 0.02), budget: int = 80) -> np.ndarray:
+    """Derivative-free polish: move one constant at a time by exp(+-step) (within LO/HI) while the
+    simulated objective improves, then refine the step; at most ``budget`` objective evaluations."""
+    n = 0
+    for st in steps:
+        improved = True
+        while improved and n < budget:
+            improved = False
+            for i in range(len(x)):
+                for sign in (1.0, -1.0):
+                    nx = x.copy()
+                    nx[i] = min(max(x[i] * math.exp(sign * st), LO[i]), HI[i])
+                    if nx[i] == x[i]:
+                        continue
+                    n += 1
+                    fn = msle(ev, nx, base)
+                    if fn < fx - 1e-12:
+                        x, fx, improved = nx, fn, True
+                        break
+                if improved or n >= budget:
+                    break
     return x
 
 
