@@ -14,8 +14,9 @@ ROWS = Path(__file__).parent / "data" / "serving_published.json"
 
 
 def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, ranks=1, hit=0, warm=-1, balance=0,
-          arrival=None, seed=0):
-    """One instance with flat tables: decode step 10 ms, eager step 100 ms, no host time."""
+          arrival=None, seed=0, launches=0.0, hp=None, graph_tokens=-1):
+    """One instance with flat tables: decode step 10 ms, eager step 100 ms; no host time unless ``hp``
+    (launch s, prefill-token s, decode-token s, step s) and ``launches`` per eager step are given."""
     from auditor_kernels.serving_core import simulate
     ctx = np.array([0.0, 1e6])
     tok = np.array([1.0, 1e6])
@@ -27,9 +28,10 @@ def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, rank
     log = np.zeros((100000, 5))
     arr = np.zeros(n) if arrival is None else np.asarray(arrival, dtype=np.float64)
     nlog = simulate(1, np.array([ranks]), np.array([seqs]), np.array([budget]), np.array([blocks]), 128,
-                    np.array([k]), np.array([0]), np.zeros(1), np.zeros(1), ctx, tok, dec, rest, pctx, dctx,
-                    np.zeros(4), n, conc, isl, osl, hit, arr, acc, 0.0, send, first, done, log, warm,
-                    np.array([balance], np.int64), seed, np.array([-1], np.int64))
+                    np.array([k]), np.array([0]), np.array([float(launches)]), np.zeros(1), ctx, tok, dec, rest,
+                    pctx, dctx, np.zeros(4) if hp is None else np.asarray(hp, dtype=np.float64), n, conc, isl,
+                    osl, hit, arr, acc, 0.0, send, first, done, log, warm, np.array([balance], np.int64), seed,
+                    np.array([graph_tokens], np.int64))
     return send, first, done, log[:nlog]
 
 
@@ -134,7 +136,7 @@ def _edge_or_miss(row: dict, ratio: float | None = None) -> None:
     """xfail a row the tool itself flags as at the KV edge (+-5% of the KV pool moves it by more than
     1.25x, ``serving.sim.kv_sensitivity``), or a named known miss."""
     from auditor.serving.calibrate import deployment, workload
-    from auditor.serving.sim import at_kv_edge, kv_sensitivity
+    from auditor.serving.sim import at_kv_edge, kv_edge_text, kv_sensitivity
     if row["id"] in KNOWN_MISS:
         pytest.xfail(KNOWN_MISS[row["id"]])
     lo, hi = kv_sensitivity(deployment(row), workload(row, 0.7))
@@ -142,7 +144,7 @@ def _edge_or_miss(row: dict, ratio: float | None = None) -> None:
         m = row["measured_output_tok_s"]
         # the measured figure must lie inside the edge's span, or the edge does not explain the miss
         assert lo / 1.3 <= m <= hi * 1.3, (lo, hi, m)
-        pytest.xfail(f"KV edge: +-5% KV blocks give {lo:.1f} / {hi:.1f} tok/s (measured {m:.1f})")
+        pytest.xfail(f"{kv_edge_text(lo, hi)} (measured {m:.1f})")
 
 
 @pytest.mark.parametrize("row", _published()["rows"], ids=lambda r: r["id"])
@@ -356,15 +358,8 @@ def test_decode_steps_above_the_largest_graph_run_eager(graph_tokens, done_at):
     1000 launches x 100 us host), then 4 decode steps of 1 token and 10 ms device. With graphs up to 1
     token (or no limit) they are replays (no host time here); with no graph (0, --enforce-eager) each
     pays the eager launches too."""
-    from auditor_kernels.serving_core import simulate
-    ctx, tok = np.array([0.0, 1e6]), np.array([1.0, 1e6])
-    send, first, done = np.full(1, -1.0), np.full(1, -1.0), np.full(1, -1.0)
-    log = np.zeros((100, 5))
-    simulate(1, np.array([1]), np.array([4]), np.array([100]), np.array([1000]), 128, np.array([0]), np.array([0]),
-             np.array([1000.0]), np.zeros(1), ctx, tok, np.full((1, 5, 2), 0.010), np.full((1, 2), 0.100),
-             np.zeros((1, 2, 2)), np.zeros((1, 2)), np.array([100e-6, 0.0, 0.0, 0.0]), 1, 1, 10, 5, 0,
-             np.zeros(1), 1.0, 0.0, send, first, done, log, -1, np.array([0], np.int64), 0,
-             np.array([graph_tokens], np.int64))
+    _, first, done, _ = _core(isl=10, osl=5, budget=100, launches=1000.0, hp=[100e-6, 0.0, 0.0, 0.0],
+                              graph_tokens=graph_tokens)
     assert first[0] == pytest.approx(0.200) and done[0] == pytest.approx(done_at)
 
 

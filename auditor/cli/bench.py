@@ -96,7 +96,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     "Serving Benchmark Result" block of vllm bench serve (--format json: its --save-result keys)."""
     from ..devices.profiles import load_device
     from ..serving.bench import metrics, render_block
-    from ..serving.sim import EDGE_STEP, BenchWorkload, Deployment, at_kv_edge, kv_sensitivity, simulate
+    from ..serving.sim import BenchWorkload, Deployment, at_kv_edge, kv_edge_text, kv_sensitivity, simulate
     from ..source import open_model
 
     guard_output(output, model, "--output")
@@ -123,8 +123,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     run = simulate(dep, wl)
     lo, hi = kv_sensitivity(dep, wl)
     if at_kv_edge(lo, hi):
-        run.notes.append(f"KV edge: with {100 * EDGE_STEP:.0f}% fewer / more KV blocks per rank the output throughput "
-                         f"is {lo:.1f} / {hi:.1f} tok/s; the memory model's uncertainty decides this answer "
+        run.notes.append(kv_edge_text(lo, hi) + "; the memory model's uncertainty decides this answer "
                          "(check the KV line of `audit memory` against the engine's log)")
     m = metrics(run)
     if fmt == "json":

@@ -4,8 +4,8 @@ Every candidate is first estimated in steady state (``planner.search``, microsec
 budget and deployment kind the best ``space.simulate`` distinct deployments by that estimate (TPOT
 within 1.25 x the SLA, TTFT within it: the estimate has no queueing and no host time, so it is
 optimistic on TTFT; at most two per prefill or decode instance shape, so the simulation, not the
-estimate, chooses between shapes) are run through ``auditor.serving`` exactly as ``audit bench`` runs them: the
-instance plans the launch prints (``planner.launch.instance_plans``), their step-cost tables, and the
+estimate, chooses between shapes) are run through ``auditor.serving`` exactly as ``audit bench`` runs
+them: the instance plans the launch prints (``planner.launch.instance_plans``), their step-cost tables, and the
 scheduler simulation. The operating point is a closed-loop client (``vllm bench serve
 --max-concurrency c --num-prompts 2c``): c starts at the deployment's decode slots (D ranks x
 max_num_seqs, or one replica's ranks x max_num_seqs) and halves until the mean TTFT and mean TPOT meet

@@ -8,11 +8,12 @@ validation. Of those, the fit uses the rows that can inform the constants of the
 (``fitted_rows``): rows measured on that device (a3-752t; the one A2 row checks that A2 may share
 A3's host constants) and not at the KV edge (a row whose throughput +-5% of the KV pool moves by
 more than 1.25x is decided by memory, and its jumps make the objective non-smooth). The rows left
-out are still predicted and reported. The device-time tables do not depend on the host constants, so every row's tables are
-built once (``Deployment.costs``). A row's log prediction is close to linear in the log of the host
-constants, so the fit is Gauss-Newton: linearise every row by simulation, solve the bounded linear
-least squares, repeat; leave-one-out refits each fold from the full fit's optimum on the same
-linearisation and checks the held-out row by one simulation.
+out are still predicted and reported. The device-time tables do not depend on the host constants,
+so every row's tables are built once (``Deployment.costs``). A row's log prediction is close to
+linear in the log of the host constants, so the fit is Gauss-Newton: linearise every row by
+simulation, solve the bounded linear least squares, repeat, and finish with a compass search where
+a schedule flip stops the linearisation; leave-one-out refits each fold the same way from the full
+fit's optimum and checks the held-out row by one simulation.
 """
 from __future__ import annotations
 
@@ -107,7 +108,8 @@ def fitted_rows(ev: list[Evidence]) -> list[Evidence]:
 def left_out(e: Evidence) -> str:
     """Why a row is predicted but not fitted ('' when it is fitted)."""
     if e.edge:
-        return f"KV edge: +-5% KV blocks give {e.spread[0]:.1f} / {e.spread[1]:.1f}"
+        from .sim import kv_edge_text
+        return kv_edge_text(*e.spread)
     if e.device != CALIBRATED_DEVICE:
         return f"{e.device}: checks that the device shares {CALIBRATED_DEVICE}'s host constants"
     return ""
@@ -268,9 +270,10 @@ def calibration_block(ev: list[Evidence], x: np.ndarray, loo: dict[str, float], 
                          "loo_ms": round(loo[e.name] * e.measured, 3),
                          "error_loo_pct": round(100 * (loo[e.name] - 1), 2)})
         else:
+            why = left_out(e)
             rows.append({"id": e.name, "measured_output_tok_s": e.measured, "after_output_tok_s": round(got, 2),
                          "ratio": round(got / e.measured, 3), "ratio_loo": round(loo[e.name], 3),
-                         "fitted": not left_out(e), **({"not_fitted": left_out(e)} if left_out(e) else {}),
+                         "fitted": not why, **({"not_fitted": why} if why else {}),
                          **({"kv_edge_tok_s": [round(v, 2) for v in e.spread]} if e.edge else {})})
     return {"status": "calibrated", "date": _dt.date.today().isoformat(), "base_profile": base_device.name,
             "source": source, "fitted_on_commit": git_head(),

@@ -168,3 +168,9 @@ def kv_sensitivity(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None =
 
 def at_kv_edge(low: float, high: float) -> bool:
     return high > 0 and (low <= 0 or high / low > EDGE_SPREAD)
+
+
+def kv_edge_text(low: float, high: float) -> str:
+    """The KV-edge figures as bench, calibrate and the tests name them."""
+    return (f"KV edge: with {100 * EDGE_STEP:.0f}% fewer / more KV blocks per rank the output throughput "
+            f"is {low:.1f} / {high:.1f} tok/s")
