@@ -40,8 +40,8 @@ from numba import njit, prange
 
 from .collectives import collective_time_s
 from .kinds import (ATTN, ATTN_HEADS, ATTN_HEAD_DIM, ATTN_KV_HEADS, BMM, BMM_HEADS, BMM_K, BMM_N, CAPPED,
-                    COF_BYTES_PER_TOKEN, COF_CONST_BYTES, COF_COUNT, COF_CTX_BYTES, COI_DPMUL, COI_EXP, COI_GROUP, COI_KIND,
-                    COI_STREAM, CONTEXT_KINDS, CO_BYTES, CO_COUNT, CO_TIME, DEV_ETA_COMPUTE, DEV_ETA_INDEXER_CACHE,
+                    COF_BYTES_PER_TOKEN, COF_CONST_BYTES, COF_COUNT, COF_CTX_BYTES, COI_DPMUL, COI_EXP, COI_GROUP,
+                    COI_KIND, COI_STREAM, CONTEXT_KINDS, CO_BYTES, CO_COUNT, CO_TIME, DEV_ETA_COMPUTE, DEV_ETA_INDEXER_CACHE,
                     DEV_ETA_MEMORY, DEV_ETA_SFA_KV, DEV_HBM, DEV_HOST_DECODE, DEV_HOST_PREFILL, DEV_MMA_PEAK,
                     DEV_STATIC_COMM, DEV_STATIC_GP, DEV_STATIC_MMA, DEV_VECTOR_PEAK, DEV_VECTOR_SORT, DT_BF16,
                     EMBED, EMBED_H, GMM, GMM_ACT_BYTES, GMM_DOMAIN, GMM_DYNAMIC, GMM_E, GMM_H, GMM_I, GMM_TOPK,
@@ -271,6 +271,12 @@ def ops_time(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, st: np.ndarra
 
 
 @njit(cache=True)
+def _coll_s(kind: int, g: int, m: float, grp: np.ndarray, dev: np.ndarray) -> float:
+    """Seconds of one collective moving ``m`` bytes per rank on group ``g``."""
+    return collective_time_s(kind, m, grp[g, GRP_SIZE], grp[g, GRP_BW], grp[g, GRP_LATENCY], m, dev[DEV_STATIC_COMM])
+
+
+@njit(cache=True)
 def colls_time(co_i: np.ndarray, co_f: np.ndarray, co_m: np.ndarray, st: np.ndarray, tp: float, mtp: float,
                grp: np.ndarray, dev: np.ndarray, fill: bool, co_out: np.ndarray, total: float,
                part: int = 0) -> float:
@@ -290,20 +296,15 @@ def colls_time(co_i: np.ndarray, co_f: np.ndarray, co_m: np.ndarray, st: np.ndar
         t = op_tokens(base, co_i[j, COI_EXP], co_i[j, COI_DPMUL], tp)
         m = t * co_f[j, COF_BYTES_PER_TOKEN] + co_f[j, COF_CONST_BYTES]
         mc = st[s, ST_REQUESTS] * (st[s, ST_CONTEXT] + st[s, ST_QUERIES]) * cb if cb > 0.0 else 0.0
-        g = co_i[j, COI_GROUP]
+        kind, g = co_i[j, COI_KIND], co_i[j, COI_GROUP]
         if part == CTX_PART:
             # the context's share: the time at the full size minus the time without the cached tokens
-            tt = (collective_time_s(co_i[j, COI_KIND], m + mc, grp[g, GRP_SIZE], grp[g, GRP_BW],
-                                    grp[g, GRP_LATENCY], m + mc, dev[DEV_STATIC_COMM])
-                  - collective_time_s(co_i[j, COI_KIND], m, grp[g, GRP_SIZE], grp[g, GRP_BW],
-                                      grp[g, GRP_LATENCY], m, dev[DEV_STATIC_COMM]))
-            total += tt * cnt
+            total += (_coll_s(kind, g, m + mc, grp, dev) - _coll_s(kind, g, m, grp, dev)) * cnt
             continue
         if part == REST_PART:
             mc = 0.0
         m += mc
-        tt = collective_time_s(co_i[j, COI_KIND], m, grp[g, GRP_SIZE], grp[g, GRP_BW], grp[g, GRP_LATENCY], m,
-                               dev[DEV_STATIC_COMM])
+        tt = _coll_s(kind, g, m, grp, dev)
         if fill:
             co_out[j, CO_BYTES] = m
             co_out[j, CO_TIME] = tt
