@@ -123,7 +123,11 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
     wq = np.full((n_inst, R, Q), -1, np.int64)
     wh = np.full((n_inst, R), n_req + 1, np.int64)     # head index (preempted requests go before it)
     wt = np.full((n_inst, R), n_req + 1, np.int64)     # tail index (exclusive)
-    shared = (hit + btok - 1) // btok                 # prefix blocks, resident once per rank
+    # tokens per block per instance (a DCP instance's block holds DCP x block_size tokens) and the
+    # shared prefix's blocks, resident once per rank
+    shared = np.zeros(n_inst, np.int64)
+    for i in range(n_inst):
+        shared[i] = (hit + btok[i] - 1) // btok[i]
     free = np.zeros((n_inst, R), np.int64)
     cached = np.zeros((n_inst, R), np.int64)        # prefix tokens this rank holds in its cache
     for r in range(ranks[0]):
@@ -131,7 +135,7 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
             cached[0, r] = hit
     for i in range(n_inst):
         for r in range(ranks[i]):
-            free[i, r] = blocks[i] - (shared if hit > 0 else 0)
+            free[i, r] = blocks[i] - (shared[i] if hit > 0 else 0)
     state = np.zeros(n_req, np.int64)
     left = np.zeros(n_req, np.int64)        # prompt tokens still to compute on the current instance
     comp = np.zeros(n_req, np.int64)        # tokens in the KV cache
@@ -185,7 +189,7 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
                 state[j] = 1
                 comp[j] = 0                 # the prefix lookup runs at admission
                 left[j] = isl
-                held[j] = shared if hit > 0 and role[0] != 2 else 0    # the shared prefix blocks
+                held[j] = shared[0] if hit > 0 and role[0] != 2 else 0    # the shared prefix blocks
                 ready[j] = t
                 where[j] = 0
                 # least 4 x waiting + running
@@ -222,12 +226,12 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
                     new[j] = 0
                     k += 1
                     continue
-                need = (comp[j] + n + kk[i] + btok - 1) // btok - held[j]
+                need = (comp[j] + n + kk[i] + btok[i] - 1) // btok[i] - held[j]
                 self_out = False
                 while need > free[i, r]:
                     v = run[i, r, nrun[i, r] - 1]
                     nrun[i, r] -= 1
-                    base = shared if hit > 0 else 0
+                    base = shared[i] if hit > 0 else 0
                     free[i, r] += held[v] - base
                     held[v] = base
                     state[v] = 1
@@ -274,10 +278,10 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
                     else:
                         n = min(left[j], bud)
                         total = comp[j] + left[j]
-                    full = (total + btok - 1) // btok - held[j]
+                    full = (total + btok[i] - 1) // btok[i] - held[j]
                     if full > free[i, r]:
                         break
-                    need = full if n == 1 and role[i] == 2 else (comp[j] + n + btok - 1) // btok - held[j]
+                    need = full if n == 1 and role[i] == 2 else (comp[j] + n + btok[i] - 1) // btok[i] - held[j]
                     free[i, r] -= need
                     held[j] += need
                     wh[i, r] += 1
@@ -380,7 +384,7 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
                         comp[j] += n
                         left[j] -= n
                         if role[i] != 2 and hit > 0 and cached[i, r] < hit:
-                            cached[i, r] = max(cached[i, r], min(comp[j], hit) // btok * btok)
+                            cached[i, r] = max(cached[i, r], min(comp[j], hit) // btok[i] * btok[i])
                         if left[j] == 0:
                             if role[i] == 1:
                                 moved = True
@@ -391,7 +395,7 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
                     if out[j] >= osl:
                         fin = True
                 if fin or moved:
-                    base = shared if hit > 0 else 0
+                    base = shared[i] if hit > 0 else 0
                     free[i, r] += held[j] - base
                     held[j] = 0
                     for m in range(k, nrun[i, r] - 1):
@@ -421,7 +425,7 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
                         # D's own prefix cache: the connector pulls only what the rank does not hold
                         # (mooncake_connector.py:1866-1871 count = prompt - locally computed), and the
                         # prefix blocks are shared once the rank has loaded them
-                        held[j] = shared if hit > 0 else 0
+                        held[j] = shared[d] if hit > 0 else 0
                         if hit > 0 and cached[d, br] >= hit:
                             ready[j] = te + xfer * (isl - hit) / isl
                         else:

@@ -27,7 +27,7 @@ def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, rank
     send, first, done = np.full(n, -1.0), np.full(n, -1.0), np.full(n, -1.0)
     log = np.zeros((100000, 5))
     arr = np.zeros(n) if arrival is None else np.asarray(arrival, dtype=np.float64)
-    nlog = simulate(1, np.array([ranks]), np.array([seqs]), np.array([budget]), np.array([blocks]), 128,
+    nlog = simulate(1, np.array([ranks]), np.array([seqs]), np.array([budget]), np.array([blocks]), np.array([128]),
                     np.array([k]), np.array([0]), np.array([float(launches)]), np.zeros(1), ctx, tok, dec, rest,
                     pctx, dctx, np.zeros(4) if hp is None else np.asarray(hp, dtype=np.float64), n, conc, isl,
                     osl, hit, arr, acc, 0.0, send, first, done, log, warm, np.array([balance], np.int64), seed,
@@ -340,7 +340,7 @@ def test_decode_rank_shares_the_prefix_and_pulls_only_the_suffix_once_it_holds_i
     rest = np.full((2, 2), 0.100)
     send, first, done = np.full(n, -1.0), np.full(n, -1.0), np.full(n, -1.0)
     log = np.zeros((1000, 5))
-    simulate(2, np.array([1, 1]), np.array([4, 4]), np.array([100, 100]), np.array([1000, 4]), 128,
+    simulate(2, np.array([1, 1]), np.array([4, 4]), np.array([100, 100]), np.array([1000, 4]), np.array([128, 128]),
              np.array([0, 0]), np.array([1, 2]), np.zeros(2), np.zeros(2), ctx, tok, dec, rest,
              np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(4), n, n, isl, osl, hit, np.zeros(n), 1.0, xfer,
              send, first, done, log, -1, np.array([0, 0], np.int64), 0, np.array([-1, -1], np.int64))
@@ -386,3 +386,24 @@ def test_perf_decode_above_the_largest_graph_pays_the_eager_launches():
     assert eager.host_s - graph.host_s == pytest.approx((n_eager - n_draft) * hp[0])
     assert eager.time_s - eager.host_s == pytest.approx(graph.time_s - graph.host_s)
     assert eager.host_s == pytest.approx(step_host(True, 0.0, 32.0, c.launches_eager, c.launches_draft, hp))
+
+
+def test_decode_instance_blocks_hold_dcp_times_the_tokens():
+    """A DCP-4 decode instance's block holds 4 x 128 = 512 tokens of each request (each rank keeps a
+    quarter of the sequence). A 300-token prompt needs one such block: with D's pool of 1 block it is
+    admitted after P's 100 ms step and the KV pull (no transfer time here), and each decode step adds
+    a token: first token at 0.1 + 0.010 s. Counted in P's 128-token blocks it would need 3 of the one
+    and never run (the simulation used the first instance's block size for both before)."""
+    from auditor_kernels.serving_core import simulate
+    n, isl, osl = 1, 300, 3
+    ctx = np.array([0.0, 1e6])
+    tok = np.array([1.0, 1e6])
+    dec = np.full((2, 5, 2), 0.010)
+    rest = np.full((2, 2), 0.100)
+    send, first, done = np.full(n, -1.0), np.full(n, -1.0), np.full(n, -1.0)
+    log = np.zeros((1000, 5))
+    simulate(2, np.array([1, 1]), np.array([4, 4]), np.array([1000, 100]), np.array([1000, 1]), np.array([128, 512]),
+             np.array([0, 0]), np.array([1, 2]), np.zeros(2), np.zeros(2), ctx, tok, dec, rest,
+             np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(4), n, n, isl, osl, 0, np.zeros(n), 1.0, 0.0,
+             send, first, done, log, -1, np.array([0, 0], np.int64), 0, np.array([-1, -1], np.int64))
+    assert first[0] == pytest.approx(0.100 + 0.010) and done[0] == pytest.approx(0.100 + 3 * 0.010)
