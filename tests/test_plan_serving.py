@@ -19,6 +19,9 @@ from auditor.parallel import ParallelPlan
 from auditor.runtime.feasibility import workload_fit
 
 GiB = 1 << 30
+#: the detail keys of a P/D row that ``planner.launch.instance_plans`` reads
+PD_KEYS = ("n_prefill", "n_decode", "p_tp", "p_dp", "p_ep", "p_sp", "p_max_num_batched_tokens", "p_max_model_len",
+           "p_max_num_seqs", "p_mtp", "p_util", "tp", "dp", "ep", "sp", "dcp", "max_num_batched_tokens")
 CASE = ["plan", "deepseek-v3.2", "--recipe", "w8a8", "--dies", "64", "--isl", "65536", "--osl", "1024",
         "--ttft-ms", "30000", "--tpot-ms", "50"]
 
@@ -45,8 +48,9 @@ def test_64k_deepseek_finds_a_feasible_ranked_pd_deployment(case64):
     chunk = best["p_max_num_batched_tokens"]
     p = ParallelPlan(tp=best["p_tp"], dp=best["p_dp"], ep=best["p_ep"], sp=True, role="prefill",
                      max_num_batched_tokens=chunk)
+    assert best["p_util"] <= 0.92 and u <= 0.92
     assert workload_fit(spec, p, "vllm-ascend@main", "w8a8", dev, batch=best["p_max_num_seqs"], request_tokens=65537,
-                        step_tokens=chunk, mtp=1, util=u).fits
+                        step_tokens=chunk, mtp=1, util=best["p_util"]).fits
     d = ParallelPlan(tp=best["tp"], dp=best["dp"], ep=best["ep"], sp=best["sp"], role="decode",
                      max_num_batched_tokens=best["max_num_batched_tokens"])
     assert workload_fit(spec, d, "vllm-ascend@main", "w8a8", dev, batch=best["batch"], request_tokens=65536 + 1024,
@@ -67,9 +71,7 @@ def test_64k_figures_are_the_bench_simulation_of_the_printed_launch(case64):
     from auditor.source import open_model
     b = case64["best"][0]
     cfg = Config("disagg", 64, b["dies_used"], b["plan"], b["batch"], b["mtp"], 0, 0, 0, 0, 0, 0, 0, 0, True,
-                 {k: b[k] for k in ("n_prefill", "n_decode", "p_tp", "p_dp", "p_ep", "p_sp", "p_max_num_batched_tokens",
-                                    "p_max_model_len", "p_max_num_seqs", "p_mtp", "tp", "dp", "ep", "sp", "dcp",
-                                    "max_num_batched_tokens")}, util=b["util"])
+                 {k: b[k] for k in PD_KEYS}, util=b["util"])
     insts = instance_plans(cfg, max_model_len=66560, isl=65536, kv_cache_dtype="bf16")
     assert all(isinstance(i, InstancePlan) for i in insts) and insts[0].mtp == 1
     src = open_model("deepseek-v3.2", "w8a8", tables=False)
@@ -82,11 +84,13 @@ def test_64k_figures_are_the_bench_simulation_of_the_printed_launch(case64):
 
 def test_64k_launch_lines(case64):
     """A w8a8 (msModelSlim) recipe launches with --quantization ascend; a preset gets a placeholder path
-    from the model's name and recipe; P carries kv_producer and the drafter, D kv_consumer."""
+    from the model's name and recipe; P carries kv_producer and the drafter, D kv_consumer; each instance
+    its own gpu-memory-utilization (P's margin for its chunk's prefill transients)."""
     pl, dl = case64["launch"]
-    for inst in (pl, dl):
+    b = case64["best"][0]
+    for inst, u in ((pl, b["p_util"]), (dl, b["util"])):
         assert inst["command"].startswith("vllm serve <path-to-DeepSeek-V3.2-w8a8>")
-        assert "--quantization ascend" in inst["args"] and "--gpu-memory-utilization 0.92" in inst["args"]
+        assert "--quantization ascend" in inst["args"] and f"--gpu-memory-utilization {u:g}" in inst["args"]
     chunk = case64["best"][0]["p_max_num_batched_tokens"]
     assert f"--max-num-batched-tokens {chunk}" in pl["args"] and "kv_producer" in pl["command"]
     assert '"num_speculative_tokens": 1' in pl["command"] and "enable_dsa_cp" in pl["command"]
@@ -154,29 +158,34 @@ def test_64k_dcp_rows_are_simulated_like_any_row(case64):
     from auditor.serving.bench import metrics
     from auditor.serving.sim import BenchWorkload, Deployment, simulate
     from auditor.source import open_model
-    dcp_rows = [r for r in case64["best"] if r.get("dcp", 1) > 1]
-    assert dcp_rows, "the 64k case lists a DCP row"
-    r = dcp_rows[0]
-    assert r["simulated"] and r["mode"] == "agg"
-    cfg = Config("agg", 64, r["dies_used"], r["plan"], r["batch"], r["mtp"], 0, 0, 0, 0, 0, 0, 0, 0, True,
-                 {k: r[k] for k in ("replicas", "tp", "dp", "ep", "sp", "dcp")}, util=r["util"])
-    (inst,) = instance_plans(cfg, max_model_len=66560, isl=65536, kv_cache_dtype="bf16")
-    assert inst.dcp == r["dcp"] > 1
-    one = InstancePlan(**{**inst.__dict__, "count": 1})
+    dcp_rows = [r for r in case64["best"] if r.get("dcp", 1) > 1 and r["simulated"] and r["meets_sla"]]
+    assert dcp_rows, "the 64k case lists a simulated DCP row"
     src = open_model("deepseek-v3.2", "w8a8", tables=False)
-    dep = Deployment(src.spec, as_engine("vllm-ascend@main"), "w8a8", load_device("a3-752t"), [one])
-    conc = r["concurrency"] // inst.count
-    m = metrics(simulate(dep, BenchWorkload(conc, 65536, 1024, 2 * conc, prefix_caching=False)))
-    assert r["tpot_ms"] == pytest.approx(m["mean_tpot_ms"]) and r["ttft_ms"] == pytest.approx(m["mean_ttft_ms"])
+    for r in dcp_rows[:2]:
+        keys = ("replicas", "tp", "dp", "ep", "sp", "dcp") if r["mode"] == "agg" else PD_KEYS
+        cfg = Config(r["mode"], 64, r["dies_used"], r["plan"], r["batch"], r["mtp"], 0, 0, 0, 0, 0, 0, 0, 0, True,
+                     {k: r[k] for k in keys}, util=r["util"])
+        insts = instance_plans(cfg, max_model_len=66560, isl=65536, kv_cache_dtype="bf16")
+        assert insts[-1].dcp == r["dcp"] > 1
+        reps = insts[0].count if r["mode"] == "agg" else 1
+        if r["mode"] == "agg":
+            insts = [InstancePlan(**{**insts[0].__dict__, "count": 1})]
+        dep = Deployment(src.spec, as_engine("vllm-ascend@main"), "w8a8", load_device("a3-752t"), insts)
+        conc = r["concurrency"] // reps
+        m = metrics(simulate(dep, BenchWorkload(conc, 65536, 1024, 2 * conc, prefix_caching=False)))
+        assert r["tpot_ms"] == pytest.approx(m["mean_tpot_ms"]) and r["ttft_ms"] == pytest.approx(m["mean_ttft_ms"])
 
 
 def test_64k_shortlist_spreads_over_instance_shapes(case64):
-    """The steady-state estimate has no queueing, so it ranks shapes least reliably: the simulated
-    shortlist holds at most two rows per decode shape and per prefill shape (planner.simulate)."""
+    """The estimate ranks shapes least reliably, so the simulated rows hold at most two per deployment
+    shape (decode or aggregated TP x DP, with the P shape and chunk) and four per instance shape
+    (planner.simulate._shapes), and more than one shape is simulated."""
     from collections import Counter
     sim = [r for r in case64["best"] if r.get("simulated")]
     assert len(sim) >= 4
-    d_shapes = Counter((r["mode"], r["tp"], r["dp"], r.get("dcp", 1)) for r in sim)
+    pairs = Counter((r["mode"], r["tp"], r["dp"], r.get("p_tp"), r.get("p_dp"), r.get("p_max_num_batched_tokens"))
+                    for r in sim)
+    d_shapes = Counter((r["mode"], r["tp"], r["dp"]) for r in sim)
     p_shapes = Counter((r["p_tp"], r["p_dp"], r["p_max_num_batched_tokens"]) for r in sim if r["mode"] == "disagg")
-    assert max(d_shapes.values()) <= 2 and max(p_shapes.values()) <= 2
-    assert len(d_shapes) >= 2
+    assert max(pairs.values()) <= 2 and max(d_shapes.values()) <= 4 and max(p_shapes.values()) <= 4
+    assert len(d_shapes) >= 2 and len(p_shapes) >= 2

@@ -35,7 +35,7 @@ from ..errors import AuditInputError
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
 from ..runtime.budget import usable_total
-from ..runtime.feasibility import grid_budget
+from ..runtime.feasibility import grid_budget, margin_util
 from ..runtime.weights import plan_weights
 from .verdict import disagg_verdict
 from .workload import PlanWorkload
@@ -154,10 +154,13 @@ class _Kernel:
     def __init__(self, spec, engine, recipe, device):
         from auditor_kernels.perf_core import sweep_grid
 
-        from ..perf.device import device_vector
+        from ..perf.device import kernel_vector
         self.sweep_grid = sweep_grid
         self.spec, self.engine, self.recipe, self.device = spec, engine, recipe, device
-        self.dv = device_vector(device)
+        # no per-step host slots: the host time is the serving model's, from each plan's own launches
+        # (``decode_host``, ``_prefill_time``), as bench and perf add it; the device's derived per-step
+        # constants are a reference step's (GLM's eager drafter), and adding them too counted host twice
+        self.dv = kernel_vector(device)
         self.count = 0
         self.cache: dict = {}
         from ..serving.costs import host_params
@@ -172,6 +175,23 @@ class _Kernel:
             prog = cached_program(self.spec, plan, self.engine, self.recipe, phase, "repetition", True)
             self.cache[key] = launch_counts(prog.arrays(), k)[0]
         return self.cache[key]
+
+    def decode_host(self, plan: ParallelPlan, keys: np.ndarray) -> np.ndarray:
+        """Host time of a graph decode step per row of ``keys`` (tokens, batch, K): the serving host
+        model's step constant, its per-decode-token term and, when the drafter runs eager (GLM), its
+        passes' launches (``perf.host``)."""
+        from ..perf.api import cached_program
+        from ..perf.host import eager_drafter, launch_counts
+        h = self.host
+        out = h[3] + keys[:, 1] * (1 + keys[:, 2]) * h[2]
+        if eager_drafter(self.spec):
+            key = ("draft", plan)
+            if key not in self.cache:
+                arrays = cached_program(self.spec, plan, self.engine, self.recipe, "decode", "repetition",
+                                        True).arrays()
+                self.cache[key] = {k: launch_counts(arrays, k)[1] for k in range(0, 9)}
+            out = out + np.array([self.cache[key][int(k)] for k in keys[:, 2]]) * h[0]
+        return out
 
     def times(self, plan: ParallelPlan, phase: str, keys: np.ndarray, ctx: np.ndarray) -> np.ndarray:
         key = (plan, phase, keys.tobytes(), ctx.tobytes())
@@ -265,14 +285,20 @@ def run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWor
 
 def _notes(space: PlanSpace, wl: PlanWorkload) -> list[str]:
     return [
-        "ranking: every candidate is estimated in steady state (below); the best "
-        f"{space.simulate} per die budget and mode are simulated with the serving model of `audit bench` "
-        "(vLLM's scheduler over the perf model's step costs and the host model), at the largest client "
-        "concurrency of (decode slots, /2, /4, ...) whose mean TTFT and TPOT meet the SLA, over "
-        "2 x concurrency prompts; tok_s_die, TTFT, TPOT are the simulated figures",
+        "ranking: every candidate is estimated (below); per die budget and mode the best "
+        f"{space.simulate} by estimate, then the next while its estimate beats the best simulated row, are "
+        "simulated with the serving model of `audit bench` (vLLM's scheduler over the perf model's step "
+        "costs and the host model), at the largest client concurrency up to the decode slots whose mean "
+        "TTFT and TPOT meet the SLA (halving, then bisection), over 2 x concurrency prompts; tok_s_die, "
+        "TTFT, TPOT are the simulated figures",
         "estimate (shortlist only): aggregated = (osl/E) decode steps at the mean context + B prefills "
-        "stalling the batch; P/D = P request rate (chunked prefill of one prompt, drafter pass included) "
-        "balanced against D's (B x E per step)",
+        "stalling the batch; P/D = P instances balanced against D's request rate (B x E per step), with "
+        "the closed-loop client's burst queueing at P (first wave in rounds of the P ranks, one P step of "
+        "lockstep wait for the second)",
+        "each instance runs at the largest gpu-memory-utilization (at most the searched one) whose "
+        "(1 - util) margin holds what the engine allocates outside the KV budget (sparse-attention prefill "
+        "transients the profile run skips, late HCCL groups, workspaces: `audit memory`'s outside-budget "
+        "table); a P node with long chunks gets less (the engine's tutorial runs one at 0.82)",
         f"MTP: per-draft acceptance {space.acceptance:g}, E = 1 + a + ... + a^K tokens per step",
         f"disaggregated: P nodes chunk prompts at max_num_batched_tokens searched in "
         f"{', '.join(map(str, space.prefill_tokens))} (activation bounded by the chunk, not the prompt), run the "
@@ -286,6 +312,53 @@ def _notes(space: PlanSpace, wl: PlanWorkload) -> list[str]:
         "memory: every listed configuration fits (weights + activation + non-torch + B full-length "
         "requests of KV); headroom = KV pool left after them",
     ]
+
+
+def closed_loop(slots: int, p_ranks: int, t_pre: float, t_dec: float, ttft_sla: float, t_step: float = 0.0
+                ) -> tuple[int, float, float]:
+    """(client concurrency, requests/s, mean TTFT s) of a P/D deployment under the simulation's client:
+    c requests at once, 2c prompts in all (``vllm bench serve --max-concurrency c --num-prompts 2c``),
+    at the largest c of at most the decode slots whose TTFT meets the SLA (``operating_point``).
+
+    The P ranks (``p_ranks`` prompts in flight, ``t_pre`` each) work off the first c prompts in
+    ceil(c / p_ranks) rounds, so that wave waits (rounds + 1) / 2 prefills on average; each second-wave
+    prompt arrives when its client's first request has decoded (``t_dec``), and waits for what P has
+    not finished by then (c x t_pre / p_ranks - t_dec, when positive), plus one P step ``t_step`` when
+    c > 1: second-wave prompts arrive together, the first starts a chunk and the DP ranks step in
+    lockstep, so the rest wait for that step before theirs begins. The run lasts the first wave's
+    rounds, two decodes, one prefill and that lag. Why: an estimate without the burst ranked P-bound
+    deployments by one idle prefill, so shapes the simulation rejects filled its shortlist."""
+    def at(c: int) -> tuple[bool, tuple[float, float]]:
+        rounds = -(-c // max(p_ranks, 1))
+        lag = max(0.0, c * t_pre / max(p_ranks, 1) - t_dec) + (t_step if c > 1 else 0.0)
+        ttft = 0.5 * (t_pre * (rounds + 1) / 2 + t_pre + lag)
+        return ttft <= ttft_sla, (2 * c / (t_pre * (rounds + 1) + 2 * t_dec + lag), ttft)
+
+    c, (rate, ttft) = operating_point(slots, at)
+    return c, rate, ttft
+
+
+def operating_point(slots: int, run: Any, tries: int = 7) -> tuple[int, Any]:
+    """(c, result) at the largest client concurrency c in 1..slots for which ``run(c)`` -> (ok, result)
+    says ok, found by bisection in at most ``tries`` runs (the full slots first); when none is ok, c = 1
+    and its result. Why bisection: halving from the slots lost up to half the throughput of a deployment
+    whose TTFT meets the SLA just below a power-of-two fraction of its slots."""
+    slots = max(int(slots), 1)
+    ok, res = run(slots)
+    if ok or slots == 1:
+        return slots, res
+    lo, hi, best, n = 0, slots, None, 1          # hi fails; lo = largest c known ok (0: none yet)
+    while hi - lo > 1 and n < tries:
+        mid = (lo + hi) // 2 if lo else max(1, hi // 2)
+        ok, r = run(mid)
+        n += 1
+        if ok:
+            lo, best = mid, r
+        else:
+            hi = mid
+    if best is not None:
+        return lo, best
+    return 1, (r if hi == 1 else run(1)[1])
 
 
 def _prefill_time(kern: _Kernel, plan: ParallelPlan, isl: int, chunk: int, k: int) -> float:
@@ -310,8 +383,6 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
     BK = np.array(list(itertools.product(space.batches, mtps)), dtype=np.float64)
     keys_dec = np.column_stack([np.ones(len(BK)), BK[:, 0], BK[:, 1]])
     ctx_dec = np.array([float(wl.mean_context)])
-    keys_pre = np.array([[float(wl.isl), 1.0, 0.0]])
-    ctx0 = np.array([0.0])
     E = expected_tokens(BK[:, 1], space.acceptance)
     configs: list[Config] = []
     evaluated = 0
@@ -322,21 +393,27 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
 
     def decode_side(plan: ParallelPlan, dcp: int = 1) -> dict[str, np.ndarray]:
         # graph decode step + the host model's step constant and per-decode-token work
-        t_step = kern.times(plan, "decode", keys_dec, ctx_dec).ravel() + kern.host[3] + keys_dec[:, 1] * (
-            1 + keys_dec[:, 2]) * kern.host[2]
+        t_step = kern.times(plan, "decode", keys_dec, ctx_dec).ravel() + kern.decode_host(plan, keys_dec)
+        step_tokens = BK[:, 0] * (1 + BK[:, 1])
+        # the instance runs at the largest util whose (1 - util) margin holds what it allocates outside
+        # the KV budget (at its largest batch, K and step)
+        ui = margin_util(spec, plan, engine, device, util=u, max_model_len=wl.max_len, max_num_seqs=int(BK[:, 0].max()),
+                         max_num_batched_tokens=int(max(plan.max_num_batched_tokens, step_tokens.max())),
+                         mtp=int(BK[:, 1].max()), kv_cache_dtype=space.kv_cache_dtype, dcp=dcp,
+                         hccl_buffsize_mb=space.hccl_buffsize_mb)
         g = grid_budget(spec, plan, engine, recipe, device, batch=BK[:, 0], request_tokens=np.full(len(BK), wl.max_len),
-                        step_tokens=BK[:, 0] * (1 + BK[:, 1]), mtp=BK[:, 1], util=u,
+                        step_tokens=step_tokens, mtp=BK[:, 1], util=ui,
                         kv_cache_dtype=space.kv_cache_dtype, dcp=dcp, hccl_buffsize_mb=space.hccl_buffsize_mb)
         n = len(BK)
         # per-row weights and page size (a K = 0 row loads no drafter: runtime.feasibility.grid_budget)
         g["weights"] = np.broadcast_to(np.asarray(g["weights"], dtype=float), (n,))
         g["page_block"] = np.broadcast_to(np.asarray(g["page_block"], dtype=float), (n,))
-        return {"t_step": t_step, **g}
+        return {"t_step": t_step, "util": ui, **g}
 
     # ---- aggregated
     drafter = bool(spec.mtp_layers) and bool(np.any(BK[:, 1] > 0))
     for plan in _instance_plans(spec, space, "mixed", engine, recipe, device, mtp=drafter):
-        t_pre = float(kern.times(plan, "prefill", keys_pre, ctx0)[0, 0])
+        t_pre = _prefill_time(kern, plan, wl.isl, plan.max_num_batched_tokens, 0)
         for dcp in dcps(plan):
             d = decode_side(plan, dcp)
             evaluated += len(BK) + 1
@@ -356,7 +433,7 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
                         d["num_blocks"][i] * d["page_block"][i] / GiB, int(d["num_blocks"][i] * d["block_tokens"]),
                         d["kv_free"][i] / GiB, t_pre * 1e3 <= ttft_ms and tpot[i] * 1e3 <= tpot_ms,
                         {"replicas": n // s, "tp": plan.tp, "dp": plan.dp, "ep": plan.ep, "sp": plan.sp,
-                         "role": "mixed", "dcp": dcp}, util=u))
+                         "role": "mixed", "dcp": dcp}, util=d["util"]))
 
     # ---- disaggregated
     verdicts: dict[int, str] = {}
@@ -377,10 +454,15 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
             for plan in _instance_plans(spec, space, "prefill", engine, recipe, device, chunk, p_heavy,
                                         mtp=k_p > 0):
                 t_pre = _prefill_time(kern, plan, wl.isl, chunk, k_p)
+                # a P node needs little KV: it runs at the largest util whose margin holds its chunk's
+                # prefill transients (the engine's tutorial sets 0.82 for 32,560-token chunks)
+                u_p = margin_util(spec, plan, engine, device, util=u, max_model_len=p_len,
+                                  max_num_seqs=int(p_seqs[-1]), max_num_batched_tokens=chunk, mtp=k_p,
+                                  kv_cache_dtype=space.kv_cache_dtype, hccl_buffsize_mb=space.hccl_buffsize_mb)
                 g = grid_budget(spec, plan, engine, recipe, device, batch=p_seqs,
                                 request_tokens=np.full(len(p_seqs), float(p_len)),
                                 step_tokens=np.full(len(p_seqs), float(chunk)), mtp=np.full(len(p_seqs), float(k_p)),
-                                util=u, kv_cache_dtype=space.kv_cache_dtype, hccl_buffsize_mb=space.hccl_buffsize_mb)
+                                util=u_p, kv_cache_dtype=space.kv_cache_dtype, hccl_buffsize_mb=space.hccl_buffsize_mb)
                 evaluated += 1
                 ok_seqs = np.flatnonzero(np.asarray(g["kv_free"]) >= 0)
                 free1 = float(np.asarray(g["kv_free"])[0])
@@ -388,16 +470,18 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
                 if len(ok_seqs) and t_pre * 1e3 <= ttft_ms:
                     j = int(ok_seqs[-1])
                     prefill.append((plan, t_pre, plan.dp / t_pre, g, chunk, int(p_seqs[j]),
-                                    float(np.asarray(g["weights"]).ravel()[0])))
-        # per P instance size, the P plans with the best request rate per die carry the pairing
-        # (a global shortlist would keep only sizes that leave no dies for D)
+                                    float(np.asarray(g["weights"]).ravel()[0]), u_p))
+        # per P instance size, TP and chunk budget, the P plan with the best request rate per die carries
+        # the pairing (a global shortlist would keep only sizes that leave no dies for D; every shape and
+        # chunk so they all reach the simulation: the rate has no queueing, and a shorter chunk waits less
+        # for a lockstep step)
         prefill.sort(key=lambda x: -x[2] / (x[0].tp * x[0].dp))
-        by_size: dict[int, int] = {}
+        by_shape: set = set()
         shortlist = []
         for x in prefill:
-            k = x[0].tp * x[0].dp
-            if by_size.get(k, 0) < 3:
-                by_size[k] = by_size.get(k, 0) + 1
+            k = (x[0].tp * x[0].dp, x[0].tp, x[4])
+            if k not in by_shape:
+                by_shape.add(k)
                 shortlist.append(x)
         for dplan in _instance_plans(spec, space, "decode", engine, recipe, device, d_tokens, d_heavy, mtp=drafter):
             for dcp in dcps(dplan):
@@ -408,29 +492,32 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
                 r_d = dplan.dp * BK[:, 0] * E / (d["t_step"] * wl.osl)          # requests/s per D instance
                 s_d = dplan.tp * dplan.dp
                 ok = np.flatnonzero((d["kv_free"] >= 0) & (tpot * 1e3 <= tpot_ms))
-                for pplan, t_pre, r_p, g, chunk, pseq, pw in shortlist:
+                for pplan, t_pre, r_p, g, chunk, pseq, pw, u_p in shortlist:
                     s_p = pplan.tp * pplan.dp
                     for n in space.dies:
                         for nd in range(1, (n - s_p) // s_d + 1):
                             n_p = np.clip(np.ceil(nd * r_d[ok] / r_p), 1, (n - nd * s_d) // s_p)
                             used = n_p * s_p + nd * s_d
-                            rate = np.minimum(n_p * r_p, nd * r_d[ok])
-                            per_die = rate * wl.osl / used
                             evaluated += len(ok)
                             for j, i in enumerate(ok):
+                                conc, rate, ttft = closed_loop(nd * dplan.dp * int(BK[i, 0]), int(n_p[j]) * pplan.dp,
+                                                               t_pre, wl.osl * tpot[i], ttft_ms / 1e3,
+                                                               t_pre / -(-wl.isl // chunk))
                                 configs.append(Config(
                                     "disagg", n, int(used[j]),
                                     f"{int(n_p[j])}P x {_label(pplan)} + {nd}D x {_label(dplan)}"
                                     + (f" DCP{dcp}" if dcp > 1 else ""),
-                                    int(BK[i, 0]), int(BK[i, 1]), t_pre * 1e3, tpot[i] * 1e3, per_die[j], 1 / tpot[i],
+                                    int(BK[i, 0]), int(BK[i, 1]), ttft * 1e3, tpot[i] * 1e3, rate * wl.osl / used[j],
+                                    1 / tpot[i],
                                     d["weights"][i] / GiB, d["num_blocks"][i] * d["page_block"][i] / GiB,
                                     int(d["num_blocks"][i] * d["block_tokens"]), d["kv_free"][i] / GiB, True,
                                     {"n_prefill": int(n_p[j]), "n_decode": nd, "p_tp": pplan.tp, "p_dp": pplan.dp,
                                      "p_ep": pplan.ep, "p_sp": pplan.sp, "p_weights_gib": pw / GiB,
                                      "p_max_num_batched_tokens": chunk, "p_max_model_len": p_len,
-                                     "p_max_num_seqs": pseq, "p_mtp": k_p,
+                                     "p_max_num_seqs": pseq, "p_mtp": k_p, "p_util": u_p,
                                      "tp": dplan.tp, "dp": dplan.dp, "ep": dplan.ep, "sp": dplan.sp, "dcp": dcp,
-                                     "max_num_batched_tokens": d_tokens, "role": "decode"}, util=u))
+                                     "max_num_batched_tokens": d_tokens, "role": "decode"}, util=d["util"],
+                                    concurrency=conc))
         for n in space.dies:
             if not any(c.mode == "disagg" and c.dies == n for c in configs):
                 verdicts[n] = disagg_verdict(n, spec, engine, recipe, device, space, wl, BK, E, ttft_ms, tpot_ms,

@@ -133,3 +133,21 @@ def grid_kv_free(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe
     """(worst-rank weights, KV bytes left after each workload's requests; negative when short)."""
     g = grid_budget(spec, plan, engine, recipe, device, **kw)
     return g["weights"], g["kv_free"]
+
+
+def margin_util(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, device: Any, *, util: float,
+                max_model_len: int, max_num_seqs: int, max_num_batched_tokens: int, mtp: int,
+                kv_cache_dtype: str = "bf16", dcp: int = 1, hccl_buffsize_mb: int = 200) -> float:
+    """The largest gpu-memory-utilization, at most ``util`` and in steps of 0.01, whose ``(1 - util)``
+    margin still holds what the engine allocates outside the KV budget (``RuntimeBudget.headroom_bytes``
+    >= 0: sparse-attention prefill transients the profile run skips, late HCCL groups, workspaces).
+
+    Why: a deployment launched above it runs out of memory at its first full-size prefill chunk. The
+    engine's own P/D tutorial lowers a prefill node with 32,560-token chunks to 0.82 for this; the
+    margin does not depend on the weights, so it is one budget per instance shape."""
+    from .budget import rank_budget
+    b = rank_budget(spec, plan, engine, weights_bytes=0.0, device=device, util=util, max_model_len=max_model_len,
+                    max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, mtp=mtp,
+                    kv_cache_dtype=kv_cache_dtype, dcp=dcp, hccl_buffsize_mb=hccl_buffsize_mb)
+    room = (b.total_bytes - b.others_bytes - b.unbudgeted_bytes) / b.total_bytes
+    return min(float(util), np.floor(room * 100 + 1e-9) / 100)

@@ -1,0 +1,108 @@
+"""`audit plan`'s estimate and operating point: the closed-loop burst at P by hand, the bisection on
+concurrency, the per-instance margin utilisation, and the decode step the search times against
+`audit perf`'s (one host model, counted once)."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from auditor.cli import main
+from auditor.devices.profiles import load_device
+from auditor.model.presets import preset_spec
+from auditor.parallel import ParallelPlan
+from auditor.planner.search import closed_loop, operating_point
+
+
+def test_closed_loop_burst_by_hand():
+    """8 clients, 2 P ranks of 10 s a prompt, 60 s of decode, 5 s P steps, SLA 100 s. First wave: 4
+    rounds, mean wait (4 + 1) / 2 x 10 = 25 s; P clears it at 40 s, before the first decodes end (60 s),
+    so the second wave waits one lockstep step: 10 + 5 = 15 s. Mean TTFT (25 + 15) / 2 = 20 s; the run
+    lasts 5 x 10 + 2 x 60 + 5 = 175 s for 16 requests."""
+    c, rate, ttft = closed_loop(8, 2, 10.0, 60.0, 100.0, t_step=5.0)
+    assert c == 8 and ttft == pytest.approx(20.0) and rate == pytest.approx(16 / 175)
+
+
+def test_closed_loop_p_bound_queue_and_sla():
+    """P-bound: 8 clients, 1 P rank of 20 s, 10 s decode. First wave 8 rounds: (8 + 1) / 2 x 20 = 90 s;
+    P clears it at 160 s, 150 s after the first decode ends: the second wave waits 20 + 150 + 20 (one
+    step) = 190 s. Mean (90 + 190) / 2 = 140 s. An SLA of 100 s takes fewer clients: at 4 (the largest
+    that meets it), rounds 4 -> 50 s, lag 4 x 20 - 10 + 20 = 90 s, mean (50 + 20 + 90) / 2 = 80 s."""
+    assert closed_loop(8, 1, 20.0, 10.0, 1e9, t_step=20.0)[2] == pytest.approx(140.0)
+    c, _, ttft = closed_loop(8, 1, 20.0, 10.0, 100.0, t_step=20.0)
+    # c = 5: rounds 5 -> 60, lag 100 - 10 + 20 = 110 -> (60 + 20 + 110) / 2 = 95 s, also within 100 s
+    assert c == 5 and ttft == pytest.approx(95.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(slots=st.integers(1, 4096), limit=st.integers(0, 5000))
+def test_operating_point_finds_the_largest_ok_concurrency(slots, limit):
+    """For a monotone SLA (ok while c <= limit) bisection returns min(limit, slots) whenever its seven
+    runs suffice (always from at most 2^6 below the start), else an ok c no larger; c = 1 when none is."""
+    calls = []
+
+    def run(c):
+        calls.append(c)
+        return c <= limit, c
+
+    c, res = operating_point(slots, run)
+    assert res == c and len(calls) <= 8 and all(1 <= x <= slots for x in calls)
+    want = min(limit, slots)
+    if want == 0:
+        assert c == 1
+    else:
+        assert c <= want
+        if slots <= 64 or want == slots:
+            assert c == want
+
+
+def test_margin_util_is_the_largest_that_holds_the_outside_budget_items():
+    """A DeepSeek-V3.2 P node (TP2, DSA-CP, 32,560-token chunks) holds ~5.9 GiB of SFA prefill transients
+    the profile run does not see: at 0.92 `audit memory` reports a shortfall; plan runs it at the largest
+    util whose margin is non-negative, and 0.01 more would be short again (both read back from `audit
+    memory`'s own outside-budget table)."""
+    from auditor.runtime.feasibility import margin_util
+    spec, dev = preset_spec("deepseek-v3.2"), load_device("a3-752t")
+    plan = ParallelPlan(tp=2, dp=16, ep=32, sp=True, role="prefill", max_num_batched_tokens=32560, mtp=True)
+    u = margin_util(spec, plan, "vllm-ascend@main", dev, util=0.92, max_model_len=65537, max_num_seqs=16,
+                    max_num_batched_tokens=32560, mtp=1)
+    assert 0.5 < u < 0.92
+
+    def headroom(util):
+        args = ["memory", "deepseek-v3.2", "--recipe", "w8a8", "--tp", "2", "--dp", "16", "--ep", "32", "--dsa-cp",
+                "--role", "prefill", "--max-model-len", "65537", "--max-num-batched-tokens", "32560",
+                "--max-num-seqs", "16", "--mtp", "1", "--mtp-drafter", "--gpu-memory-utilization", f"{util:.2f}",
+                "--format", "json"]
+        import io
+        from contextlib import redirect_stdout
+        buf = io.StringIO()
+        with redirect_stdout(buf):
+            main(args)
+        return json.loads(buf.getvalue())["runtime"]["headroom_bytes"]
+
+    assert headroom(0.92) < 0 and headroom(u) >= 0 and headroom(u + 0.01) < 0
+
+
+def test_search_decode_step_is_perf_decode_step():
+    """The search times a D instance's decode step with the same kernel tables and the same host model as
+    `audit perf` (the device's per-step host slots were added on top before: 38 ms per step, twice)."""
+    import numpy as np
+    from auditor.planner.search import _Kernel
+    from auditor.source import open_model
+    src, dev = open_model("deepseek-v3.2", "w8a8", tables=False), load_device("a3-752t")
+    kern = _Kernel(src.spec, "vllm-ascend@main", src.scheme_recipe, dev)
+    plan = ParallelPlan(tp=4, dp=8, ep=32, sp=False, role="decode", max_num_batched_tokens=12, mtp=True)
+    keys = np.array([[1.0, 4.0, 2.0]])
+    t = kern.times(plan, "decode", keys, np.array([65000.0]))[0, 0] + kern.decode_host(plan, keys)[0]
+    import io
+    from contextlib import redirect_stdout
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        assert main(["perf", "deepseek-v3.2", "--recipe", "w8a8", "--tp", "4", "--dp", "8", "--ep", "32", "--role",
+                     "decode", "--max-num-batched-tokens", "12", "--mtp", "2", "--phase", "decode", "--batch", "4",
+                     "--context", "65000", "--graph", "repetition", "--format", "json"]) in (0, 3)
+    js = json.loads(buf.getvalue())
+    assert t * 1e3 == pytest.approx(js["totals"]["time_ms"], rel=1e-6)
+    assert not math.isnan(t)
