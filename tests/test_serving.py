@@ -407,3 +407,29 @@ def test_decode_instance_blocks_hold_dcp_times_the_tokens():
              np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(4), n, n, isl, osl, 0, np.zeros(n), 1.0, 0.0,
              send, first, done, log, -1, np.array([0, 0], np.int64), 0, np.array([-1, -1], np.int64))
     assert first[0] == pytest.approx(0.100 + 0.010) and done[0] == pytest.approx(0.100 + 3 * 0.010)
+
+
+@pytest.mark.parametrize("seqs, k, budget, want", [(43, 3, 4096, 172), (256, 3, 8192, 512), (14, 2, 42, 42),
+                                                   (4, 2, 8, 8)])
+def test_default_graph_size_is_the_engines(seqs, k, budget, want):
+    """A launch without cudagraph_capture_sizes replays decode steps up to vLLM-Ascend's default,
+    min(max_num_seqs x (1 + K), 512) (platform.py:1275-1312@182b75ea), capped by max_num_batched_tokens;
+    an explicit size or --enforce-eager (0) is kept. 256 seqs x 4 tokens > 512: a full batch runs eager."""
+    from auditor.deployment import InstancePlan
+    from auditor.serving.sim import graph_tokens
+    inst = InstancePlan("aggregated", 1, 8, 1, 8, False, seqs, budget, 8192, 0.9, mtp=k)
+    assert graph_tokens("vllm-ascend@main", inst) == want
+    assert graph_tokens("vllm-ascend@main", InstancePlan(**{**inst.__dict__, "graph_tokens": 48})) == 48
+    assert graph_tokens("vllm-ascend@main", InstancePlan(**{**inst.__dict__, "graph_tokens": 0})) == 0
+
+
+def test_perf_uses_the_default_graph_size(capsys):
+    """perf without --graph-max-tokens: 160 requests x 4 tokens = 640 > 512 runs eager (the default for
+    the max_num_seqs the batch implies); with an explicit 1024 the same step is a replay."""
+    base = ["perf", "deepseek-v3.2", "--recipe", "w8a8", "--tp", "8", "--dp", "4", "--ep", "32", "--mtp", "3",
+            "--batch", "160", "--phase", "decode", "--context", "2000", "--format", "json"]
+    out = {}
+    for extra in ([], ["--graph-max-tokens", "1024"]):
+        main(base + extra)
+        out[bool(extra)] = json.loads(capsys.readouterr().out)["totals"]["host_ms"]
+    assert out[False] > 5 * out[True]

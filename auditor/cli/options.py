@@ -173,4 +173,5 @@ def graph_option(f: Any) -> Any:
         "--graph-max-tokens", "graph_tokens", type=click.IntRange(-1, 1 << 20), default=-1, show_default=True,
         help="largest decode step (tokens per DP rank) replayed from a captured graph: vLLM's max of "
              "cudagraph_capture_sizes (read from --compilation-config); a larger decode step runs eager and "
-             "pays the eager host cost; 0 = --enforce-eager; -1 = every decode step is captured")(f)
+             "pays the eager host cost; 0 = --enforce-eager; -1 = the engine's default when a launch names no "
+             "sizes (vLLM-Ascend: min(max_num_seqs x (1 + K), 512, max_num_batched_tokens))")(f)

@@ -97,6 +97,11 @@ class Engine:
         """The engine's device generation for a device profile (selects e.g. a comm path)."""
         return ""
 
+    def graph_max_tokens(self, max_num_seqs: int, mtp: int, max_num_batched_tokens: int) -> int:
+        """The largest decode step (tokens per DP rank) a launch without explicit capture sizes replays
+        from a captured graph; -1 = every decode step (an engine without graph limits)."""
+        return -1
+
     def term_ranges(self, p_act: float, non_torch: dict[str, int], graph: int) -> dict[str, tuple[float, float]]:
         """(low, high) bytes of every UNCONFIRMED budget term; the report says whether the verdict holds
         at both ends. Default: none."""

@@ -86,6 +86,16 @@ class BenchRun:
     notes: list[str]
 
 
+def graph_tokens(engine: Any, inst: Any) -> int:
+    """The largest decode step an instance replays from a graph: the launch's own (its capture sizes,
+    0 when eager) or, when it names none (-1), the engine's default for its max_num_seqs and K."""
+    from ..engines.registry import as_engine
+    own = int(getattr(inst, "graph_tokens", -1))
+    if own != -1:
+        return own
+    return int(as_engine(engine).graph_max_tokens(inst.max_num_seqs, inst.mtp, inst.max_num_batched_tokens))
+
+
 def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None) -> BenchRun:
     from auditor_kernels.serving_core import simulate as core
 
@@ -136,7 +146,7 @@ def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None)
                 N, wl.concurrency, wl.isl, wl.osl, hit, arrival, wl.acceptance, xfer, send, first, done, log,
                 -1 if wl.warm_ranks is None else int(wl.warm_ranks),
                 np.array([1 if getattr(c.inst, "balance_scheduling", False) else 0 for c in costs], np.int64),
-                int(wl.seed), np.array([int(getattr(c.inst, "graph_tokens", -1)) for c in costs], np.int64))
+                int(wl.seed), np.array([graph_tokens(dep.engine, c.inst) for c in costs], np.int64))
     notes = []
     if (done < 0).any():
         notes.append(f"{int((done < 0).sum())} requests never finished: a prompt larger than the KV pool")

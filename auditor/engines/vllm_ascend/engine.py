@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Sequence
 
 from ..base import Engine
 from ..registry import register
-from . import activation, budget_terms, hccl, kernel_paths, kv, launch, loglines, versions
+from . import activation, budget_terms, graphs, hccl, kernel_paths, kv, launch, loglines, versions
 from .materializer import AscendMaterializer
 from .placement import resolve_placement
 
@@ -57,6 +57,9 @@ class VllmAscend(Engine):
 
     def soc(self, device: Any) -> str:
         return activation.soc_of(device)
+
+    def graph_max_tokens(self, max_num_seqs: int, mtp: int, max_num_batched_tokens: int) -> int:
+        return graphs.default_graph_tokens(max_num_seqs, mtp, max_num_batched_tokens)
 
     def term_ranges(self, p_act: float, non_torch: dict[str, int], graph: int) -> dict[str, tuple[float, float]]:
         """(low, high) of every UNCONFIRMED budget term, in bytes (nominal values are the estimates)."""
