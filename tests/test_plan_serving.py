@@ -189,3 +189,34 @@ def test_64k_shortlist_spreads_over_instance_shapes(case64):
     p_shapes = Counter((r["p_tp"], r["p_dp"], r["p_max_num_batched_tokens"]) for r in sim if r["mode"] == "disagg")
     assert max(pairs.values()) <= 2 and max(d_shapes.values()) <= 4 and max(p_shapes.values()) <= 4
     assert len(d_shapes) >= 2 and len(p_shapes) >= 2
+
+
+def test_tutorial_64k_pd_is_no_better_than_what_plan_finds(tmp_path):
+    """The engine's own 64k/3k DeepSeek-V3.2 P/D (tutorial DeepSeek-V3.2.md:424-608@182b75ea: P TP16 DP2
+    DSA-CP, 32,560-token chunks, util 0.82, MTP 1, eager; D TP4 DP8, 4 sequences, MTP 2, graphs up to 12
+    tokens), simulated at the largest concurrency that meets TTFT 30 s / TPOT 32 ms, is no better per die
+    than the best plan proposes for the same 64 dies and SLA: the search covers that deployment's region."""
+    from auditor.deployment import InstancePlan
+    from auditor.engines.registry import as_engine
+    from auditor.planner.search import operating_point
+    from auditor.serving.bench import metrics
+    from auditor.serving.sim import BenchWorkload, Deployment, simulate
+    from auditor.source import open_model
+    out = tmp_path / "p.json"
+    assert main(["plan", "deepseek-v3.2", "--recipe", "w8a8", "--dies", "64", "--isl", "64000", "--osl", "3000",
+                 "--ttft-ms", "30000", "--tpot-ms", "32", "--format", "json", "-o", str(out)]) == 0
+    best = json.loads(out.read_text())["best"][0]
+    p = InstancePlan("prefill", 1, 16, 2, 32, True, 64, 32560, 68000, 0.82, mtp=1, kv_role="kv_producer",
+                     hccl_buffsize_mb=256, graph_tokens=0)
+    d = InstancePlan("decode", 1, 4, 8, 32, False, 4, 12, 68000, 0.95, mtp=2, kv_role="kv_consumer",
+                     hccl_buffsize_mb=256, graph_tokens=12)
+    src = open_model("deepseek-v3.2", "w8a8", tables=False)
+    dep = Deployment(src.spec, as_engine("vllm-ascend@main"), "w8a8", load_device("a3-752t"), [p, d])
+
+    def run(c):
+        m = metrics(simulate(dep, BenchWorkload(c, 64000, 3000, 2 * c, acceptance=0.7, prefix_caching=False)))
+        return m["mean_ttft_ms"] <= 30000 and m["mean_tpot_ms"] <= 32, m
+
+    c, m = operating_point(32, run)
+    assert m["mean_ttft_ms"] <= 30000 and c >= 8
+    assert best["tok_s_die"] >= m["output_throughput"] / 64
