@@ -35,6 +35,22 @@ def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, rank
     return send, first, done, log[:nlog]
 
 
+def _pd_core(n, isl, osl, hit, xfer, budgets, blocks, block_tokens):
+    """One P rank and one D rank (max_num_seqs 4, no MTP) with flat tables: eager step 100 ms, decode
+    step 10 ms; returns (first token, done) per request."""
+    from auditor_kernels.serving_core import simulate
+    ctx = np.array([0.0, 1e6])
+    tok = np.array([1.0, 1e6])
+    dec = np.full((2, 5, 2), 0.010)
+    rest = np.full((2, 2), 0.100)
+    send, first, done = np.full(n, -1.0), np.full(n, -1.0), np.full(n, -1.0)
+    simulate(2, np.array([1, 1]), np.array([4, 4]), np.array(budgets), np.array(blocks), np.array(block_tokens),
+             np.array([0, 0]), np.array([1, 2]), np.zeros(2), np.zeros(2), ctx, tok, dec, rest,
+             np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(4), n, n, isl, osl, hit, np.zeros(n), 1.0, xfer,
+             send, first, done, np.zeros((1000, 5)), -1, np.array([0, 0], np.int64), 0, np.array([-1, -1], np.int64))
+    return first, done
+
+
 def test_chunked_prefill_then_decode_by_hand():
     # 250-token prompt at a 100-token budget: chunks 100, 100, 50 = 3 eager steps of 100 ms -> first token
     # at 300 ms; 4 more tokens at 1 per 10 ms decode step -> done at 340 ms
@@ -332,18 +348,9 @@ def test_decode_rank_shares_the_prefix_and_pulls_only_the_suffix_once_it_holds_i
     the second pulls only its suffix (1 s x 44 / 300) and arrives first. Both fit at once because the
     prefix blocks are shared (2 shared + 1 + 1 = 4); each prompt needs 3 blocks on its own, so
     without sharing the second would wait for the first to finish (mooncake_connector.py:1866-1871)."""
-    from auditor_kernels.serving_core import simulate
-    n, isl, osl, hit, xfer = 2, 300, 3, 256, 1.0
-    ctx = np.array([0.0, 1e6])
-    tok = np.array([1.0, 1e6])
-    dec = np.full((2, 5, 2), 0.010)
-    rest = np.full((2, 2), 0.100)
-    send, first, done = np.full(n, -1.0), np.full(n, -1.0), np.full(n, -1.0)
-    log = np.zeros((1000, 5))
-    simulate(2, np.array([1, 1]), np.array([4, 4]), np.array([100, 100]), np.array([1000, 4]), np.array([128, 128]),
-             np.array([0, 0]), np.array([1, 2]), np.zeros(2), np.zeros(2), ctx, tok, dec, rest,
-             np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(4), n, n, isl, osl, hit, np.zeros(n), 1.0, xfer,
-             send, first, done, log, -1, np.array([0, 0], np.int64), 0, np.array([-1, -1], np.int64))
+    xfer = 1.0
+    first, done = _pd_core(n=2, isl=300, osl=3, hit=256, xfer=xfer, budgets=(100, 100), blocks=(1000, 4),
+                           block_tokens=(128, 128))
     # request 1 (suffix pull) is admitted on D at 0.1 + 44/300 s; its first D step samples the first token
     assert first[1] == pytest.approx(0.100 + xfer * 44 / 300 + 0.010)
     # request 0 (whole pull) arrives at 1.1 s and still finds a free block: the prefix is shared
@@ -394,18 +401,8 @@ def test_decode_instance_blocks_hold_dcp_times_the_tokens():
     admitted after P's 100 ms step and the KV pull (no transfer time here), and each decode step adds
     a token: first token at 0.1 + 0.010 s. Counted in P's 128-token blocks it would need 3 of the one
     and never run (the simulation used the first instance's block size for both before)."""
-    from auditor_kernels.serving_core import simulate
-    n, isl, osl = 1, 300, 3
-    ctx = np.array([0.0, 1e6])
-    tok = np.array([1.0, 1e6])
-    dec = np.full((2, 5, 2), 0.010)
-    rest = np.full((2, 2), 0.100)
-    send, first, done = np.full(n, -1.0), np.full(n, -1.0), np.full(n, -1.0)
-    log = np.zeros((1000, 5))
-    simulate(2, np.array([1, 1]), np.array([4, 4]), np.array([1000, 100]), np.array([1000, 1]), np.array([128, 512]),
-             np.array([0, 0]), np.array([1, 2]), np.zeros(2), np.zeros(2), ctx, tok, dec, rest,
-             np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(4), n, n, isl, osl, 0, np.zeros(n), 1.0, 0.0,
-             send, first, done, log, -1, np.array([0, 0], np.int64), 0, np.array([-1, -1], np.int64))
+    first, done = _pd_core(n=1, isl=300, osl=3, hit=0, xfer=0.0, budgets=(1000, 100), blocks=(1000, 1),
+                           block_tokens=(128, 512))
     assert first[0] == pytest.approx(0.100 + 0.010) and done[0] == pytest.approx(0.100 + 3 * 0.010)
 
 
