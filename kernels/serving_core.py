@@ -111,9 +111,10 @@ def step_host(eager: bool, t_pre: float, dtok: float, launches_eager: float, lau
 def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager, launches_draft,
              ctx, tok, dec, pre_rest, pre_ctx, dec_ctx, hp,
              n_req, conc, isl, osl, hit, arrival, acc, xfer,
-             rq_send, rq_first, rq_done, step_log, warm, balance, seed, graph_tokens):
-    """Run the whole benchmark; fills ``rq_send/first/done`` (seconds) and ``step_log[s] = (start,
-    dt, decoding requests, instance, eager)``; returns the number of steps logged."""
+             rq_send, rq_first, rq_done, step_log, warm, balance, seed, graph_tokens, preempts):
+    """Run the whole benchmark; fills ``rq_send/first/done`` (seconds), ``step_log[s] = (start,
+    dt, decoding requests, instance, eager)`` and ``preempts[i]`` (requests instance i preempted for KV
+    blocks, each recomputed); returns the number of steps logged."""
     np.random.seed(seed)
     R = ranks.max()
     S = seqs.max()
@@ -242,6 +243,7 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
                     wh[i, r] -= 1
                     wq[i, r, wh[i, r]] = v
                     preempted = True
+                    preempts[i] += 1
                     if v == j:
                         self_out = True
                         break

@@ -14,7 +14,7 @@ ROWS = Path(__file__).parent / "data" / "serving_published.json"
 
 
 def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, ranks=1, hit=0, warm=-1, balance=0,
-          arrival=None, seed=0, launches=0.0, hp=None, graph_tokens=-1):
+          arrival=None, seed=0, launches=0.0, hp=None, graph_tokens=-1, preempts=None):
     """One instance with flat tables: decode step 10 ms, eager step 100 ms; no host time unless ``hp``
     (launch s, prefill-token s, decode-token s, step s) and ``launches`` per eager step are given."""
     from auditor_kernels.serving_core import simulate
@@ -31,7 +31,7 @@ def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, rank
                     np.array([k]), np.array([0]), np.array([float(launches)]), np.zeros(1), ctx, tok, dec, rest,
                     pctx, dctx, np.zeros(4) if hp is None else np.asarray(hp, dtype=np.float64), n, conc, isl,
                     osl, hit, arr, acc, 0.0, send, first, done, log, warm, np.array([balance], np.int64), seed,
-                    np.array([graph_tokens], np.int64))
+                    np.array([graph_tokens], np.int64), np.zeros(1, np.int64) if preempts is None else preempts)
     return send, first, done, log[:nlog]
 
 
@@ -47,7 +47,8 @@ def _pd_core(n, isl, osl, hit, xfer, budgets, blocks, block_tokens):
     simulate(2, np.array([1, 1]), np.array([4, 4]), np.array(budgets), np.array(blocks), np.array(block_tokens),
              np.array([0, 0]), np.array([1, 2]), np.zeros(2), np.zeros(2), ctx, tok, dec, rest,
              np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(4), n, n, isl, osl, hit, np.zeros(n), 1.0, xfer,
-             send, first, done, np.zeros((1000, 5)), -1, np.array([0, 0], np.int64), 0, np.array([-1, -1], np.int64))
+             send, first, done, np.zeros((1000, 5)), -1, np.array([0, 0], np.int64), 0, np.array([-1, -1], np.int64),
+             np.zeros(2, np.int64))
     return first, done
 
 
@@ -87,6 +88,19 @@ def test_cold_rank_computes_the_prefix_then_later_requests_hit():
     # every rank warm (a warm-up per rank): both hit, one step each
     _, first, _, _ = _core(isl=300, osl=1, budget=100, conc=2, n=2, seqs=1, hit=256, warm=-1)
     assert first.tolist() == pytest.approx([0.100, 0.200])
+
+
+def test_preemptions_are_counted_by_hand():
+    """Two 100-token prompts, 200 output tokens each, 3 blocks of 128 tokens: both are admitted (one
+    block each) and prefilled together; at 128 tokens both need a second block and one is left, so the
+    later request is preempted (once). The first then takes the freed block for its third (300 tokens)
+    and finishes; the second is recomputed and finishes alone. With 1000 blocks nothing is preempted."""
+    got = np.zeros(1, np.int64)
+    _, _, done, _ = _core(isl=100, osl=200, budget=1000, conc=2, n=2, blocks=3, preempts=got)
+    assert got.tolist() == [1] and (done > 0).all() and done[1] > done[0]
+    roomy = np.zeros(1, np.int64)
+    _core(isl=100, osl=200, budget=1000, conc=2, n=2, blocks=1000, preempts=roomy)
+    assert roomy.tolist() == [0]
 
 
 def test_balance_scheduling_freezes_admission_while_a_rank_is_full():
@@ -430,3 +444,23 @@ def test_perf_uses_the_default_graph_size(capsys):
         main(base + extra)
         out[bool(extra)] = json.loads(capsys.readouterr().out)["totals"]["host_ms"]
     assert out[False] > 5 * out[True]
+
+
+def test_bench_names_preemptions_when_the_pool_binds():
+    """P5's deployment (A2, 9 requests of up to 5,000 tokens per rank = 360 blocks, against a modelled pool
+    of ~344) preempts; bench says how often and on which instance. With half as many blocks again the
+    same run has none and no note."""
+    from dataclasses import replace
+
+    from auditor.serving.calibrate import deployment, workload
+    from auditor.serving.sim import simulate
+    row = {r["id"]: r for r in _published()["rows"]}["P5"]
+    dep, wl = deployment(row), workload(row, 0.7)
+    blocks = dep.costs()[0].num_blocks
+    assert blocks < 9 * -(-5000 // 128)
+    run = simulate(dep, wl)
+    n = int(run.preemptions.sum())
+    assert n > 0 and any(note.startswith(f"{n} preemptions on the aggregated instance") for note in run.notes)
+    roomy = replace(dep, _costs=[replace(c, num_blocks=int(c.num_blocks * 1.5)) for c in dep.costs()])
+    run = simulate(roomy, wl)
+    assert int(run.preemptions.sum()) == 0 and not any("preemptions" in note for note in run.notes)

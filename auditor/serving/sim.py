@@ -84,6 +84,7 @@ class BenchRun:
     steps: np.ndarray          # [n, 5]: start, dt, decoding requests, instance, eager
     dies: int
     notes: list[str]
+    preemptions: np.ndarray | None = None      # per instance: requests preempted for KV blocks (recomputed)
 
 
 def graph_tokens(engine: Any, inst: Any) -> int:
@@ -142,15 +143,21 @@ def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None)
     send, first, done = np.full(N, -1.0), np.full(N, -1.0), np.full(N, -1.0)
     log = np.zeros((400_000, 5))
     hit = wl.hit_tokens
+    preempts = np.zeros(n, np.int64)
     nlog = core(n, ranks, seqs, budget, blocks, btok, kk, role, le, ld, ctx, tok, dec, pre_rest, pre_ctx, dec_ctx, hp,
                 N, wl.concurrency, wl.isl, wl.osl, hit, arrival, wl.acceptance, xfer, send, first, done, log,
                 -1 if wl.warm_ranks is None else int(wl.warm_ranks),
                 np.array([1 if getattr(c.inst, "balance_scheduling", False) else 0 for c in costs], np.int64),
-                int(wl.seed), np.array([graph_tokens(dep.engine, c.inst) for c in costs], np.int64))
+                int(wl.seed), np.array([graph_tokens(dep.engine, c.inst) for c in costs], np.int64), preempts)
     notes = []
     if (done < 0).any():
         notes.append(f"{int((done < 0).sum())} requests never finished: a prompt larger than the KV pool")
-    return BenchRun(wl, send, first, done, log[:nlog], dep.dies, notes)
+    for c, k in zip(costs, preempts):
+        if k:
+            notes.append(f"{int(k)} preemptions on the {c.inst.name} instance (each request recomputed): its KV pool "
+                         f"({c.num_blocks:,} blocks of {c.block_tokens} tokens per rank) is smaller than its running "
+                         "requests grow to, so throughput follows the pool (vLLM logs each preemption)")
+    return BenchRun(wl, send, first, done, log[:nlog], dep.dies, notes, preempts)
 
 
 #: a run is "at the KV edge" when +-EDGE_STEP of the KV blocks moves its output throughput by more than
