@@ -159,7 +159,8 @@ def _published():
 
 #: the one A2 row: A2-313T has no latency rows, so its device efficiencies are uncalibrated and it shares
 #: A3's host constants; a known miss, xfailed only while it misses
-KNOWN_MISS = {"P5": "the only A2-313T row: uncalibrated A2 device efficiencies, host model shared with A3"}
+KNOWN_MISS = {"P5": "the only A2-313T row: it preempts at the modelled KV pool (0.95x with 1.5x the blocks); "
+                      "uncalibrated A2 device efficiencies, host model shared with A3"}
 
 
 def _edge_or_miss(row: dict, ratio: float | None = None) -> None:
