@@ -264,9 +264,10 @@ REF_EAGER_LAUNCHES, REF_DRAFT_LAUNCHES, REF_CHUNK_TOKENS = 2600, 120, 4096
 
 
 def derived_host_ms(serving: dict) -> dict:
-    """Per-step host constants for consumers without a layer program (the planner's kernel sweep):
-    the serving block's host model at the reference step. ``perf``, ``sweep`` and ``bench`` do not use
-    these: they count their own program's launches (``auditor.perf.host``)."""
+    """Per-step host constants of the device vector's host slots (``perf_core.host_time``): the serving
+    block's host model at the reference step. No command adds them: ``perf``, ``sweep``, ``bench`` and
+    ``plan`` zero those slots (``perf.device.kernel_vector``) and count their own program's launches
+    (``auditor.perf.host``); the kernel's tests read them through ``device_vector``."""
     g = {"launch_us": 30.0, "prefill_token_us": 0.0, "decode_token_us": 0.0, "step_ms": 10.0, **serving}
     return {"prefill": g["step_ms"] + (REF_EAGER_LAUNCHES * g["launch_us"]
                                        + REF_CHUNK_TOKENS * g["prefill_token_us"]) * 1e-3,

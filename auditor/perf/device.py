@@ -27,7 +27,7 @@ def device_vector(dev: Device) -> np.ndarray:
     out[K.DEV_VECTOR_PEAK] = (dev.vector_flops.get("BF16") or dev.vector_flops.get("F16")
                               or max(dev.vector_flops.values()))
     out[K.DEV_VECTOR_SORT] = dev.sort_rate
-    # per-step host constants for program-less consumers (the planner); perf, sweep and bench zero them
+    # per-step host constants (devices.profiles.derived_host_ms); perf, sweep, bench and plan zero them
     # (``kernel_vector``) and add auditor.perf.host's per-step host model instead
     out[K.DEV_HOST_PREFILL] = dev.host_ms.get("prefill", 0.0) * 1e-3
     out[K.DEV_HOST_DECODE] = dev.host_ms.get("decode", 0.0) * 1e-3

@@ -185,12 +185,14 @@ class _Kernel:
         h = self.host
         out = h[3] + keys[:, 1] * (1 + keys[:, 2]) * h[2]
         if eager_drafter(self.spec):
-            key = ("draft", plan)
-            if key not in self.cache:
-                arrays = cached_program(self.spec, plan, self.engine, self.recipe, "decode", "repetition",
-                                        True).arrays()
-                self.cache[key] = {k: launch_counts(arrays, k)[1] for k in range(0, 9)}
-            out = out + np.array([self.cache[key][int(k)] for k in keys[:, 2]]) * h[0]
+            arrays = cached_program(self.spec, plan, self.engine, self.recipe, "decode", "repetition", True).arrays()
+            draft = []
+            for k in keys[:, 2].astype(int):
+                key = ("draft", plan, int(k))
+                if key not in self.cache:
+                    self.cache[key] = launch_counts(arrays, int(k))[1]
+                draft.append(self.cache[key])
+            out = out + np.array(draft) * h[0]
         return out
 
     def times(self, plan: ParallelPlan, phase: str, keys: np.ndarray, ctx: np.ndarray) -> np.ndarray:
