@@ -106,3 +106,19 @@ def test_search_decode_step_is_perf_decode_step():
     js = json.loads(buf.getvalue())
     assert t * 1e3 == pytest.approx(js["totals"]["time_ms"], rel=1e-6)
     assert not math.isnan(t)
+
+
+def test_shortlist_caps_count_each_shape_once_per_row():
+    """Three aggregated rows of one shape (TP8 DP2) and two of another: two of the first reach the queue
+    (the per-shape cap), both of the second; the pair key and the instance key of a row are distinct."""
+    from auditor.planner.search import Config, PlanResult, PlanSpace
+    from auditor.planner.simulate import shortlist
+
+    def row(tp, dp, b, v):
+        return Config("agg", 16, 16, f"TP{tp} DP{dp}", b, 3, 1000.0, 30.0, v, 10.0, 0, 0, 0, 0, True,
+                      {"tp": tp, "dp": dp, "replicas": 1})
+
+    rows = [row(8, 2, 1, 9.0), row(8, 2, 2, 8.0), row(8, 2, 4, 7.0), row(16, 1, 1, 6.0), row(16, 1, 2, 5.0)]
+    res = PlanResult(rows, 0, 0.0, None, [], {}, False, dies=(16,))
+    (agg, disagg) = shortlist(res, PlanSpace(dies=(16,), simulate=4), 5000.0, 50.0)
+    assert [(c.detail["tp"], c.batch) for c in agg] == [(8, 1), (8, 2), (16, 1), (16, 2)] and disagg == []

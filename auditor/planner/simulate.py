@@ -70,9 +70,9 @@ def _shapes(c: Config) -> tuple[tuple, tuple]:
     d = c.detail
     own = ("d", d.get("tp"), d.get("dp"))
     if c.mode != "disagg":
-        return (own,), (own,)
+        return (("pair", own),), (own,)
     pre = ("p", d.get("p_tp"), d.get("p_dp"), d.get("p_max_num_batched_tokens"))
-    return ((own, pre),), (own, pre)
+    return (("pair", own, pre),), (own, pre)
 
 
 def simulate_shortlist(res: PlanResult, spec: Any, engine: Any, recipe: str, device: Any, wl: PlanWorkload,
