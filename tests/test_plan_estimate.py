@@ -58,7 +58,7 @@ def test_operating_point_finds_the_largest_ok_concurrency(slots, limit):
             assert c == want
 
 
-def test_margin_util_is_the_largest_that_holds_the_outside_budget_items():
+def test_margin_util_is_the_largest_that_holds_the_outside_budget_items(capsys):
     """A DeepSeek-V3.2 P node (TP2, DSA-CP, 32,560-token chunks) holds ~5.9 GiB of SFA prefill transients
     the profile run does not see: at 0.92 `audit memory` reports a shortfall; plan runs it at the largest
     util whose margin is non-negative, and 0.01 more would be short again (both read back from `audit
@@ -75,17 +75,13 @@ def test_margin_util_is_the_largest_that_holds_the_outside_budget_items():
                 "--role", "prefill", "--max-model-len", "65537", "--max-num-batched-tokens", "32560",
                 "--max-num-seqs", "16", "--mtp", "1", "--mtp-drafter", "--gpu-memory-utilization", f"{util:.2f}",
                 "--format", "json"]
-        import io
-        from contextlib import redirect_stdout
-        buf = io.StringIO()
-        with redirect_stdout(buf):
-            main(args)
-        return json.loads(buf.getvalue())["runtime"]["headroom_bytes"]
+        main(args)
+        return json.loads(capsys.readouterr().out)["runtime"]["headroom_bytes"]
 
     assert headroom(0.92) < 0 and headroom(u) >= 0 and headroom(u + 0.01) < 0
 
 
-def test_search_decode_step_is_perf_decode_step():
+def test_search_decode_step_is_perf_decode_step(capsys):
     """The search times a D instance's decode step with the same kernel tables and the same host model as
     `audit perf` (the device's per-step host slots were added on top before: 38 ms per step, twice)."""
     import numpy as np
@@ -96,14 +92,10 @@ def test_search_decode_step_is_perf_decode_step():
     plan = ParallelPlan(tp=4, dp=8, ep=32, sp=False, role="decode", max_num_batched_tokens=12, mtp=True)
     keys = np.array([[1.0, 4.0, 2.0]])
     t = kern.times(plan, "decode", keys, np.array([65000.0]))[0, 0] + kern.decode_host(plan, keys)[0]
-    import io
-    from contextlib import redirect_stdout
-    buf = io.StringIO()
-    with redirect_stdout(buf):
-        assert main(["perf", "deepseek-v3.2", "--recipe", "w8a8", "--tp", "4", "--dp", "8", "--ep", "32", "--role",
-                     "decode", "--max-num-batched-tokens", "12", "--mtp", "2", "--phase", "decode", "--batch", "4",
-                     "--context", "65000", "--graph", "repetition", "--format", "json"]) in (0, 3)
-    js = json.loads(buf.getvalue())
+    assert main(["perf", "deepseek-v3.2", "--recipe", "w8a8", "--tp", "4", "--dp", "8", "--ep", "32", "--role",
+                 "decode", "--max-num-batched-tokens", "12", "--mtp", "2", "--phase", "decode", "--batch", "4",
+                 "--context", "65000", "--graph", "repetition", "--format", "json"]) in (0, 3)
+    js = json.loads(capsys.readouterr().out)
     assert t * 1e3 == pytest.approx(js["totals"]["time_ms"], rel=1e-6)
     assert not math.isnan(t)
 

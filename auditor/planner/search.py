@@ -166,33 +166,29 @@ class _Kernel:
         from ..serving.costs import host_params
         self.host = host_params(device)       # the serving model's host time, so estimates track the simulation
 
-    def launches(self, plan: ParallelPlan, phase: str, k: int) -> float:
-        """Kernels + collectives of one eager step (the serving host model's launch count)."""
+    def _counts(self, plan: ParallelPlan, phase: str, k: int) -> tuple[float, float]:
+        """(launches of one eager step, launches of the drafter's passes) of a plan's program at K."""
         key = ("launches", plan, phase, k)
         if key not in self.cache:
             from ..perf.api import cached_program
             from ..serving.costs import launch_counts
             prog = cached_program(self.spec, plan, self.engine, self.recipe, phase, "repetition", True)
-            self.cache[key] = launch_counts(prog.arrays(), k)[0]
+            self.cache[key] = launch_counts(prog.arrays(), k)
         return self.cache[key]
+
+    def launches(self, plan: ParallelPlan, phase: str, k: int) -> float:
+        """Kernels + collectives of one eager step (the serving host model's launch count)."""
+        return self._counts(plan, phase, k)[0]
 
     def decode_host(self, plan: ParallelPlan, keys: np.ndarray) -> np.ndarray:
         """Host time of a graph decode step per row of ``keys`` (tokens, batch, K): the serving host
-        model's step constant, its per-decode-token term and, when the drafter runs eager (GLM), its
-        passes' launches (``perf.host``)."""
-        from ..perf.api import cached_program
-        from ..perf.host import eager_drafter, launch_counts
-        h = self.host
-        out = h[3] + keys[:, 1] * (1 + keys[:, 2]) * h[2]
-        if eager_drafter(self.spec):
-            arrays = cached_program(self.spec, plan, self.engine, self.recipe, "decode", "repetition", True).arrays()
-            draft = []
-            for k in keys[:, 2].astype(int):
-                key = ("draft", plan, int(k))
-                if key not in self.cache:
-                    self.cache[key] = launch_counts(arrays, int(k))[1]
-                draft.append(self.cache[key])
-            out = out + np.array(draft) * h[0]
+        model's graph step (``perf.host.HostModel``), with the drafter's launches when it runs eager (GLM)."""
+        from ..perf.host import HostModel, eager_drafter
+        out = np.empty(len(keys))
+        for k in np.unique(keys[:, 2]):
+            rows = keys[:, 2] == k
+            draft = self._counts(plan, "decode", int(k))[1] if eager_drafter(self.spec) else 0.0
+            out[rows] = HostModel(0.0, draft, self.host).steps_s(False, 0.0, keys[rows, 1] * (1 + k))
         return out
 
     def times(self, plan: ParallelPlan, phase: str, keys: np.ndarray, ctx: np.ndarray) -> np.ndarray:

@@ -121,14 +121,13 @@ def _simulate_one(c: Config, spec: Any, eng: Any, recipe: str, device: Any, wl: 
     dep._costs = [costs(i) for i in insts]
     dec = insts[-1]
 
-    def run(conc: int) -> tuple[bool, dict]:
+    def run(conc: int) -> tuple[bool, tuple[bool, dict]]:
         m = metrics(simulate(dep, BenchWorkload(conc, wl.isl, wl.osl, 2 * conc, acceptance=space.acceptance,
                                                 prefix_caching=False)))
-        return (m["completed"] == m["num_prompts"] and m["mean_ttft_ms"] <= ttft_ms
-                and m["mean_tpot_ms"] <= tpot_ms), m
+        ok = m["completed"] == m["num_prompts"] and m["mean_ttft_ms"] <= ttft_ms and m["mean_tpot_ms"] <= tpot_ms
+        return ok, (ok, m)
 
-    conc, m = operating_point(dec.count * dec.dp * dec.max_num_seqs, run)
-    ok = m["completed"] == m["num_prompts"] and m["mean_ttft_ms"] <= ttft_ms and m["mean_tpot_ms"] <= tpot_ms
+    conc, (ok, m) = operating_point(dec.count * dec.dp * dec.max_num_seqs, run)
     c.estimate = {"ttft_ms": c.ttft_ms, "tpot_ms": c.tpot_ms, "tok_s_die": c.tok_s_die}
     c.simulated = True
     if m["completed"] < m["num_prompts"]:
