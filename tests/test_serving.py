@@ -451,10 +451,8 @@ def test_bench_names_preemptions_when_the_pool_binds():
     """P5's deployment (A2, 9 requests of up to 5,000 tokens per rank = 360 blocks, against a modelled pool
     of ~344) preempts; bench says how often and on which instance. With half as many blocks again the
     same run has none and no note."""
-    from dataclasses import replace
-
     from auditor.serving.calibrate import deployment, workload
-    from auditor.serving.sim import simulate
+    from auditor.serving.sim import scaled_pool, simulate
     row = {r["id"]: r for r in _published()["rows"]}["P5"]
     dep, wl = deployment(row), workload(row, 0.7)
     blocks = dep.costs()[0].num_blocks
@@ -462,6 +460,5 @@ def test_bench_names_preemptions_when_the_pool_binds():
     run = simulate(dep, wl)
     n = int(run.preemptions.sum())
     assert n > 0 and any(note.startswith(f"{n} preemptions on the aggregated instance") for note in run.notes)
-    roomy = replace(dep, _costs=[replace(c, num_blocks=int(c.num_blocks * 1.5)) for c in dep.costs()])
-    run = simulate(roomy, wl)
+    run = simulate(scaled_pool(dep, 1.5), wl)
     assert int(run.preemptions.sum()) == 0 and not any("preemptions" in note for note in run.notes)

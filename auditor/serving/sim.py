@@ -173,14 +173,15 @@ def kv_sensitivity(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None =
     Why: admission needs the whole prompt in KV and each DP rank holds its own prefix cache, so near
     the point where one more request fits the simulated throughput jumps; a few % of memory error
     (the budget's UNCONFIRMED terms) then swings the answer, and the user should see that."""
-    from dataclasses import replace
-
     from .bench import metrics
-    out = []
-    for f in (1.0 - step, 1.0 + step):
-        d = replace(dep, _costs=[replace(c, num_blocks=max(1, int(c.num_blocks * f))) for c in dep.costs()])
-        out.append(metrics(simulate(d, wl, host))["output_throughput"])
+    out = [metrics(simulate(scaled_pool(dep, f), wl, host))["output_throughput"] for f in (1.0 - step, 1.0 + step)]
     return out[0], out[1]
+
+
+def scaled_pool(dep: Deployment, factor: float) -> Deployment:
+    """The same deployment with every instance's KV pool at ``factor`` x its blocks (at least one)."""
+    from dataclasses import replace
+    return replace(dep, _costs=[replace(c, num_blocks=max(1, int(c.num_blocks * factor))) for c in dep.costs()])
 
 
 def at_kv_edge(low: float, high: float) -> bool:
