@@ -108,7 +108,7 @@ def step_host(eager: bool, t_pre: float, dtok: float, launches_eager: float, lau
 
 
 @njit(cache=True)
-def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager, launches_draft,
+def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager, launches_draft, token_split,
              ctx, tok, dec, pre_rest, pre_ctx, dec_ctx, hp,
              n_req, conc, isl, osl, hit, arrival, acc, xfer,
              rq_send, rq_first, rq_done, step_log, warm, balance, seed, graph_tokens, preempts):
@@ -347,7 +347,9 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
         # size; DP ranks pad to the largest rank's count, so the largest rank decides)
         if graph_tokens[i] >= 0 and dtok_max > graph_tokens[i]:
             any_pre = True
-        dt = dt_dev + step_host(any_pre, t_pre_max, dtok_max, launches_eager[i], launches_draft[i], hp)
+        # the per-prefill-token host work is per rank: DSA-CP splits a step's tokens over TP (perf.host)
+        dt = dt_dev + step_host(any_pre, t_pre_max / token_split[i], dtok_max, launches_eager[i], launches_draft[i],
+                                hp)
         te = t + dt
         if nlog < step_log.shape[0]:
             step_log[nlog, 0] = t

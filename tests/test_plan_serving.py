@@ -1,10 +1,11 @@
 """`audit plan` on the serving model of `audit bench` (issue 17): the 64k DeepSeek-V3.2 P/D case of
 the engine's tutorial, the best per die budget, the header, the binds line, exit 3 and the launch.
 
-SLA of the 64k case, from the tutorial (research/serving-facts.md §4.1): TPOT <= 50 ms (the tutorial
-publishes 32 ms at 1P1D; 50 ms leaves the margin a model needs); TTFT <= 30 s: the tutorial gives no
-TTFT; its P instance (TP16 DSA-CP, 32,560-token chunks, MTP 1) prefills one 64k prompt in ~24 s in
-this serving model, so 30 s asks for P nodes about as fast as the tutorial's, not a slower shape.
+SLA of the 64k cases, from the tutorial (research/serving-facts.md §4.1): it publishes TPOT 32 ms at
+1P1D and no TTFT. Its P instance (TP16 DSA-CP, 32,560-token chunks, MTP 1) prefills one 64k prompt in
+~6.4 s in this serving model, so TTFT <= 15 s asks for P nodes about as fast as the tutorial's (one
+prompt may wait for another per P rank); TTFT <= 30 s lets plan trade first-token latency for prefill
+throughput per die.
 """
 from __future__ import annotations
 
@@ -34,11 +35,9 @@ def case64(tmp_path_factory):
 
 
 def test_64k_deepseek_finds_a_feasible_ranked_pd_deployment(case64):
-    """What plan finds: P/D wins on 64 dies; P runs DSA-CP with a chunked budget from the searched ones
-    and the MTP-1 drafter, as the tutorial's P does. Its TP is smaller than the tutorial's 16: with the
-    attention on each rank's token shard (sfa_cp.py) a P rank's prefill work per die no longer depends on
-    TP, and DP ranks serve more prompts per die. Every P and D instance is re-checked through the
-    one-workload memory API."""
+    """What plan finds at TTFT 30 s: P/D wins on 64 dies; P runs DSA-CP with a chunked budget from the
+    searched ones and the MTP-1 drafter, as the tutorial's P does. Every P and D instance is re-checked
+    through the one-workload memory API."""
     best = case64["best"][0]
     assert best["mode"] == "disagg" and best["simulated"] and best["meets_sla"]
     assert best["ttft_ms"] <= 30000 and best["tpot_ms"] <= 50
@@ -188,7 +187,9 @@ def test_64k_shortlist_spreads_over_instance_shapes(case64):
     d_shapes = Counter((r["mode"], r["tp"], r["dp"]) for r in sim)
     p_shapes = Counter((r["p_tp"], r["p_dp"], r["p_max_num_batched_tokens"]) for r in sim if r["mode"] == "disagg")
     assert max(pairs.values()) <= 2 and max(d_shapes.values()) <= 4 and max(p_shapes.values()) <= 4
-    assert len(d_shapes) >= 2 and len(p_shapes) >= 2
+    assert len(d_shapes) >= 2
+    # a fifth simulated P/D row must bring a second P shape (at most four share one)
+    assert len(p_shapes) >= 2 or sum(p_shapes.values()) <= 4
 
 
 def test_tutorial_64k_pd_is_no_better_than_what_plan_finds(tmp_path):
@@ -220,3 +221,18 @@ def test_tutorial_64k_pd_is_no_better_than_what_plan_finds(tmp_path):
     c, m = operating_point(32, run)
     assert m["mean_ttft_ms"] <= 30000 and c >= 8
     assert best["tok_s_die"] >= m["output_throughput"] / 64
+
+
+def test_64k_tutorial_sla_finds_the_tutorials_deployment(tmp_path):
+    """The done-when of issue 17: at the tutorial's TPOT (32 ms) and a TTFT its P nodes meet (15 s, module
+    docstring), plan's best on 64 dies is the tutorial's 1P1D (DeepSeek-V3.2.md:424-608@182b75ea): P =
+    two TP16 ranks (its external DP 2 x TP16) with DSA-CP and 32,560-token chunks, D = TP4 x DP8 running
+    4 sequences per rank. Nothing in the search is fitted to the tutorial (validation only)."""
+    out = tmp_path / "p.json"
+    assert main(["plan", "deepseek-v3.2", "--recipe", "w8a8", "--dies", "64", "--isl", "64000", "--osl", "3000",
+                 "--ttft-ms", "15000", "--tpot-ms", "32", "--format", "json", "-o", str(out)]) == 0
+    b = json.loads(out.read_text())["best"][0]
+    assert b["mode"] == "disagg" and b["simulated"] and b["meets_sla"] and b["dies_used"] == 64
+    assert b["p_tp"] == 16 and b["n_prefill"] * b["p_dp"] == 2 and b["p_sp"]
+    assert b["p_max_num_batched_tokens"] == 32560 and b["p_mtp"] == 1
+    assert b["tp"] == 4 and b["n_decode"] * b["dp"] == 8 and b["dcp"] == 1 and b["batch"] == 4

@@ -14,7 +14,7 @@ ROWS = Path(__file__).parent / "data" / "serving_published.json"
 
 
 def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, ranks=1, hit=0, warm=-1, balance=0,
-          arrival=None, seed=0, launches=0.0, hp=None, graph_tokens=-1, preempts=None):
+          arrival=None, seed=0, launches=0.0, hp=None, graph_tokens=-1, preempts=None, split=1.0):
     """One instance with flat tables: decode step 10 ms, eager step 100 ms; no host time unless ``hp``
     (launch s, prefill-token s, decode-token s, step s) and ``launches`` per eager step are given."""
     from auditor_kernels.serving_core import simulate
@@ -28,7 +28,8 @@ def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, rank
     log = np.zeros((100000, 5))
     arr = np.zeros(n) if arrival is None else np.asarray(arrival, dtype=np.float64)
     nlog = simulate(1, np.array([ranks]), np.array([seqs]), np.array([budget]), np.array([blocks]), np.array([128]),
-                    np.array([k]), np.array([0]), np.array([float(launches)]), np.zeros(1), ctx, tok, dec, rest,
+                    np.array([k]), np.array([0]), np.array([float(launches)]), np.zeros(1), np.array([float(split)]),
+                    ctx, tok, dec, rest,
                     pctx, dctx, np.zeros(4) if hp is None else np.asarray(hp, dtype=np.float64), n, conc, isl,
                     osl, hit, arr, acc, 0.0, send, first, done, log, warm, np.array([balance], np.int64), seed,
                     np.array([graph_tokens], np.int64), np.zeros(1, np.int64) if preempts is None else preempts)
@@ -45,7 +46,7 @@ def _pd_core(n, isl, osl, hit, xfer, budgets, blocks, block_tokens):
     rest = np.full((2, 2), 0.100)
     send, first, done = np.full(n, -1.0), np.full(n, -1.0), np.full(n, -1.0)
     simulate(2, np.array([1, 1]), np.array([4, 4]), np.array(budgets), np.array(blocks), np.array(block_tokens),
-             np.array([0, 0]), np.array([1, 2]), np.zeros(2), np.zeros(2), ctx, tok, dec, rest,
+             np.array([0, 0]), np.array([1, 2]), np.zeros(2), np.zeros(2), np.ones(2), ctx, tok, dec, rest,
              np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(4), n, n, isl, osl, hit, np.zeros(n), 1.0, xfer,
              send, first, done, np.zeros((1000, 5)), -1, np.array([0, 0], np.int64), 0, np.array([-1, -1], np.int64),
              np.zeros(2, np.int64))
@@ -276,6 +277,40 @@ def test_perf_prefill_is_chunked_with_a_host_cost_per_step():
     steps = evaluate_phase(dep.spec, c.plan, dep.engine, Workload("prefill", 131072, 0, 1, 3), dep.device,
                            dep.recipe).steps
     assert steps[-1]["device_ms"] > steps[0]["device_ms"]
+
+
+def test_dsa_cp_prefill_pays_the_per_token_host_work_for_its_share_of_the_tokens():
+    """Under DSA-CP each TP rank runs round_up(T, TP) / TP of a step's T tokens through the whole layer
+    (sfa_cp.py:147-153@182b75ea), so the per-prefill-token term is paid for T / TP; without it every
+    rank pays for all T. Host time of ``audit perf``'s prefill restated by hand from the launch count and
+    the device's constants, for the same DeepSeek-V3.2 prefill at TP8 with and without DSA-CP."""
+    from auditor.devices.profiles import load_device
+    from auditor.parallel import ParallelPlan
+    from auditor.perf.api import Workload, cached_program, evaluate_phase
+    from auditor.perf.host import host_params, launch_counts
+    from auditor.source import open_model
+    src, dev = open_model("deepseek-v3.2", "w8a8", tables=False), load_device("a3-752t")
+    hp = host_params(dev)
+    host = {}
+    for sp in (False, True):
+        plan = ParallelPlan(tp=8, dp=2, ep=16, sp=sp, role="prefill", max_num_batched_tokens=8192, mtp=True)
+        prog = cached_program(src.spec, plan, "vllm-ascend@main", src.scheme_recipe, "prefill", "expanded", True)
+        n_launch, _ = launch_counts(prog.arrays(), 1)
+        ph = evaluate_phase(src.spec, plan, "vllm-ascend@main", Workload("prefill", 20000, 0, 1, 1), dev,
+                            src.scheme_recipe)
+        share = 8 if sp else 1
+        assert ph.host_s == pytest.approx(sum(n_launch * hp[0] + s["tokens"] / share * hp[1] + hp[3]
+                                              for s in ph.steps))
+        host[sp] = ph.host_s
+    assert host[True] < host[False]
+
+
+def test_token_split_divides_the_prefill_token_host_work_in_the_simulation():
+    """A 400-token prompt in one 100 ms eager step with 1 ms of host work per prefill token: 0.5 s to the
+    first token when the rank runs all 400 tokens, 0.2 s when DSA-CP splits them over 4 ranks."""
+    for split, at in ((1.0, 0.5), (4.0, 0.2)):
+        _, first, _, _ = _core(isl=400, osl=1, budget=1000, hp=[0.0, 1e-3, 0.0, 0.0], split=split)
+        assert first[0] == pytest.approx(at)
 
 
 def test_host_formula_in_numpy_matches_the_kernel():

@@ -319,7 +319,7 @@ def evaluate_phase(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: W
     other = cached_program(spec, plan, key, recipe, "decode" if workload.phase == "prefill" else "prefill",
                            graph, True, cache)
     pre, dec = (prog, other) if workload.phase == "prefill" else (other, prog)
-    hm = host_model(spec, pre.arrays(), dec.arrays(), workload.mtp, device, host)
+    hm = host_model(spec, pre, dec, workload.mtp, device, host)
     dv, grp = kernel_vector(device), group_table(device, plan)
     steps = prefill_chunks(workload, int(chunk or plan.max_num_batched_tokens))
     res = None

@@ -6,8 +6,10 @@ What runs decides what the host pays (research/serving-facts.md §6; docs/long-c
 * an eager step (any prefill chunk: under ``FULL_DECODE_ONLY`` only uniform decode batches are
   captured, ``graph_mode.md:14-45``; one eager DP rank makes every rank eager,
   ``model_runner_v1.py:4905-4911``) launches every kernel and collective of the program one by one:
-  ``launches x launch_us``, plus ``prefill_token_us`` per prefill token (work the roofline misses in
-  eager prefill), plus ``step_ms``;
+  ``launches x launch_us``, plus ``prefill_token_us`` per prefill token a rank runs (work the roofline
+  misses in eager prefill: device work per token, so under DSA-CP, where each TP rank runs its share of
+  the step's tokens through the whole layer, ``sfa_cp.py:147-153``@182b75ea, a rank pays it for
+  tokens / TP), plus ``step_ms``;
 * a graph decode step pays ``step_ms`` (replay, scheduling, sampling) and, on GLM models, whose MTP
   drafter is forced eager (``llm_base_proposer.py:178-197``), the drafter's kernels K times at
   ``launch_us``;
@@ -66,11 +68,12 @@ class HostModel:
     launches_eager: float       # kernels + collectives of one eager step (prefill program, drafter included)
     launches_draft: float       # kernels + collectives of the drafter's K passes when it runs eager, else 0
     hp: np.ndarray              # host_params(device)
+    token_split: float = 1.0    # ranks a prefill step's tokens are split over (``Program.token_split``)
 
     def step_s(self, eager: bool, prefill_tokens: float, decode_tokens: float) -> float:
         from auditor_kernels.serving_core import step_host
-        return float(step_host(eager, float(prefill_tokens), float(decode_tokens), self.launches_eager,
-                               self.launches_draft, self.hp))
+        return float(step_host(eager, float(prefill_tokens) / self.token_split, float(decode_tokens),
+                               self.launches_eager, self.launches_draft, self.hp))
 
     def steps_s(self, eager: bool, prefill_tokens: np.ndarray, decode_tokens: np.ndarray) -> np.ndarray:
         """``step_s`` over arrays (the sweep's rows); the same formula as ``serving_core.step_host``
@@ -78,16 +81,17 @@ class HostModel:
         hp = self.hp
         h = hp[3] + np.asarray(decode_tokens, dtype=np.float64) * hp[2]
         if eager:
-            return h + self.launches_eager * hp[0] + np.asarray(prefill_tokens, dtype=np.float64) * hp[1]
+            return h + self.launches_eager * hp[0] + np.asarray(prefill_tokens, dtype=np.float64) / self.token_split * hp[1]
         return h + self.launches_draft * hp[0]
 
 
-def host_model(spec: Any, pre_arrays: tuple, dec_arrays: tuple, mtp: int, device: Any,
-               hp: np.ndarray | None = None) -> HostModel:
-    n_eager, _ = launch_counts(pre_arrays, mtp)
-    _, n_draft = launch_counts(dec_arrays, mtp)
+def host_model(spec: Any, pre: Any, dec: Any, mtp: int, device: Any, hp: np.ndarray | None = None) -> HostModel:
+    """The host model of a deployment from its prefill and decode ``Program``s."""
+    n_eager, _ = launch_counts(pre.arrays(), mtp)
+    _, n_draft = launch_counts(dec.arrays(), mtp)
     return HostModel(n_eager, n_draft if eager_drafter(spec) else 0.0,
-                     host_params(device) if hp is None else np.asarray(hp, dtype=np.float64))
+                     host_params(device) if hp is None else np.asarray(hp, dtype=np.float64),
+                     float(pre.token_split))
 
 
 __all__ = ["DEFAULT_HOST", "HOST_KEYS", "host_params", "launch_counts", "eager_drafter", "HostModel", "host_model"]

@@ -60,6 +60,9 @@ class Program:
     colls: list[O.Coll] = field(default_factory=list)
     layout: Placement | None = None
     weight_source: str = "scheme"
+    #: ranks a step's tokens are split over (DSA-CP: each TP rank runs its padded share of the step's
+    #: tokens through the whole layer, sfa_cp.py:147-153@182b75ea); 1 when every rank sees all tokens
+    token_split: int = 1
     _arrays: tuple | None = None
 
     def arrays(self) -> tuple[np.ndarray, ...]:
@@ -110,6 +113,13 @@ def _share(first: B.Linear, second: B.Linear, spec: ModelSpec) -> float:
     """``first``'s part of the parameters of two linears that perf reads as one weight key."""
     a = first.out(spec) * first.inp(spec)
     return a / (a + second.out(spec) * second.inp(spec))
+
+
+def token_split(spec: ModelSpec, plan: ParallelPlan, lay: Placement, phase: str) -> int:
+    """TP ranks a step's tokens are split over: DSA-CP shards them in prefill, and in decode unless DCP
+    takes the decode path (its own query all-gather); 1 when every rank runs every token."""
+    cp = lay.dsa_cp and spec.dsa and plan.tp > 1 and (phase == "prefill" or plan.dcp <= 1)
+    return plan.tp if cp else 1
 
 
 class _Builder:
@@ -220,7 +230,7 @@ class _Builder:
         q_in = s.Qr or s.H
         full = h
         # (decode with DCP keeps its own query all-gather path below, unchanged)
-        cp = bool(lay.dsa_cp and s.dsa and self.tp > 1 and (self.phase == "prefill" or self.plan.dcp <= 1))
+        cp = token_split(s, self.plan, lay, self.phase) > 1
         if cp:
             # DSA-CP shards the step's tokens over the TP group (prefill and decode alike: fused
             # preprocessing is refused under DSA-CP, so every step takes the native path): each rank
@@ -531,5 +541,5 @@ def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
                 out = b.layer(L, kind, State(tok, None), sh, mtp_layer=True)
                 b.head(p, out, Tok(MTP_LATER), "shared_head.norm")
         b.mult = K.MULT_ALWAYS
-    prog = Program(phase, graph, plan.tp, b.ops, b.colls, lay, wsrc)
-    return prog
+    return Program(phase, graph, plan.tp, b.ops, b.colls, lay, wsrc,
+                   token_split=token_split(spec, plan, lay, phase))

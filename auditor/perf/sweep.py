@@ -67,7 +67,7 @@ def parse_grid(text: str, name: str) -> list[int]:
     return vals
 
 
-def _chunked_ttft(sweep_grid: Callable, spec: ModelSpec, pre_arrays: tuple, dec_arrays: tuple, tp: float,
+def _chunked_ttft(sweep_grid: Callable, spec: ModelSpec, pre: Any, dec: Any, tp: float,
                   keys: np.ndarray, ctx: np.ndarray, dv: np.ndarray, grp: np.ndarray, chunk: int,
                   device: Any) -> np.ndarray:
     """TTFT [len(keys), len(ctx)] of ``batch`` prompts of ``tokens`` at each context: the sum of their
@@ -79,9 +79,9 @@ def _chunked_ttft(sweep_grid: Callable, spec: ModelSpec, pre_arrays: tuple, dec_
     offsets = sorted({o for pl in plans for _, o, _, _ in pl})
     ctx_all = np.unique(np.concatenate([ctx + o for o in offsets]))
     skeys = np.array(shapes, dtype=np.float64)
-    table = sweep_grid(*pre_arrays, 0, tp, skeys, ctx_all, dv, grp)
+    table = sweep_grid(*pre.arrays(), 0, tp, skeys, ctx_all, dv, grp)
     row = {sh: i for i, sh in enumerate(shapes)}
-    hosts = {m: host_model(spec, pre_arrays, dec_arrays, int(m), device) for m in np.unique(keys[:, 2])}
+    hosts = {m: host_model(spec, pre, dec, int(m), device) for m in np.unique(keys[:, 2])}
     out = np.zeros((len(keys), len(ctx)))
     for u, ((t, b, m), pl) in enumerate(zip(keys, plans)):
         for n, o, bb, rep in pl:
@@ -127,7 +127,7 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
                 progress(1)
             continue
         grp = group_table(device, plan)
-        t_pre = _chunked_ttft(sweep_grid, spec, pre.arrays(), dec.arrays(), float(tp), keys, ctx, dv, grp,
+        t_pre = _chunked_ttft(sweep_grid, spec, pre, dec, float(tp), keys, ctx, dv, grp,
                               plan.max_num_batched_tokens, device).ravel()
         if decode_follows_prefill:
             # decode continues each prefill: its context is the prefill length (one kernel call per length)
@@ -143,7 +143,7 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
             dec_ctx = work[:, 1]
         # host time of a graph decode step (auditor.perf.host: the model perf and bench use)
         for m in np.unique(keys[:, 2]):
-            hm = host_model(spec, pre.arrays(), dec.arrays(), int(m), device)
+            hm = host_model(spec, pre, dec, int(m), device)
             sel = work[:, 3] == m
             t_dec[sel] += hm.steps_s(False, 0.0, work[sel, 2] * (1 + m))
         # memory: the longest request of the row (prefill end or decode step); the engine's batched

@@ -166,29 +166,25 @@ class _Kernel:
         from ..serving.costs import host_params
         self.host = host_params(device)       # the serving model's host time, so estimates track the simulation
 
-    def _counts(self, plan: ParallelPlan, phase: str, k: int) -> tuple[float, float]:
-        """(launches of one eager step, launches of the drafter's passes) of a plan's program at K."""
-        key = ("launches", plan, phase, k)
+    def host_model(self, plan: ParallelPlan, k: int):
+        """The serving host model (``perf.host.HostModel``) of a plan at K: its launches, its drafter's
+        launches when the drafter runs eager (GLM) and its token split, cached per (plan, K)."""
+        key = ("host", plan, k)
         if key not in self.cache:
             from ..perf.api import cached_program
-            from ..serving.costs import launch_counts
-            prog = cached_program(self.spec, plan, self.engine, self.recipe, phase, "repetition", True)
-            self.cache[key] = launch_counts(prog.arrays(), k)
+            from ..perf.host import host_model
+            pre, dec = (cached_program(self.spec, plan, self.engine, self.recipe, ph, "repetition", True)
+                        for ph in ("prefill", "decode"))
+            self.cache[key] = host_model(self.spec, pre, dec, k, self.device, self.host)
         return self.cache[key]
-
-    def launches(self, plan: ParallelPlan, phase: str, k: int) -> float:
-        """Kernels + collectives of one eager step (the serving host model's launch count)."""
-        return self._counts(plan, phase, k)[0]
 
     def decode_host(self, plan: ParallelPlan, keys: np.ndarray) -> np.ndarray:
         """Host time of a graph decode step per row of ``keys`` (tokens, batch, K): the serving host
-        model's graph step (``perf.host.HostModel``), with the drafter's launches when it runs eager (GLM)."""
-        from ..perf.host import HostModel, eager_drafter
+        model's graph step, as bench and perf add it."""
         out = np.empty(len(keys))
         for k in np.unique(keys[:, 2]):
             rows = keys[:, 2] == k
-            draft = self._counts(plan, "decode", int(k))[1] if eager_drafter(self.spec) else 0.0
-            out[rows] = HostModel(0.0, draft, self.host).steps_s(False, 0.0, keys[rows, 1] * (1 + k))
+            out[rows] = self.host_model(plan, int(k)).steps_s(False, 0.0, keys[rows, 1] * (1 + k))
         return out
 
     def times(self, plan: ParallelPlan, phase: str, keys: np.ndarray, ctx: np.ndarray) -> np.ndarray:
@@ -370,8 +366,8 @@ def _prefill_time(kern: _Kernel, plan: ParallelPlan, isl: int, chunk: int, k: in
     last = isl - (n - 1) * chunk
     t += float(kern.times(plan, "prefill", np.array([[float(last), 1.0, float(k)]]),
                           np.array([float((n - 1) * chunk)]))[0, 0])
-    h = kern.host       # eager steps: launches, per-prefill-token host work, the step constant (serving.costs)
-    return t + isl * h[1] + n * (kern.launches(plan, "prefill", k) * h[0] + h[3])
+    hm = kern.host_model(plan, k)       # every chunk an eager step of the serving host model
+    return t + (n - 1) * hm.step_s(True, chunk, 0.0) + hm.step_s(True, last, 0.0)
 
 
 def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWorkload, space: PlanSpace,

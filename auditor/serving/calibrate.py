@@ -282,7 +282,8 @@ def calibration_block(ev: list[Evidence], x: np.ndarray, loo: dict[str, float], 
                          "the ones not fitted say why",
             "fitted": fitted, "scenarios": scen, "throughput_rows": rows,
             "note": "Host model shared by audit perf, sweep and bench (auditor/perf/host.py): an eager step pays "
-                    "launch_us per kernel and collective and prefill_token_us per prefill token; a graph decode "
+                    "launch_us per kernel and collective and prefill_token_us per prefill token a rank runs (1/TP "
+                    "of the step's under DSA-CP); a graph decode "
                     "step pays step_ms and, on GLM (drafter forced eager), the drafter's launches. What they "
                     "absorb: launch_us the host launch of each eager kernel not hidden behind device work (and "
                     "the device idling between short eager kernels); prefill_token_us per-token eager prefill "

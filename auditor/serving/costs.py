@@ -36,7 +36,7 @@ import numpy as np
 from ..deployment import InstancePlan
 from ..engines.registry import as_engine
 from ..parallel import ParallelPlan
-from ..perf.host import DEFAULT_HOST, HOST_KEYS, eager_drafter, host_params, launch_counts  # noqa: F401 (re-exported)
+from ..perf.host import DEFAULT_HOST, HOST_KEYS, host_model, host_params, launch_counts  # noqa: F401 (re-exported)
 
 ROLE = {"aggregated": 0, "prefill": 1, "decode": 2}
 PLAN_ROLE = {"aggregated": "mixed", "prefill": "prefill", "decode": "decode"}
@@ -64,6 +64,7 @@ class StepCosts:
     kv_bytes_per_token: float
     weights_gib: float
     kv_gib: float
+    token_split: float = 1.0  # ranks a prefill step's tokens are split over (DSA-CP: TP; perf.host)
 
 
 def instance_plan(inst: InstancePlan) -> ParallelPlan:
@@ -99,18 +100,16 @@ def step_costs(spec: Any, inst: InstancePlan, engine: Any, recipe: str, device: 
     pctx = np.array([[partial_time(*pa, 0, float(plan.tp), t, c, 1.0, float(k), dv, grp, CTX_PART) for c in ctx]
                      for t in tok])
     dctx = np.array([partial_time(*da, 1, float(plan.tp), 1.0, c, 1.0, float(k), dv, grp, CTX_PART) for c in ctx])
-    n_eager, _ = launch_counts(pa, k)
-    _, n_draft = launch_counts(da, k)
-    glm_eager_drafter = eager_drafter(spec)      # GLM drafter forced eager (serving-facts §6)
+    hm = host_model(spec, pre, dec, k, device)  # launches (GLM drafter forced eager, serving-facts §6), split
     # the KV pool of this one instance: the same budget as `audit memory` for these flags (workload_fit ->
     # rank_budget; the grid form approximates the communicators for many plans at once)
     b = workload_fit(spec, plan, eng, recipe, device, batch=S, request_tokens=inst.max_model_len,
                      step_tokens=inst.max_num_batched_tokens, mtp=k, util=inst.gpu_memory_utilization,
                      kv_cache_dtype=cache, dcp=plan.dcp, hccl_buffsize_mb=inst.hccl_buffsize_mb).budget
     blocks = int(b.num_blocks)
-    return StepCosts(inst, plan, ctx, tok, dtab, rest, pctx, dctx, n_eager, n_draft if glm_eager_drafter else 0.0,
+    return StepCosts(inst, plan, ctx, tok, dtab, rest, pctx, dctx, hm.launches_eager, hm.launches_draft,
                      blocks, int(b.kv.tokens_per_block), float(b.kv.bytes_per_token()), b.weights_bytes / 2**30,
-                     blocks * b.kv.page_block_bytes / 2**30)
+                     blocks * b.kv.page_block_bytes / 2**30, hm.token_split)
 
 
 __all__ = ["StepCosts", "step_costs", "host_params", "launch_counts", "ROLE", "DEFAULT_KV_LINK_BYTES_PER_S",

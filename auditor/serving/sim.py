@@ -113,6 +113,7 @@ def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None)
     role = np.array([ROLE[c.inst.name] for c in costs], np.int64)
     le = np.array([c.launches_eager for c in costs])
     ld = np.array([c.launches_draft for c in costs])
+    split = np.array([c.token_split for c in costs])
     # the tables share one context grid and one token grid: resample onto the union
     ctx = np.unique(np.concatenate([c.ctx for c in costs]))
     tok = np.unique(np.concatenate([c.tok for c in costs]))
@@ -144,7 +145,8 @@ def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None)
     log = np.zeros((400_000, 5))
     hit = wl.hit_tokens
     preempts = np.zeros(n, np.int64)
-    nlog = core(n, ranks, seqs, budget, blocks, btok, kk, role, le, ld, ctx, tok, dec, pre_rest, pre_ctx, dec_ctx, hp,
+    nlog = core(n, ranks, seqs, budget, blocks, btok, kk, role, le, ld, split, ctx, tok, dec, pre_rest, pre_ctx,
+                dec_ctx, hp,
                 N, wl.concurrency, wl.isl, wl.osl, hit, arrival, wl.acceptance, xfer, send, first, done, log,
                 -1 if wl.warm_ranks is None else int(wl.warm_ranks),
                 np.array([1 if getattr(c.inst, "balance_scheduling", False) else 0 for c in costs], np.int64),
