@@ -114,3 +114,56 @@ def test_shortlist_caps_count_each_shape_once_per_row():
     res = PlanResult(rows, 0, 0.0, None, [], {}, False, dies=(16,))
     (agg, disagg) = shortlist(res, PlanSpace(dies=(16,), simulate=4), 5000.0, 50.0)
     assert [(c.detail["tp"], c.batch) for c in agg] == [(8, 1), (8, 2), (16, 1), (16, 2)] and disagg == []
+
+
+def test_a_row_at_the_kv_edge_ranks_after_the_rows_that_hold():
+    """Best first, except that a row which needs the modelled KV pool to be exact comes after the rows
+    that hold with 5 % less; among each kind, throughput per die decides."""
+    from auditor.planner.search import Config, PlanResult
+
+    def row(name, v, edge):
+        c = Config("agg", 16, 16, name, 1, 3, 1000.0, 30.0, v, 10.0, 0, 0, 0, 0, True, {}, simulated=True)
+        c.kv_edge = edge
+        return c
+
+    res = PlanResult([row("a", 9.0, True), row("b", 8.0, False), row("c", 7.0, True), row("d", 6.0, False)],
+                     0, 0.0, None, [], {}, False, simulated=4, dies=(16,))
+    assert [c.plan for c in res.best()] == ["b", "d", "a", "c"]
+
+
+def test_kv_edge_flag_is_what_bench_sees_with_5_percent_fewer_blocks(tmp_path):
+    """GLM-5.1 on 16 dies, 8k/1k: the simulated rows hold 4 full requests per rank with little KV to
+    spare. Each row's flag is re-derived through `audit bench`'s own path (serving.sim.kv_sensitivity
+    on the printed instance plans at the row's concurrency): edge iff the client with 5 % fewer blocks
+    per rank misses the SLA or loses a fifth of the throughput. The case has both kinds, and the
+    ranked table lists the rows that hold first."""
+    from dataclasses import replace
+
+    from auditor.engines.registry import as_engine
+    from auditor.planner.launch import instance_plans
+    from auditor.planner.search import Config
+    from auditor.serving.sim import BenchWorkload, Deployment, kv_sensitivity
+    from auditor.source import open_model
+    out = tmp_path / "p.json"
+    assert main(["plan", "glm-5.1", "--dies", "16", "--isl", "8192", "--osl", "1024", "--ttft-ms", "30000",
+                 "--tpot-ms", "80", "--format", "json", "-o", str(out)]) == 0
+    best = json.loads(out.read_text())["best"]
+    src = open_model("glm-5.1", "w8a8", tables=False)
+    keys = ("tp", "dp", "ep", "sp", "dcp", "max_num_batched_tokens", "replicas")
+    flags = []
+    for b in best:
+        assert b["mode"] == "agg" and b["simulated"]
+        cfg = Config("agg", 16, b["dies_used"], b["plan"], b["batch"], b["mtp"], 0, 0, 0, 0, 0, 0, 0, 0, True,
+                     {k: b[k] for k in keys if k in b}, util=b["util"])
+        inst = instance_plans(cfg, max_model_len=8192 + 1024 + 1, isl=8192, kv_cache_dtype="bf16")[0]
+        dep = Deployment(src.spec, as_engine("vllm-ascend@main"), src.scheme_recipe, load_device("a3-752t"),
+                         [replace(inst, count=1)])
+        c = b["concurrency"] // inst.count
+        low, _ = kv_sensitivity(dep, BenchWorkload(c, 8192, 1024, 2 * c, prefix_caching=False))
+        low_die = low * inst.count / b["dies_used"]
+        assert b["kv_edge_tok_s_die"] == pytest.approx(low_die, rel=1e-3)
+        flags.append(b["kv_edge"])
+        if not b["kv_edge"]:
+            assert low_die * 1.25 >= b["tok_s_die"]
+    assert True in flags and False in flags
+    assert flags == sorted(flags)

@@ -15,14 +15,15 @@ from .search import Config, PlanResult
 COLUMNS = ["mode", "dies", "dies_used", "plan", "batch", "mtp", "util", "conc", "ttft_ms", "tpot_ms", "tok_s_die",
            "tok_s_user", "weights_gib", "kv_gib", "kv_tokens", "headroom_gib"]
 CSV_COLUMNS = ["mode", "dies", "dies_used", "plan", "batch", "mtp", "util", "concurrency", "ttft_ms", "tpot_ms",
-               "tok_s_die", "tok_s_user", "weights_gib", "kv_gib", "kv_tokens", "headroom_gib"]
+               "tok_s_die", "tok_s_user", "weights_gib", "kv_gib", "kv_tokens", "headroom_gib", "kv_edge"]
 
 
 def _row(c: Config) -> list[Any]:
     plan = c.plan + (f" (P chunk {c.detail['p_max_num_batched_tokens']})" if c.mode == "disagg" else "")
     return [c.mode, c.dies, c.dies_used, plan, c.batch, c.mtp, f"{c.util:g}", c.concurrency or "-",
             f"{c.ttft_ms:.0f}", f"{c.tpot_ms:.1f}", f"{c.tok_s_die:.1f}", f"{c.tok_s_user:.1f}",
-            f"{c.weights_gib:.2f}", f"{c.kv_gib:.2f}", f"{c.kv_tokens:,}", f"{c.headroom_gib:.2f}"]
+            f"{c.weights_gib:.2f}", f"{c.kv_gib:.2f}", f"{c.kv_tokens:,}",
+            f"{c.headroom_gib:.2f}" + (" edge" if c.kv_edge else "")]
 
 
 def _helps(head: dict) -> str:

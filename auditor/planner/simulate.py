@@ -111,7 +111,7 @@ def _simulate_one(c: Config, spec: Any, eng: Any, recipe: str, device: Any, wl: 
     """Replace one row's figures by the simulation's at its operating point (the largest concurrency of
     the ladder whose mean TTFT and TPOT meet the SLA)."""
     from ..serving.bench import metrics
-    from ..serving.sim import BenchWorkload, Deployment, simulate
+    from ..serving.sim import EDGE_SPREAD, EDGE_STEP, BenchWorkload, Deployment, scaled_pool, simulate
     insts = instance_plans(c, max_model_len=wl.max_len, isl=wl.isl, kv_cache_dtype=space.kv_cache_dtype)
     reps = 1
     if c.mode == "agg":
@@ -140,3 +140,12 @@ def _simulate_one(c: Config, spec: Any, eng: Any, recipe: str, device: Any, wl: 
     c.tok_s_die = m["output_throughput"] * reps / c.dies_used
     c.tok_s_user = 1e3 / c.tpot_ms if c.tpot_ms > 0 else 0.0
     c.meets_sla = bool(ok)
+    if ok:
+        # the KV edge: the same client against 5 % fewer blocks per rank (serving.sim.kv_sensitivity's
+        # step); admission needs whole prompts, so one request fewer per rank can cost a fifth or more
+        low = metrics(simulate(scaled_pool(dep, 1.0 - EDGE_STEP), BenchWorkload(
+            conc, wl.isl, wl.osl, 2 * conc, acceptance=space.acceptance, prefix_caching=False)))
+        thr = low["output_throughput"] * reps / c.dies_used
+        c.detail["kv_edge_tok_s_die"] = round(thr, 3)
+        c.kv_edge = bool(low["completed"] < low["num_prompts"] or low["mean_ttft_ms"] > ttft_ms
+                         or low["mean_tpot_ms"] > tpot_ms or thr * EDGE_SPREAD < c.tok_s_die)
