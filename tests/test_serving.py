@@ -190,6 +190,18 @@ def test_published_serving_rows_within_1_3x(row):
     assert 1 / 1.3 <= got / row["measured_output_tok_s"] <= 1.3
 
 
+@pytest.mark.parametrize("row", _published()["validation"], ids=lambda r: r["id"])
+def test_validation_serving_rows_within_1_6x(row):
+    """Nightly performance cases that are not section-B rows (validation only: nothing is fitted to them):
+    N2 at 256 clients with graphs up to 48 tokens, N3's 64k P/D at 1 request/s, N13's 128k C8 P/D with
+    a 90 % shared prefix. The issue's bar for results held back from the fit is 1.6x."""
+    from auditor.serving.bench import metrics
+    from auditor.serving.calibrate import deployment, workload
+    from auditor.serving.sim import simulate
+    got = metrics(simulate(deployment(row), workload(row, 0.7)))["output_throughput"]
+    assert 1 / 1.6 <= got / row["measured_output_tok_s"] <= 1.6
+
+
 def test_sweep_charges_each_row_its_own_drafter():
     from auditor.devices.profiles import load_device
     from auditor.parallel import ParallelPlan
