@@ -142,10 +142,23 @@ def _simulate_one(c: Config, spec: Any, eng: Any, recipe: str, device: Any, wl: 
     c.meets_sla = bool(ok)
     if ok:
         # the KV edge: the same client against 5 % fewer blocks per rank (serving.sim.kv_sensitivity's
-        # step); admission needs whole prompts, so one request fewer per rank can cost a fifth or more
-        low = metrics(simulate(scaled_pool(dep, 1.0 - EDGE_STEP), BenchWorkload(
-            conc, wl.isl, wl.osl, 2 * conc, acceptance=space.acceptance, prefix_caching=False)))
-        thr = low["output_throughput"] * reps / c.dies_used
+        # step); admission needs whole prompts, so one request fewer per rank can cost a fifth or more.
+        # A pool that holds max_num_seqs whole requests even 5 % smaller never binds: the run is the same.
+        thr = c.tok_s_die
+        if _kv_may_bind(dep, wl, 1.0 - EDGE_STEP):
+            low = metrics(simulate(scaled_pool(dep, 1.0 - EDGE_STEP), BenchWorkload(
+                conc, wl.isl, wl.osl, 2 * conc, acceptance=space.acceptance, prefix_caching=False)))
+            thr = low["output_throughput"] * reps / c.dies_used
+            c.kv_edge = bool(low["completed"] < low["num_prompts"] or low["mean_ttft_ms"] > ttft_ms
+                             or low["mean_tpot_ms"] > tpot_ms or thr * EDGE_SPREAD < c.tok_s_die)
         c.detail["kv_edge_tok_s_die"] = round(thr, 3)
-        c.kv_edge = bool(low["completed"] < low["num_prompts"] or low["mean_ttft_ms"] > ttft_ms
-                         or low["mean_tpot_ms"] > tpot_ms or thr * EDGE_SPREAD < c.tok_s_die)
+
+
+def _kv_may_bind(dep: Any, wl: PlanWorkload, factor: float) -> bool:
+    """Whether some instance's KV pool at ``factor`` x its blocks could refuse or preempt a request: a
+    rank holds at most max_num_seqs requests of at most isl + osl + K tokens (no prefix caching here)."""
+    for c in dep.costs():
+        per_req = -(-(wl.isl + wl.osl + int(c.inst.mtp)) // int(c.block_tokens))
+        if c.inst.max_num_seqs * per_req > int(c.num_blocks * factor):
+            return True
+    return False
