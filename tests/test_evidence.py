@@ -151,7 +151,7 @@ def test_parser_is_linear_on_hostile_text():
 def test_calibrate_breakdown_fits_the_terms(tmp_path, capsys):
     log = tmp_path / "engine.log"
     log.write_text(
-        "# audit: glm-5.1 --tp 8 --dp 2 --ep 16 --sp --device a2-313t --engine 0.21.0rc1 "
+        "# audit: glm-5.1 --recipe w4a8 --tp 8 --dp 2 --ep 16 --sp --device a2-313t --engine 0.21.0rc1 "
         "--max-num-batched-tokens 4096 --max-num-seqs 8 --max-model-len 200000 --gpu-memory-utilization 0.92\n"
         "Memory profiling takes 7.41 seconds. Total non KV cache memory: 34.23GiB; torch peak memory increase: "
         "2.00GiB; non-torch forward increase memory: 2.07GiB; weights memory: 30.16GiB.\n")
@@ -159,7 +159,7 @@ def test_calibrate_breakdown_fits_the_terms(tmp_path, capsys):
     assert main(["calibrate", "--breakdown", str(log), "-o", str(out)]) == 0
     res = json.loads(out.read_text())
     # one row: the fit reproduces it exactly; the scale is 2.0 GiB over audit's 1.961 GiB (hand value in
-    # test_runtime_budget: 2,106,064,896 B)
+    # test_runtime_budget: 2,106,064,896 B; W4A8, as the row's 30.16 GiB of weights say: unfused gate/up)
     assert res["activation_scale"] == pytest.approx(2.0 * (1 << 30) / 2_106_064_896, rel=1e-3)
     assert res["rows"][0]["non_torch_pred_gib"] == pytest.approx(2.07)
     bad = tmp_path / "bad.log"

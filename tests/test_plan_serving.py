@@ -51,9 +51,10 @@ def test_64k_deepseek_finds_a_feasible_ranked_pd_deployment(case64):
     assert workload_fit(spec, p, "vllm-ascend@main", "w8a8", dev, batch=best["p_max_num_seqs"], request_tokens=65537,
                         step_tokens=chunk, mtp=1, util=best["p_util"]).fits
     d = ParallelPlan(tp=best["tp"], dp=best["dp"], ep=best["ep"], sp=best["sp"], role="decode",
-                     max_num_batched_tokens=best["max_num_batched_tokens"])
+                     max_num_batched_tokens=best["max_num_batched_tokens"], dcp=best["dcp"])
     assert workload_fit(spec, d, "vllm-ascend@main", "w8a8", dev, batch=best["batch"], request_tokens=65536 + 1024,
-                        step_tokens=best["batch"] * (1 + best["mtp"]), mtp=best["mtp"], util=u).fits
+                        step_tokens=best["batch"] * (1 + best["mtp"]), mtp=best["mtp"], util=u,
+                        dcp=best["dcp"]).fits
     assert best["n_prefill"] * best["p_tp"] * best["p_dp"] + best["n_decode"] * best["tp"] * best["dp"] \
         == best["dies_used"] <= 64
 

@@ -141,6 +141,23 @@ def test_activation_calibration_point(glm):
     assert float(activation_peak(t)) == pytest.approx(2.0 * GiB, rel=0.05)
 
 
+def test_w8a8_experts_hold_no_gate_up_output(glm):
+    """The calibration point above is W4A8 (30.16 GiB of weights on TP8 EP16): its experts run gate/up
+    as a separate grouped matmul, whose [rows, 2I] output is part of the peak. W8A8_DYNAMIC experts
+    (QuantType.W8A8) run gate/up + SwiGLU + quant as one npu_grouped_matmul_swiglu_quant (moe_mlp.py
+    fusion on by default): per expanded row the int8 SwiGLU output and its fp32 scale instead.
+      MoE = 8192*6144*2*2 + 8192*8*(6144 + 4 + 2048 + 2*6144) + router 512*256*4 = 1,544,290,304
+    rank_budget picks the fused form from the recipe's expert scheme: w8a8 fused, w4a8 not."""
+    t = activation_terms(glm, tokens=4096, seqs=8, mtp=0, tp=8, dp=2, ep=16, sp=True, dsa_cp=True, soc="a2",
+                         fused=True)
+    assert t["moe"] == 8192 * 6144 * 2 * 2 + 8192 * 8 * (6144 + 4 + 2048 + 2 * 6144) + 512 * 256 * 4 \
+        == 1_544_290_304
+    plan = ParallelPlan(tp=8, dp=2, ep=16, sp=True, max_num_batched_tokens=4096)
+    moe = {r: rank_budget(glm, plan, "vllm-ascend@main", weights_bytes=30 * GiB, device="a2-313t", max_num_seqs=8,
+                          max_num_batched_tokens=4096, recipe=r).activation_terms["moe"] for r in ("w8a8", "w4a8")}
+    assert moe == {"w8a8": 1_544_290_304, "w4a8": 2_080_899_072}
+
+
 def test_a3_alltoall_and_mc2_paths(glm):
     # A3 TP16 EP16, T=4096, S=16, k=3: C = min(ceil(64/16), 512)*16 = 64 < T -> ALLTOALL at T, MC2 warm-up at 64.
     # t = ceil(4096/16) = 256, R = 2048: 2048*14336 + 2048*14336 + 256*8*6144*2 + 4096*6144*2 = 134,217,728
@@ -204,6 +221,6 @@ def test_grid_budget_is_rank_budget_for_each_row(pp, mtp, kv):
         b = rank_budget(spec, wplan, "vllm-ascend@main", weights_bytes=W, device=dev, util=0.9,
                         max_model_len=int(req[i]), max_num_seqs=int(batch[i]),
                         max_num_batched_tokens=int(max(4096, step[i])), kv_cache_dtype=kv, mtp=mtp,
-                        dsa_cp=False)
+                        dsa_cp=False, recipe="w8a8")
         assert int(np.atleast_1d(g["num_blocks"])[i]) == b.num_blocks
         assert abs(float(np.atleast_1d(g["kv_available"])[i]) - b.kv_available_bytes) <= 1

@@ -142,7 +142,8 @@ def predicted_kv(source: Any, plan: Any, engine: str, ranks_bytes: Any, logs: Lo
         kw = dict(settings)
         if max_model_len is not None:
             kw["max_model_len"] = max_model_len
-        return rank_budget(spec, plan, engine, weights_bytes=w, total_bytes=total, **kw)
+        return rank_budget(spec, plan, engine, weights_bytes=w, total_bytes=total,
+                           recipe=getattr(source, "scheme_recipe", None), **kw)
 
     b = budget(stage_worst(ranks_bytes, plan))
     compared = []

@@ -79,7 +79,7 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
         from ..memory.explain import explain_observed
         rep["observed"]["closest_configurations"] = explain_observed(src, audit.plan, obs)
     hbm = rank_budget(src.spec, audit.plan, engine, weights_bytes=stage_worst(audit.ledger.total, audit.plan),
-                      device=dev, mtp=mtp, dsa_cp=audit.layout.dsa_cp, **runtime)
+                      device=dev, mtp=mtp, dsa_cp=audit.layout.dsa_cp, recipe=src.scheme_recipe, **runtime)
     attach_runtime(rep, hbm, dev)
     if fmt == "json":
         text = _to_json(rep)

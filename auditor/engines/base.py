@@ -88,6 +88,11 @@ class Engine:
     def activation_peak(self, terms: dict[str, Any]) -> Any:
         raise NotImplementedError
 
+    def fused_gmm1(self, expert_scheme: str | None) -> bool:
+        """Whether routed experts of this scheme (e.g. ``W8A8_DYNAMIC``) fuse gate/up with the
+        activation, so the activation peak holds no gate/up output (default: they do not)."""
+        return False
+
     def non_torch_terms(self, plan: Any, *, hccl_buffsize_mb: int, dcp: int = 1, **state: Any) -> dict[str, int]:
         """Non-torch bytes measured with the profile run; ``state`` (spec, tokens, seqs, mtp, soc, ...)
         tells the engine which communicators that run touched."""

@@ -146,7 +146,7 @@ def predict(row: Row) -> dict[str, Any] | None:
     W = plan_weights(spec, plan, eng, recipe)
     if row.weights_from_log and row.observed.get("weights_gib"):
         W = float(row.observed["weights_gib"]) * GiB
-    b = rank_budget(spec, plan, eng, weights_bytes=W, device=device, util=f.get("util", 0.9),
+    b = rank_budget(spec, plan, eng, weights_bytes=W, device=device, util=f.get("util", 0.9), recipe=recipe,
                     max_model_len=f.get("max_model_len"), max_num_seqs=f.get("max_num_seqs", 256),
                     max_num_batched_tokens=T, kv_cache_dtype=f.get("kv_cache_dtype", "bf16"), dcp=f.get("dcp", 1),
                     hccl_buffsize_mb=f.get("hccl_buffsize_mb", 200), mtp=mtp,

@@ -23,6 +23,7 @@ from typing import Any, Sequence
 from ..engines.kv_interface import KVSpec
 from ..engines.registry import EngineLike, as_engine
 from ..errors import AuditInputError
+from ..model.recipes import linear_scheme
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
 
@@ -200,7 +201,7 @@ def usable_total(device: Any) -> int:
 
 def kv_base(eng: Any, spec: ModelSpec, plan: ParallelPlan, *, total_bytes: float, util: float, tokens: Any, seqs: Any,
             mtp: Any, dsa_cp: bool, hccl_buffsize_mb: int, dcp: int = 1, soc: str | None = None,
-            prefill_mc2: bool = False) -> dict[str, Any]:
+            prefill_mc2: bool = False, recipe: str | None = None) -> dict[str, Any]:
     """The budget arithmetic, once, for one deployment (scalars) and for grids (numpy arrays of
     workloads): ``base = int(util x M_total) - P_act - N_nontorch - graph``, so that a rank with
     weights W has ``A_kv = base - W``. The activation terms broadcast over ``tokens``/``seqs``/
@@ -208,8 +209,10 @@ def kv_base(eng: Any, spec: ModelSpec, plan: ParallelPlan, *, total_bytes: float
     max_num_batched_tokens and its largest batch and K)."""
     import numpy as np
     state = {"soc": soc, "prefill_mc2": prefill_mc2} if soc else {}
+    # the recipe's routed-expert scheme decides whether the engine fuses gmm1 (no gate/up output at the peak)
+    fused = bool(recipe) and eng.fused_gmm1(linear_scheme(recipe, "expert"))
     terms = eng.activation_terms(spec, tokens=tokens, seqs=seqs, mtp=mtp, tp=plan.tp, dp=plan.dp, ep=plan.ep,
-                                 sp=plan.sp, dsa_cp=dsa_cp, **state)
+                                 sp=plan.sp, dsa_cp=dsa_cp, **state, **({"fused": True} if fused else {}))
     p_act = eng.activation_peak(terms)
     scalar = np.ndim(tokens) == 0 and np.ndim(seqs) == 0 and np.ndim(mtp) == 0
     nt_at = (dict(tokens=int(tokens), seqs=int(seqs), mtp=int(mtp)) if scalar else
@@ -228,13 +231,15 @@ def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, *, weig
                 max_num_batched_tokens: int | None = None, kv_cache_dtype: str = "bf16", dcp: int = 1,
                 hccl_buffsize_mb: int | None = None, mtp: int = 0, dsa_cp: bool | None = None,
                 activation_bytes: float | None = None, non_torch_bytes: float | None = None,
-                others_bytes: int | None = None, prefill_mc2: bool = False) -> RuntimeBudget:
+                others_bytes: int | None = None, prefill_mc2: bool = False,
+                recipe: str | None = None) -> RuntimeBudget:
     """The KV budget of one DP engine of ``plan``.
 
     ``weights_bytes``: the worst rank's resident bytes (the memory ledger), one number or one per PP
     stage. ``device`` (a Device or profile name) gives the usable total unless ``total_bytes`` is
     given. ``activation_bytes`` / ``non_torch_bytes`` replace the estimates (e.g. figures measured
-    from an engine log); ``max_model_len`` defaults to the model's max_position_embeddings.
+    from an engine log); ``max_model_len`` defaults to the model's max_position_embeddings. ``recipe``
+    tells the activation peak how the routed experts run (a fused gmm1 holds no gate/up output).
     """
     eng = as_engine(engine)
     if hccl_buffsize_mb is None:
@@ -270,7 +275,8 @@ def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, *, weig
         raise ValueError(f"weights_bytes: one value or one per PP stage ({plan.pp}), got {len(ws)}")
     injected = []
     core = kv_base(eng, spec, plan, total_bytes=total_bytes, util=util, tokens=T, seqs=max_num_seqs, mtp=mtp,
-                   dsa_cp=dsa_cp, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp, soc=soc, prefill_mc2=prefill_mc2)
+                   dsa_cp=dsa_cp, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp, soc=soc, prefill_mc2=prefill_mc2,
+                   recipe=recipe)
     state = core["state"]
     terms = {k: float(v) for k, v in core["terms"].items()}
     if activation_bytes is None:

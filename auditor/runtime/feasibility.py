@@ -72,7 +72,7 @@ def workload_fit(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe
     b = rank_budget(spec, wplan, engine, weights_bytes=W, device=device, total_bytes=usable_total(device), util=util,
                     max_model_len=max(1, int(request_tokens)), max_num_seqs=max(1, int(batch)),
                     max_num_batched_tokens=T, kv_cache_dtype=kv_cache_dtype, dcp=dcp,
-                    hccl_buffsize_mb=hccl_buffsize_mb, mtp=mtp, dsa_cp=dsa_cp)
+                    hccl_buffsize_mb=hccl_buffsize_mb, mtp=mtp, dsa_cp=dsa_cp, recipe=recipe)
     need = int(batch) * b.kv.bytes_per_request(max(1, int(request_tokens)))
     return WorkloadFit(b, int(batch), int(request_tokens), need)
 
@@ -101,7 +101,7 @@ def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe:
         dsa_cp = bool(spec.dsa and plan.sp and plan.tp > 1)
     T = np.maximum(float(plan.max_num_batched_tokens), step_tokens)
     core = kv_base(eng, spec, plan, total_bytes=usable_total(device), util=util, tokens=T, seqs=batch, mtp=mtp,
-                   dsa_cp=dsa_cp, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp, soc=eng.soc(device))
+                   dsa_cp=dsa_cp, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp, soc=eng.soc(device), recipe=recipe)
     best = None
     for s in range(plan.pp):
         W = np.where(rows_mtp, float(w_mtp[s]), float(w_plain[s])) if mixed else float(w_mtp[s])

@@ -29,14 +29,23 @@ Terms (bytes; ``T_x`` = T/TP with SP/FlashComm1 or DSA-CP, else T; bf16 activati
 * ``residual``    4*T_x*H*2: embedding out, residual, normed hidden, zero-filled attention out
                   (``ops/mla.py:150-154``)
 * ``mtp_hidden``  4*T_x*H*2 with MTP: target hidden, enorm/hnorm, eh_proj (drafter)
-* ``moe``         the MoE layer at T on the selected path (runtime-facts.md §1.2-§1.3):
+* ``moe``         the MoE layer at T on the selected path (runtime-facts.md §1.2-§1.3); with a fused
+                  gmm1 (below) the gmm1 output term is absent and a 4-byte per-row scale comes instead:
                   ALLTOALL  R*(H + 2I*2) + R*(I + 2H) + t*K*H*2 + T*H*2, t = T_x (SP) or ceil(T/TP),
                             R = t*K (``token_dispatcher.py:497-600``, ``moe_mlp.py:426-570``)
                   ALLGATHER N_g*H*2*2 + N_g*K*(H + 2I*2 + I + 2H), N_g = EP*T_x (SP) or DP*T
                             (``prepare_finalize.py:349-470``; static init_routing size UNCONFIRMED)
                   MC2       a*(H + 4 + 2I*4 + I + 2H), a = (C/TP)*EP*min(E/EP, K) (expand_x int8 +
                             scale, gmm1 int32, swiglu int8, gmm2 bf16; ``moe_mlp.py:328-336``)
-                  plus router logits T_x*E*4; dense models T_x*3*(Id/TP)*2
+                  plus router logits T_x*E*4; dense models T_x*3*(Id/TP)*2.
+                  Fused gmm1: experts whose quant method reports ``QuantType.W8A8`` (W8A8_DYNAMIC,
+                  ``quantization/methods/w8a8_dynamic.py:171``) run gate/up, SwiGLU and the re-quant as one
+                  ``npu_grouped_matmul_swiglu_quant`` on every path (``ops/fused_moe/moe_mlp.py:48-52,
+                  256-270, 465-479``; ``dataclass/moe_mlp.py:79-98``: ``ascend_fusion_config.
+                  fusion_ops_gmmswigluquant`` defaults on, ``ascend_config.py:780``, and no dynamic EPLB),
+                  so no int32/bf16 gmm1 output [rows, 2I] exists; the same in v0.18.0
+                  (``moe_mlp.py:106``, ``moe_runtime_args.py:221``) and v0.23.0 (``moe_mlp.py:115``).
+                  W4A8 (``QuantType.W4A8``) and unquantized experts keep the separate gmm1.
 * ``mc2_warmup``  the warm-up pass at C when it runs: residual at C + the MC2 MoE at C
 * ``logits``      S*V*2 (compute_logits rows)
 
@@ -59,6 +68,8 @@ BF16 = 2
 MC2_TOKENS_PER_RANK = 512
 #: the activation peak's uncertainty: gmm1/gmm2 not co-resident (low) .. allocator slack 25 % (high)
 ACT_LOW, ACT_HIGH = 0.8, 1.25
+#: routed-expert schemes whose MoE method fuses gmm1 + SwiGLU + quant (``QuantType.W8A8``; docstring)
+FUSED_GMM1_SCHEMES = frozenset({"W8A8_DYNAMIC"})
 
 ALLGATHER, ALLTOALL, MC2 = 0, 1, 2
 PATH_NAMES = {ALLGATHER: "ALLGATHER", ALLTOALL: "ALLTOALL", MC2: "MC2"}
@@ -97,15 +108,22 @@ def comm_path(soc: str, tokens: Any, cap: Any, *, ep: int, experts: int) -> Any:
     return np.where(T <= cap, MC2, ALLTOALL)
 
 
-def _mc2_bytes(spec: ModelSpec, cap: Any, tp: int, ep: int) -> Any:
+def fused_gmm1(expert_scheme: str | None) -> bool:
+    """Whether the routed experts of this scheme run gate/up + SwiGLU + quant as one fused kernel."""
+    return expert_scheme in FUSED_GMM1_SCHEMES
+
+
+def _mc2_bytes(spec: ModelSpec, cap: Any, tp: int, ep: int, fused: bool = False) -> Any:
     a = (np.asarray(cap, dtype=np.float64) / tp) * ep * min(spec.E // max(ep, 1), spec.topk_experts)
-    return a * (spec.H + 4 + 2 * spec.I * 4 + spec.I + 2 * spec.H)
+    gmm1 = 4 if fused else 2 * spec.I * 4          # the swiglu scale, or the int32 gmm1 output
+    return a * (spec.H + 4 + gmm1 + spec.I + 2 * spec.H)
 
 
 def activation_terms(spec: ModelSpec, *, tokens: Any, seqs: Any, mtp: int | Any = 0, tp: int = 1, dp: int = 1,
                      ep: int = 1, sp: bool = False, dsa_cp: bool = False, soc: str = "a3",
-                     prefill_mc2: bool = False) -> dict[str, Any]:
-    """Named activation terms in bytes (floats or numpy arrays, broadcast over tokens/seqs/mtp)."""
+                     prefill_mc2: bool = False, fused: bool = False) -> dict[str, Any]:
+    """Named activation terms in bytes (floats or numpy arrays, broadcast over tokens/seqs/mtp);
+    ``fused``: the experts' gmm1 is fused with SwiGLU and the quant (``fused_gmm1``)."""
     T = np.asarray(tokens, dtype=np.float64)
     S = np.asarray(seqs, dtype=np.float64)
     k = np.asarray(mtp, dtype=np.float64)
@@ -122,10 +140,11 @@ def activation_terms(spec: ModelSpec, *, tokens: Any, seqs: Any, mtp: int | Any 
         il = spec.I if ep > 1 else spec.I / tp
         t = Tx if split else np.ceil(T / tp)
         R = t * K
-        a2a = R * (H + 2 * il * BF16) + R * (il + H * BF16) + t * K * H * BF16 + T * H * BF16
+        gmm1 = 4 if fused else 2 * il * BF16       # per expanded row: the swiglu scale, or gmm1's output
+        a2a = R * (H + gmm1) + R * (il + H * BF16) + t * K * H * BF16 + T * H * BF16
         ng = ep * Tx if (split and ep > 1) else dp * T
-        ag = ng * H * BF16 * 2 + ng * K * (H + 2 * il * BF16 + il + H * BF16)
-        mc2 = _mc2_bytes(spec, cap, tp, ep) if ep > 1 else T * 0.0
+        ag = ng * H * BF16 * 2 + ng * K * (H + gmm1 + il + H * BF16)
+        mc2 = _mc2_bytes(spec, cap, tp, ep, fused) if ep > 1 else T * 0.0
         moe = np.where(path == MC2, mc2, np.where(path == ALLTOALL, a2a, ag)) + Tx * E * 4
         if ep > 1:
             runs = (T > cap) & (comm_path(soc, cap, cap, ep=ep, experts=E) == MC2)

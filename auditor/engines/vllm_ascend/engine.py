@@ -52,6 +52,9 @@ class VllmAscend(Engine):
     def activation_peak(self, terms: dict[str, Any]) -> Any:
         return activation.activation_peak(terms)
 
+    def fused_gmm1(self, expert_scheme: str | None) -> bool:
+        return activation.fused_gmm1(expert_scheme)
+
     def non_torch_terms(self, plan: Any, *, hccl_buffsize_mb: int, dcp: int = 1, **state: Any) -> dict[str, int]:
         return hccl.non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp, **state)
 
