@@ -46,6 +46,11 @@ Terms (bytes; ``T_x`` = T/TP with SP/FlashComm1 or DSA-CP, else T; bf16 activati
                   so no int32/bf16 gmm1 output [rows, 2I] exists; the same in v0.18.0
                   (``moe_mlp.py:106``, ``moe_runtime_args.py:221``) and v0.23.0 (``moe_mlp.py:115``).
                   W4A8 (``QuantType.W4A8``) and unquantized experts keep the separate gmm1.
+                  The MTP drafter runs its own MoE layer inside the same pass at T
+                  (``model_runner_v1.py:3419-3430``, ``llm_base_proposer.py:524-690``); under msModelSlim
+                  recipes that layer is FLOAT, and an unfused bf16 MoE at T would be ~1.8x the fused main
+                  one. It is taken as no larger than the main MoE (UNCONFIRMED): P5's measured rate needs a
+                  KV pool at least as large as the fused main MoE leaves.
 * ``mc2_warmup``  the warm-up pass at C when it runs: residual at C + the MC2 MoE at C
 * ``logits``      S*V*2 (compute_logits rows)
 
