@@ -99,11 +99,13 @@ def rank_time(i: int, eager: bool, t_pre: float, pre_ctx_s: float, nd: int, dtok
 
 @njit(cache=True)
 def step_host(eager: bool, t_pre: float, dtok: float, launches_eager: float, launches_draft: float,
-              hp: np.ndarray) -> float:
-    """Host seconds of one step: hp = (launch s, prefill-token s, decode-token s, step s)."""
+              hp: np.ndarray, token_split: float = 1.0) -> float:
+    """Host seconds of one step: hp = (launch s, prefill-token s, decode-token s, step s); the
+    per-prefill-token work is a rank's, so ``t_pre`` counts for ``t_pre / token_split`` (DSA-CP splits
+    a step's tokens over TP, ``auditor.perf.host``)."""
     h = hp[3] + dtok * hp[2]
     if eager:
-        return h + launches_eager * hp[0] + t_pre * hp[1]
+        return h + launches_eager * hp[0] + t_pre / token_split * hp[1]
     return h + launches_draft * hp[0]
 
 
@@ -347,9 +349,8 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
         # size; DP ranks pad to the largest rank's count, so the largest rank decides)
         if graph_tokens[i] >= 0 and dtok_max > graph_tokens[i]:
             any_pre = True
-        # the per-prefill-token host work is per rank: DSA-CP splits a step's tokens over TP (perf.host)
-        dt = dt_dev + step_host(any_pre, t_pre_max / token_split[i], dtok_max, launches_eager[i], launches_draft[i],
-                                hp)
+        dt = dt_dev + step_host(any_pre, t_pre_max, dtok_max, launches_eager[i], launches_draft[i], hp,
+                                token_split[i])
         te = t + dt
         if nlog < step_log.shape[0]:
             step_log[nlog, 0] = t

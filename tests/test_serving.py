@@ -332,6 +332,10 @@ def test_host_formula_in_numpy_matches_the_kernel():
     hm = HostModel(2000.0, 120.0, np.array([2e-4, 1.3e-4, 1e-6, 0.0135]))
     for eager, t, d in ((True, 4096.0, 12.0), (False, 0.0, 64.0)):
         assert float(hm.steps_s(eager, t, d)) == step_host(eager, t, d, 2000.0, 120.0, hm.hp)
+    split = HostModel(2000.0, 120.0, hm.hp, token_split=8.0)
+    assert float(split.steps_s(True, 4096.0, 12.0)) == pytest.approx(step_host(True, 4096.0, 12.0, 2000.0, 120.0,
+                                                                                 hm.hp, 8.0))
+    assert split.step_s(True, 4096.0, 12.0) == pytest.approx(hm.step_s(True, 512.0, 12.0))
 
 
 # -- fit and leave-one-out on the ten published rows -----------------------------------------------

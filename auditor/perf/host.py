@@ -72,8 +72,8 @@ class HostModel:
 
     def step_s(self, eager: bool, prefill_tokens: float, decode_tokens: float) -> float:
         from auditor_kernels.serving_core import step_host
-        return float(step_host(eager, float(prefill_tokens) / self.token_split, float(decode_tokens),
-                               self.launches_eager, self.launches_draft, self.hp))
+        return float(step_host(eager, float(prefill_tokens), float(decode_tokens), self.launches_eager,
+                               self.launches_draft, self.hp, self.token_split))
 
     def steps_s(self, eager: bool, prefill_tokens: np.ndarray, decode_tokens: np.ndarray) -> np.ndarray:
         """``step_s`` over arrays (the sweep's rows); the same formula as ``serving_core.step_host``
