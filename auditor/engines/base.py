@@ -83,15 +83,12 @@ class Engine:
         return {}
 
     def activation_terms(self, spec: Any, **kw: Any) -> dict[str, Any]:
+        """Named bytes of the profile run's activation peak; ``kw`` carries the workload, the plan's
+        sizes and ``expert_scheme`` (the routed experts' quant scheme, e.g. ``W8A8_DYNAMIC``, or None)."""
         raise NotImplementedError
 
     def activation_peak(self, terms: dict[str, Any]) -> Any:
         raise NotImplementedError
-
-    def fused_gmm1(self, expert_scheme: str | None) -> bool:
-        """Whether routed experts of this scheme (e.g. ``W8A8_DYNAMIC``) fuse gate/up with the
-        activation, so the activation peak holds no gate/up output (default: they do not)."""
-        return False
 
     def non_torch_terms(self, plan: Any, *, hccl_buffsize_mb: int, dcp: int = 1, **state: Any) -> dict[str, int]:
         """Non-torch bytes measured with the profile run; ``state`` (spec, tokens, seqs, mtp, soc, ...)

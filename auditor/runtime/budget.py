@@ -209,10 +209,10 @@ def kv_base(eng: Any, spec: ModelSpec, plan: ParallelPlan, *, total_bytes: float
     max_num_batched_tokens and its largest batch and K)."""
     import numpy as np
     state = {"soc": soc, "prefill_mc2": prefill_mc2} if soc else {}
-    # the recipe's routed-expert scheme decides whether the engine fuses gmm1 (no gate/up output at the peak)
-    fused = bool(recipe) and eng.fused_gmm1(linear_scheme(recipe, "expert"))
+    # the recipe's routed-expert scheme: the engine knows which ones run gate/up fused (no output at the peak)
     terms = eng.activation_terms(spec, tokens=tokens, seqs=seqs, mtp=mtp, tp=plan.tp, dp=plan.dp, ep=plan.ep,
-                                 sp=plan.sp, dsa_cp=dsa_cp, **state, **({"fused": True} if fused else {}))
+                                 sp=plan.sp, dsa_cp=dsa_cp, expert_scheme=linear_scheme(recipe, "expert") if recipe
+                                 else None, **state)
     p_act = eng.activation_peak(terms)
     scalar = np.ndim(tokens) == 0 and np.ndim(seqs) == 0 and np.ndim(mtp) == 0
     nt_at = (dict(tokens=int(tokens), seqs=int(seqs), mtp=int(mtp)) if scalar else

@@ -46,14 +46,11 @@ class VllmAscend(Engine):
     def kv_switches(self, variant: str) -> dict:
         return dict(self.profile.kv_switches.get(variant, {}))
 
-    def activation_terms(self, spec: Any, **kw: Any) -> dict[str, Any]:
-        return activation.activation_terms(spec, **kw)
+    def activation_terms(self, spec: Any, expert_scheme: str | None = None, **kw: Any) -> dict[str, Any]:
+        return activation.activation_terms(spec, fused=activation.fused_gmm1(expert_scheme), **kw)
 
     def activation_peak(self, terms: dict[str, Any]) -> Any:
         return activation.activation_peak(terms)
-
-    def fused_gmm1(self, expert_scheme: str | None) -> bool:
-        return activation.fused_gmm1(expert_scheme)
 
     def non_torch_terms(self, plan: Any, *, hccl_buffsize_mb: int, dcp: int = 1, **state: Any) -> dict[str, int]:
         return hccl.non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp, **state)
