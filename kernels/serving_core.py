@@ -109,7 +109,7 @@ def step_host(eager: bool, t_pre: float, dtok: float, launches_eager: float, lau
     return h + launches_draft * hp[0]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)     # plan runs independent simulations on two threads
 def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager, launches_draft, token_split,
              ctx, tok, dec, pre_rest, pre_ctx, dec_ctx, hp,
              n_req, conc, isl, osl, hit, arrival, acc, xfer,

@@ -237,3 +237,29 @@ def test_64k_tutorial_sla_finds_the_tutorials_deployment(tmp_path):
     assert b["p_tp"] == 16 and b["n_prefill"] * b["p_dp"] == 2 and b["p_sp"]
     assert b["p_max_num_batched_tokens"] == 32560 and b["p_mtp"] == 1
     assert b["tp"] == 4 and b["n_decode"] * b["dp"] == 8 and b["dcp"] == 1 and b["batch"] == 4
+
+
+def test_shortlist_on_two_threads_equals_one():
+    """The queues (one per die budget and mode) simulate on two threads; every figure and flag must be
+    what one thread gives, row for row."""
+    import copy
+    from dataclasses import asdict, replace
+
+    from auditor.planner.search import PlanSpace, run_plan
+    from auditor.planner.simulate import simulate_shortlist
+    from auditor.planner.workload import PlanWorkload
+
+    spec, dev = preset_spec("glm-5.1"), load_device("a3-752t")
+    wl = PlanWorkload(isl=4096, osl=1024, max_len=5120)
+    space = PlanSpace(dies=[16, 32], tps=(4, 8, 16), batches=(4, 16), mtps=(0, 3), simulate=0)
+    est = run_plan(spec, "vllm-ascend@main", "w8a8", dev, wl, space, 5000.0, 50.0)
+    assert est.simulated == 0
+    rows = {}
+    for workers in (1, 2):
+        res = copy.deepcopy(est)
+        n = simulate_shortlist(res, spec, "vllm-ascend@main", "w8a8", dev, wl, replace(space, simulate=2),
+                               5000.0, 50.0, workers=workers)
+        assert n >= 4
+        rows[workers] = [asdict(c) for c in res.configs]
+    assert sum(r["simulated"] for r in rows[1]) >= 4
+    assert rows[1] == rows[2]

@@ -76,34 +76,59 @@ def _shapes(c: Config) -> tuple[tuple, tuple]:
 
 
 def simulate_shortlist(res: PlanResult, spec: Any, engine: Any, recipe: str, device: Any, wl: PlanWorkload,
-                       space: PlanSpace, ttft_ms: float, tpot_ms: float) -> int:
-    """Replace the figures of the shortlisted rows by simulated ones; returns how many were simulated."""
+                       space: PlanSpace, ttft_ms: float, tpot_ms: float, workers: int | None = None) -> int:
+    """Replace the figures of the shortlisted rows by simulated ones; returns how many were simulated.
+
+    The queues (one per die budget and mode) are independent: each row belongs to one queue and a
+    queue's stopping rule reads only its own rows. So they run on up to ``workers`` threads (default:
+    the machine's cores, at most 2; the scheduler kernel releases the GIL). Step-cost tables are
+    built under one lock: they call the parallel perf kernel, which numba's default threading layer
+    must not enter from two threads at once. The figures do not depend on the order."""
+    import os
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numba
+
     from ..engines.registry import as_engine
     from ..serving.costs import step_costs
 
     eng = as_engine(engine)
     tables: dict[InstancePlan, Any] = {}
+    lock = threading.Lock()
 
     def costs(inst: InstancePlan):
         key = InstancePlan(**{**inst.__dict__, "count": 1})
-        if key not in tables:
-            tables[key] = step_costs(spec, inst, eng, recipe, device)
-        return tables[key]
+        with lock:
+            if key not in tables:
+                tables[key] = step_costs(spec, inst, eng, recipe, device)
+            return tables[key]
 
-    n = 0
-    for queue in shortlist(res, space, ttft_ms, tpot_ms):
-        best = 0.0
+    threads = numba.get_num_threads()       # numba's thread count is per thread: carry the caller's over
+
+    def run_queue(queue: list[Config]) -> int:
+        numba.set_num_threads(threads)
+        n, best = 0, 0.0
         for i, c in enumerate(queue):
-            # ``space.simulate`` rows always; then go on while the next row's estimate could still beat
-            # the best simulated row that meets the SLA (an estimate right at the SLA often lands a
-            # concurrency step lower in the simulation, so a fixed shortlist kept such losers)
+            # ``space.simulate`` rows always; then go on while the next row's estimate could still beat the
+            # best simulated row that meets the SLA (an estimate right at the SLA often lands a concurrency
+            # step lower in the simulation, so a fixed shortlist kept such losers)
             if i >= space.simulate and c.tok_s_die <= best:
                 break
             _simulate_one(c, spec, eng, recipe, device, wl, space, ttft_ms, tpot_ms, costs)
             n += 1
             if c.meets_sla:
                 best = max(best, c.tok_s_die)
-    return n
+        return n
+
+    queues = [q for q in shortlist(res, space, ttft_ms, tpot_ms) if q]
+    workers = min(2, os.cpu_count() or 1) if workers is None else workers
+    if workers <= 1 or len(queues) <= 1:
+        return sum(run_queue(q) for q in queues)
+    # the longest queues first, so two threads finish together
+    queues.sort(key=len, reverse=True)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return sum(pool.map(run_queue, queues))
 
 
 def _simulate_one(c: Config, spec: Any, eng: Any, recipe: str, device: Any, wl: PlanWorkload, space: PlanSpace,
