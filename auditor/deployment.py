@@ -35,7 +35,7 @@ class InstancePlan:
     balance_scheduling: bool = False
     #: largest decode step (tokens per DP rank) replayed from a captured ACL graph (max of
     #: cudagraph_capture_sizes; vLLM pads a step to the next captured size and runs a larger one eager;
-    #: 0 = always eager; -1 = the launch names none: the engine's default, ``serving.sim.graph_tokens``)
+    #: 0 = always eager; -1 = the launch names none: the engine's default, ``Engine.graph_tokens``)
     graph_tokens: int = -1
 
     @property

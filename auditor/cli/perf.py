@@ -80,9 +80,8 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
     if measured is not None:
         from ..perf.measured import load_kernel_table
         table = load_kernel_table(measured)
-    if graph_tokens == -1:
-        # no capture sizes named: the engine's default for the max_num_seqs this workload implies (its batch)
-        graph_tokens = dep.engine.graph_max_tokens(batch, mtp, plan.max_num_batched_tokens)
+    # no capture sizes named: the engine's default for the max_num_seqs this workload implies (its batch)
+    graph_tokens = dep.engine.graph_tokens(graph_tokens, batch, mtp, plan.max_num_batched_tokens)
     phases = {}
     for ph in _phases(phase):
         # decode continues the prefill it follows: its context defaults to the prefill length

@@ -104,6 +104,14 @@ class Engine:
         from a captured graph; -1 = every decode step (an engine without graph limits)."""
         return -1
 
+    def graph_tokens(self, launch: int, max_num_seqs: int, mtp: int, max_num_batched_tokens: int) -> int:
+        """The largest decode step replayed from a graph: the launch's own (its capture sizes, 0 when
+        eager) or, when it names none (-1), this engine's default. The one place bench, plan and perf
+        resolve it."""
+        if launch != -1:
+            return int(launch)
+        return int(self.graph_max_tokens(max_num_seqs, mtp, max_num_batched_tokens))
+
     def term_ranges(self, p_act: float, non_torch: dict[str, int], graph: int) -> dict[str, tuple[float, float]]:
         """(low, high) bytes of every UNCONFIRMED budget term; the report says whether the verdict holds
         at both ends. Default: none."""

@@ -91,10 +91,8 @@ def graph_tokens(engine: Any, inst: Any) -> int:
     """The largest decode step an instance replays from a graph: the launch's own (its capture sizes,
     0 when eager) or, when it names none (-1), the engine's default for its max_num_seqs and K."""
     from ..engines.registry import as_engine
-    own = int(getattr(inst, "graph_tokens", -1))
-    if own != -1:
-        return own
-    return int(as_engine(engine).graph_max_tokens(inst.max_num_seqs, inst.mtp, inst.max_num_batched_tokens))
+    return as_engine(engine).graph_tokens(int(getattr(inst, "graph_tokens", -1)), inst.max_num_seqs, inst.mtp,
+                                          inst.max_num_batched_tokens)
 
 
 def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None) -> BenchRun:
