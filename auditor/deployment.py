@@ -37,6 +37,8 @@ class InstancePlan:
     #: cudagraph_capture_sizes; vLLM pads a step to the next captured size and runs a larger one eager;
     #: 0 = always eager; -1 = the launch names none: the engine's default, ``Engine.graph_tokens``)
     graph_tokens: int = -1
+    #: VLLM_ASCEND_ENABLE_FUSED_MC2 (1: dispatch_ffn_combine; its workspace is in the activation peak)
+    fused_mc2: int = 0
 
     @property
     def label(self) -> str:

@@ -30,7 +30,7 @@ class ParallelPlan:
     shared_expert_dp: bool = False
     redundant_experts: int = 0
     max_num_batched_tokens: int = 8192
-    fused_mc2: bool = False
+    fused_mc2: int = 0          # VLLM_ASCEND_ENABLE_FUSED_MC2: 1 = dispatch_ffn_combine (expert scales, profile workspace)
     dcp: int = 1                # decode context parallel (KV split over DCP = TP ranks; research serving-facts §5)
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 

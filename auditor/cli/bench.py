@@ -26,7 +26,8 @@ def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, os
                         kv_cache_dtype=runtime["kv_cache_dtype"],
                         kv_role={"prefill": "kv_producer", "decode": "kv_consumer"}.get(name),
                         hccl_buffsize_mb=runtime["hccl_buffsize_mb"], dcp=runtime["dcp"],
-                        balance_scheduling=balance and name == "aggregated", graph_tokens=graph_tokens)
+                        balance_scheduling=balance and name == "aggregated", graph_tokens=graph_tokens,
+                        fused_mc2=plan.fused_mc2)
 
 
 @click.command("_instance", cls=DeploymentCommand, add_help_option=False)

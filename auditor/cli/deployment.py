@@ -28,7 +28,7 @@ _RENDER: tuple[tuple[str, str, str], ...] = (
     ("mtp_drafter", "--mtp-drafter", "flag"), ("layer_sharding", "--layer-sharding", "list"),
     ("nz_mode", "--nz-mode", "int"), ("shared_expert_dp", "--shared-expert-dp", "flag"),
     ("redundant_experts", "--redundant-experts", "int"),
-    ("max_num_batched_tokens", "--max-num-batched-tokens", "int"),
+    ("max_num_batched_tokens", "--max-num-batched-tokens", "int"), ("fused_mc2", "--fused-mc2", "int"),
     ("util", "--gpu-memory-utilization", "float"), ("max_model_len", "--max-model-len", "int"),
     ("max_num_seqs", "--max-num-seqs", "int"), ("kv_cache_dtype", "--kv-cache-dtype", "str"),
     ("dcp", "--dcp", "int"), ("hccl_buffsize", "--hccl-buffsize", "int"), ("mtp", "--mtp", "int"),

@@ -69,6 +69,9 @@ def plan_options(f: Callable) -> Callable:
                      help="EPLB redundant experts (added to the routed experts before EP split)"),
         click.option("--max-num-batched-tokens", type=Length("--max-num-batched-tokens"), default=8192, show_default=True,
                      help="sizes topk_indices_buffer and rope buffers"),
+        click.option("--fused-mc2", type=click.IntRange(0, 2), default=0, show_default=True,
+                     help="VLLM_ASCEND_ENABLE_FUSED_MC2: 1 = dispatch_ffn_combine MoE on A3 with EP <= 32 (int64 "
+                          "expert scales; its workspace is in the activation peak)"),
     ]
 
     @functools.wraps(f)
@@ -80,7 +83,7 @@ def plan_options(f: Callable) -> Callable:
             dsa_cp=kw.pop("dsa_cp"), role=kw.pop("role"), mtp=bool(kw.get("mtp_drafter")),
             layer_sharding=ls, nz_mode=kw.pop("nz_mode"), shared_expert_dp=kw.pop("shared_expert_dp"),
             redundant_experts=kw.pop("redundant_experts"),
-            max_num_batched_tokens=kw.pop("max_num_batched_tokens"),
+            max_num_batched_tokens=kw.pop("max_num_batched_tokens"), fused_mc2=kw.pop("fused_mc2"),
         )
         kw["plan"] = plan
         return f(*args, **kw)

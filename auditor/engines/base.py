@@ -121,6 +121,10 @@ class Engine:
         return []
 
     #: bytes deducted from the KV budget besides W, P_act and non-torch (a graph pool on some versions)
+    def profile_run_error(self, spec: Any, plan: Any, **state: Any) -> str | None:
+        """The error the engine's profile run stops on for this plan (a kernel's own limit), or None."""
+        return None
+
     def graph_deducted_bytes(self) -> int:
         return 0
 

@@ -721,7 +721,10 @@ def _finish(ctx: _Ctx, launch: Launch, eng: Engine) -> DeploymentOptions:
     if nz not in NZ_MODES:
         raise AuditInputError(where, f"weight NZ mode must be 0, 1 or 2, got {nz!r}")
     o["nz_mode"] = nz
-    o["fused_mc2"] = bool(ctx.pick("fused_mc2", 0))
+    fm = ctx.pick("fused_mc2", 0)
+    if fm not in (0, 1, 2):
+        raise AuditInputError(where, f"VLLM_ASCEND_ENABLE_FUSED_MC2 must be 0, 1 or 2, got {fm!r}")
+    o["fused_mc2"] = int(fm)
     for s in o["layer_sharding"]:
         if s not in ("q_b_proj", "o_proj"):
             raise AuditInputError(where, f"additional_config.layer_sharding: unknown series {s!r} (q_b_proj, o_proj)")

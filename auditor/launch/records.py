@@ -82,7 +82,7 @@ class DeploymentOptions:
     nz_mode: int = 1
     shared_expert_dp: bool = False
     redundant_experts: int = 0
-    fused_mc2: bool = False
+    fused_mc2: int = 0              # VLLM_ASCEND_ENABLE_FUSED_MC2 (1: dispatch_ffn_combine)
     max_num_batched_tokens: int = 8192
     # runtime budget (auditor.cli.runtime_options)
     util: float = 0.9

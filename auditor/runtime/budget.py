@@ -58,6 +58,8 @@ class RuntimeBudget:
     assumptions: list[str] = field(default_factory=list)
     injected: tuple[str, ...] = ()
     engine: Any = None              # the Engine whose log lines and errors these are
+    #: the error the engine's profile run stops on (a kernel limit, e.g. dispatch_ffn_combine's HCCL window)
+    startup_error: str | None = None
     #: (low, high) bytes of each UNCONFIRMED deducted term (Engine.term_ranges), nominal = the estimate
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     nominal: dict[str, float] = field(default_factory=dict)
@@ -94,8 +96,9 @@ class RuntimeBudget:
 
     @property
     def fits(self) -> bool:
-        """One max_model_len request fits (the engine's own check)."""
-        return self.kv_available_bytes > 0 and self.kv_bytes_per_request <= self.kv_available_bytes
+        """The profile run completes and one max_model_len request fits (the engine's own checks)."""
+        return (self.startup_error is None and self.kv_available_bytes > 0
+                and self.kv_bytes_per_request <= self.kv_available_bytes)
 
     @property
     def unbudgeted_bytes(self) -> int:
@@ -111,7 +114,7 @@ class RuntimeBudget:
         return as_engine(self.engine if self.engine is not None else "main").loglines
 
     def _fits_with(self, avail: float) -> bool:
-        return avail > 0 and self.kv_bytes_per_request <= avail
+        return self.startup_error is None and avail > 0 and self.kv_bytes_per_request <= avail
 
     def uncertainty(self) -> dict[str, Any]:
         """Whether the verdict (one max_model_len request fits) holds at both ends of every UNCONFIRMED
@@ -141,6 +144,8 @@ class RuntimeBudget:
     def error(self) -> str | None:
         """The ValueError the engine raises at start-up, or None."""
         loglines = self._lines
+        if self.startup_error:
+            return self.startup_error
         if self.kv_available_bytes <= 0:
             return loglines.no_memory_error()
         if not self.fits:
@@ -209,6 +214,8 @@ def kv_base(eng: Any, spec: ModelSpec, plan: ParallelPlan, *, total_bytes: float
     max_num_batched_tokens and its largest batch and K)."""
     import numpy as np
     state = {"soc": soc, "prefill_mc2": prefill_mc2} if soc else {}
+    if plan.fused_mc2:                  # VLLM_ASCEND_ENABLE_FUSED_MC2: the profile run's MoE path and its workspace
+        state["fused_mc2"] = int(plan.fused_mc2)
     # the recipe's routed-expert scheme: the engine knows which ones run gate/up fused (no output at the peak)
     terms = eng.activation_terms(spec, tokens=tokens, seqs=seqs, mtp=mtp, tp=plan.tp, dp=plan.dp, ep=plan.ep,
                                  sp=plan.sp, dsa_cp=dsa_cp, expert_scheme=linear_scheme(recipe, "expert") if recipe
@@ -320,6 +327,8 @@ def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, *, weig
         max_model_len=L, max_num_seqs=max_num_seqs, max_num_batched_tokens=T, mtp=mtp, unbudgeted=unb,
         others_bytes=others_bytes, stage=stage, stage_blocks=stage_blocks, assumptions=assumptions,
         injected=tuple(injected), engine=eng, ranges=ranges, nominal=nominal,
+        startup_error=eng.profile_run_error(spec, plan, tokens=T, seqs=max_num_seqs, mtp=mtp,
+                                            hccl_buffsize_mb=hccl_buffsize_mb, dsa_cp=dsa_cp, **state),
     )
 
 

@@ -27,7 +27,8 @@ KV_ALIGN_BYTES = 2 * MiB
 
 ASSUMPTIONS = (
     "activation peak P_act = what the profile run allocates: residual stream, MTP drafter, the MoE layer on the "
-    "comm path selected at T (ALLTOALL / ALLGATHER / MC2) or the MC2 warm-up pass, logits on max_num_seqs rows; "
+    "comm path selected at T (ALLTOALL / ALLGATHER / MC2, or FUSED_MC2 with its dispatch_ffn_combine workspace) "
+    "or the MC2 warm-up pass, logits on max_num_seqs rows; "
     "sparse attention is skipped in the profile run (sfa_v1.py:1490-1492), its prefill transients are listed "
     f"outside the budget; range {activation.ACT_LOW:g}-{activation.ACT_HIGH:g} x (co-residency, allocator slack; "
     "UNCONFIRMED)",
@@ -42,7 +43,8 @@ ASSUMPTIONS = (
 
 def unbudgeted_items(spec: ModelSpec, plan: ParallelPlan, kv: KVSpec, *, max_model_len: int, max_num_seqs: int,
                      max_num_batched_tokens: int, mtp: int, graph_deducted: bool,
-                     drafter_workspace: bool, soc: str = "a3", prefill_mc2: bool = False, dsa_cp: bool = False,
+                     drafter_workspace: bool, soc: str = "a3", prefill_mc2: bool = False, fused_mc2: int = 0,
+                     dsa_cp: bool = False,
                      hccl_buffsize_mb: int = hccl.DEFAULT_HCCL_BUFFSIZE_MB) -> list[tuple[str, int]]:
     """Allocations outside the KV budget (spec §3.3, §4.3-§4.6; runtime-facts.md §1.4, §2)."""
     L, S, T, dcp = max_model_len, max_num_seqs, max_num_batched_tokens, kv.dcp
@@ -52,7 +54,7 @@ def unbudgeted_items(spec: ModelSpec, plan: ParallelPlan, kv: KVSpec, *, max_mod
     items.append((f"prefill attention transients at T={T:,} (not in the profile run)",
                   activation.attention_transients(spec, tokens=T, tp=plan.tp, dsa_cp=dsa_cp)))
     items += hccl.after_profile_items(plan, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp, spec=spec, tokens=T,
-                                      seqs=S, mtp=mtp, soc=soc, prefill_mc2=prefill_mc2)
+                                      seqs=S, mtp=mtp, soc=soc, prefill_mc2=prefill_mc2, fused_mc2=fused_mc2)
     if spec.mla:
         bs = kv.block_size
         ws = max(min(max(8 * L, 4 * S * bs), 131072), S * bs)

@@ -47,7 +47,9 @@ class VllmAscend(Engine):
         return dict(self.profile.kv_switches.get(variant, {}))
 
     def activation_terms(self, spec: Any, expert_scheme: str | None = None, **kw: Any) -> dict[str, Any]:
-        return activation.activation_terms(spec, fused=activation.fused_gmm1(expert_scheme), **kw)
+        return activation.activation_terms(
+            spec, fused=activation.fused_gmm1(expert_scheme), combine_max_tokens=self.profile.ffn_combine_max_tokens,
+            combine=activation.combine_variant(expert_scheme, self.profile.ffn_combine_gmm1_slots), **kw)
 
     def activation_peak(self, terms: dict[str, Any]) -> Any:
         return activation.activation_peak(terms)
@@ -74,6 +76,22 @@ class VllmAscend(Engine):
     def unbudgeted_items(self, spec: Any, plan: Any, kvs: Any, **kw: Any) -> list[tuple[str, int]]:
         return budget_terms.unbudgeted_items(spec, plan, kvs, graph_deducted=self.profile.graph_deducted,
                                              drafter_workspace=self.profile.drafter_workspace, **kw)
+
+    def profile_run_error(self, spec: Any, plan: Any, *, tokens: int, seqs: int, mtp: int, hccl_buffsize_mb: int,
+                          dsa_cp: bool = False, soc: str = "a3", prefill_mc2: bool = False, fused_mc2: int = 0,
+                          **_: Any) -> str | None:
+        """dispatch_ffn_combine refuses an HCCL window smaller than its rows need (FUSED_MC2 at T)."""
+        if not getattr(spec, "moe", False) or plan.ep <= 1:
+            return None
+        cap = activation.mc2_capacity(tokens=tokens, seqs=seqs, mtp=mtp, tp=plan.tp, prefill_mc2=prefill_mc2)
+        if int(activation.comm_path(soc, tokens, cap, ep=plan.ep, experts=spec.E, fused_mc2=fused_mc2)) \
+                != activation.FUSED_MC2:
+            return None
+        m = float(activation.moe_rows(tokens, plan.tp, bool(plan.sp or dsa_cp)))
+        need = activation.ffn_combine_window_bytes(spec, m)
+        if need <= hccl_buffsize_mb * 1024 * 1024:
+            return None
+        return loglines.ffn_combine_window_error(int(m), spec.H, spec.topk_experts, need, hccl_buffsize_mb)
 
     def graph_deducted_bytes(self) -> int:
         return budget_terms.GRAPH_POOL_BYTES if self.profile.graph_deducted else 0

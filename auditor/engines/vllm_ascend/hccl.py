@@ -11,7 +11,8 @@ groups the profile run exercised, plus the ACL runtime (research note runtime-fa
 
 * tp: always (embedding all-reduce, All2All finalize TP all-gather, ``prepare_finalize.py:216-221``)
 * ep: when the main pass runs ALLTOALL (``token_dispatcher.py:520-560``), or ALLGATHER over EP with SP
-* mc2: when the MC2 warm-up runs or the main pass is MC2 (``model_runner_v1.py:3469-3473``)
+* mc2: when the MC2 warm-up runs or the main pass is MC2 or FUSED_MC2 (dispatch_ffn_combine runs on the
+  mc2 group's communicator, ``moe_comm_method.py:441``; ``model_runner_v1.py:3469-3473``)
 * dp: ALLGATHER with DP > 1 (the token-count sync is gloo, ``model_runner_v1.py:669-693``)
 * pp: PP > 1
 
@@ -71,7 +72,7 @@ def communicators(plan: ParallelPlan, *, hccl_buffsize_mb: int = DEFAULT_HCCL_BU
         out.append(Communicator("tp", plan.tp, DEFAULT_GROUP_MB))
     if plan.ep > 1:
         ep_used = path is None or path == activation.ALLTOALL or (path == activation.ALLGATHER and sp)
-        mc2_used = path is None or path == activation.MC2 or bool(warmup)
+        mc2_used = path is None or path in (activation.MC2, activation.FUSED_MC2) or bool(warmup)
         out.append(Communicator("ep", plan.ep, DEFAULT_GROUP_MB, ep_used))
         # the mc2 group spans DP*PCP*TP ranks (= EP); its buffer is HCCL_BUFFSIZE
         out.append(Communicator("mc2", plan.ep, hccl_buffsize_mb, mc2_used))
@@ -87,14 +88,14 @@ def communicators(plan: ParallelPlan, *, hccl_buffsize_mb: int = DEFAULT_HCCL_BU
 
 
 def profile_state(spec: Any, plan: ParallelPlan, *, tokens: int | None = None, seqs: int = 256, mtp: int = 0,
-                  soc: str = "a3", prefill_mc2: bool = False) -> tuple[int | None, bool | None]:
+                  soc: str = "a3", prefill_mc2: bool = False, fused_mc2: int = 0) -> tuple[int | None, bool | None]:
     """(main-pass comm path, warm-up ran) of the profile run, or (None, None) when unknown."""
     if spec is None or tokens is None or not getattr(spec, "moe", False):
         return None, None
     cap = float(activation.mc2_capacity(tokens=tokens, seqs=seqs, mtp=mtp, tp=plan.tp, prefill_mc2=prefill_mc2))
-    path = int(activation.comm_path(soc, tokens, cap, ep=plan.ep, experts=spec.E))
-    warm = bool(tokens > cap and plan.ep > 1
-                and int(activation.comm_path(soc, cap, cap, ep=plan.ep, experts=spec.E)) == activation.MC2)
+    path = int(activation.comm_path(soc, tokens, cap, ep=plan.ep, experts=spec.E, fused_mc2=fused_mc2))
+    at_cap = int(activation.comm_path(soc, cap, cap, ep=plan.ep, experts=spec.E, fused_mc2=fused_mc2))
+    warm = bool(tokens > cap and plan.ep > 1 and at_cap in (activation.MC2, activation.FUSED_MC2))
     return path, warm
 
 

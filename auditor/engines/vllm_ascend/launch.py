@@ -41,4 +41,6 @@ def launch_instance(model: str, inst: InstancePlan, kv_switches: dict, *, quanti
     env = {"HCCL_BUFFSIZE": str(inst.hccl_buffsize_mb)}
     if inst.sp:
         env["VLLM_ASCEND_ENABLE_FLASHCOMM1"] = "1"
+    if inst.fused_mc2:
+        env["VLLM_ASCEND_ENABLE_FUSED_MC2"] = str(inst.fused_mc2)
     return {"args": args, "env": env, "command": " \\\n    ".join(args)}

@@ -37,6 +37,15 @@ def max_concurrency_line(max_model_len: int, concurrency: float) -> str:
     return "Maximum concurrency for %s tokens per request: %.2fx" % (f"{int(max_model_len):,}", concurrency)
 
 
+def ffn_combine_window_error(rows: int, hidden: int, topk: int, needed_bytes: int, buffsize_mb: int) -> str:
+    """dispatch_ffn_combine's tiling error when the HCCL window is too small (verbatim format,
+    ``csrc/mc2/dispatch_ffn_combine/op_host/dispatch_ffn_combine_tiling.cpp:286-290``@182b75ea; its
+    text says + 3MB, the check adds 10 MB); the profile run stops on it."""
+    need_mb = -(-needed_bytes // (1024 * 1024))
+    return (f"HCCL_BUFFSIZE is too SMALL, m = {rows}, k = {hidden}, topK = {topk} expected HCCL_BUFFSIZE is "
+            f"((m * k * topK * sizeof(int8_t)) * 3 + 3MB)= {need_mb}MB, HCCL_BUFFSIZE={buffsize_mb}MB.")
+
+
 def no_memory_error() -> str:
     return ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
             "when initializing the engine. " + _DOCS)

@@ -57,6 +57,11 @@ class EngineProfile:
     # top-k is skipped (use_index_cache / index_topk_freq) skips the score + top-k only. False: the
     # overrides are ignored and every layer builds and runs its indexer (<= v0.22.1rc1).
     index_cache: bool = True
+    # VLLM_ASCEND_ENABLE_FUSED_MC2=1's dispatch_ffn_combine: its max_output_size (additional_config
+    # mega_moe_max_tokens from v0.23.0; the workspace grows with it, activation.ffn_combine_bytes) and
+    # whether its workspace slots also hold the gate/up and SwiGLU outputs (v0.18.0's tiling)
+    ffn_combine_max_tokens: int = 131072
+    ffn_combine_gmm1_slots: bool = False
     notes: tuple[str, ...] = ()
     runtime_notes: tuple[str, ...] = ()
 
@@ -72,6 +77,8 @@ PROFILES: dict[str, EngineProfile] = {
         shared_experts_replicated="sp", o_proj_gather_input_copy=False,
         kv_layout="combined", kv_switches={"bf16": {}, "c8-indexer": {"enable_sparse_c8": True}},
         dcp_formula="divided", index_cache=False,
+        # moe_comm_method.py:292@v0.18.0 (max_output_size=65536); tiling.cpp:275-288 (slot layout)
+        ffn_combine_max_tokens=65536, ffn_combine_gmm1_slots=True,
         notes=("DSA-CP = index_topk and FlashComm1 (VLLM_ASCEND_ENABLE_FLASHCOMM1=1)",),
         runtime_notes=("v0.18 KV spec: one combined spec per layer (head_size Lkv+Dr+ID); main-cache C8 does "
                        "not exist; DCP divides the combined cache (spec arithmetic, UNCONFIRMED)",),
@@ -83,6 +90,7 @@ PROFILES: dict[str, EngineProfile] = {
         shared_experts_replicated="sp", o_proj_gather_input_copy=False,
         kv_layout="combined", kv_switches={"bf16": {}, "c8-indexer": {"enable_sparse_c8": True}},
         dcp_formula="divided", index_cache=False, graph_deducted=True,
+        ffn_combine_max_tokens=131072,          # moe_comm_method.py:320@v0.21.0rc1
         notes=("weights as v0.18 (same switches, v0.21.0rc1 80610e4438db ascend_config.py:249)",),
         runtime_notes=("v0.21.0rc1 - v0.22.1rc1 deduct the ACL graph estimate from the KV budget when "
                        "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is on (#9865; v0.22.1rc1 5f6faa0cb883 "
@@ -96,6 +104,7 @@ PROFILES: dict[str, EngineProfile] = {
         shared_experts_replicated="sp", o_proj_gather_input_copy=True,
         kv_layout="combined", kv_switches={"bf16": {}, "c8-indexer": {"enable_sparse_li_c8": True},
                      "c8": {"enable_sparse_sfa_c8": True, "enable_sparse_li_c8": True}},
+        ffn_combine_max_tokens=65536,           # ascend_config.py:306@f4a08bdd and @v0.23.0 (#11258)
         runtime_notes=("a release candidate has its series' features: v0.23.0rc1 (f4a08bddd0cc) is modelled "
                        "by this row; its release branch carries the SFA/LI-C8 split (ascend_config.py:280-281"
                        "@f4a08bdd) and IndexCache (#11363 929e461de8 is an ancestor)",),
