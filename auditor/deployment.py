@@ -39,6 +39,8 @@ class InstancePlan:
     graph_tokens: int = -1
     #: VLLM_ASCEND_ENABLE_FUSED_MC2 (1: dispatch_ffn_combine; its workspace is in the activation peak)
     fused_mc2: int = 0
+    #: additional_config mega_moe_max_tokens: dispatch_ffn_combine's max_output_size (0: the version's)
+    combine_max_tokens: int = 0
 
     @property
     def label(self) -> str:

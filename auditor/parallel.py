@@ -31,6 +31,7 @@ class ParallelPlan:
     redundant_experts: int = 0
     max_num_batched_tokens: int = 8192
     fused_mc2: int = 0          # VLLM_ASCEND_ENABLE_FUSED_MC2: 1 = dispatch_ffn_combine (expert scales, profile workspace)
+    combine_max_tokens: int = 0  # additional_config.mega_moe_max_tokens: its max_output_size (0: the version's)
     dcp: int = 1                # decode context parallel (KV split over DCP = TP ranks; research serving-facts §5)
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 

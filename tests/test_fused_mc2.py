@@ -162,3 +162,24 @@ def test_a_small_hccl_window_stops_the_profile_run(glm, capsys):
             "--max-model-len", "8192", "--max-num-seqs", "6", "--hccl-buffsize", "400", "--fused-mc2", "1"]
     assert main(args) == 3
     assert "HCCL_BUFFSIZE is too SMALL, m = 4096" in capsys.readouterr().out
+
+
+def test_mega_moe_max_tokens_sizes_the_workspace(glm, tmp_path):
+    """additional_config.mega_moe_max_tokens (read from a launch, or --mega-moe-max-tokens) replaces the
+    version's max_output_size: 32768 slots instead of 131072 shrink the peak by 98304 x (8 + 3H)."""
+    from auditor.launch import read_launch, to_options
+    f = tmp_path / "l.sh"
+    f.write_text("export VLLM_ASCEND_ENABLE_FUSED_MC2=1\nvllm serve /m --tensor-parallel-size 4 --data-parallel-size 8 "
+                 "--enable-expert-parallel --additional-config '{\"mega_moe_max_tokens\": 32768}'\n")
+    plan = to_options(read_launch(f)).plan()
+    assert plan.combine_max_tokens == 32768 and plan.fused_mc2 == 1
+    dev = load_device("a3-752t")
+    kw = dict(weights_bytes=30 * (1 << 30), device=dev, util=0.9, recipe="w8a8", max_model_len=8192, max_num_seqs=6,
+              max_num_batched_tokens=4096, hccl_buffsize_mb=400)
+    small = rank_budget(glm, plan.with_(max_num_batched_tokens=4096), "vllm-ascend@main", **kw)
+    default = rank_budget(glm, plan.with_(max_num_batched_tokens=4096, combine_max_tokens=0), "vllm-ascend@main", **kw)
+    assert default.activation_peak_bytes - small.activation_peak_bytes == pytest.approx((131072 - 32768) * (8 + 3 * H),
+                                                                                          abs=2)
+    bad = tmp_path / "bad.sh"
+    bad.write_text("vllm serve /m --additional-config '{\"mega_moe_max_tokens\": -1}'\n")
+    assert main(["memory", "glm-5.1", "--launch", str(bad)]) == 2

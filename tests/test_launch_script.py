@@ -120,7 +120,7 @@ def test_glm51_two_node_script():
         model="/mnt/weights/GLM-5.1-w8a8c8", tp=4, dp=8, ep=32, sp=True, dsa_cp=True, mtp=3, mtp_drafter=True,
         fused_mc2=True, max_num_batched_tokens=4096, util=0.92, max_model_len=133120, max_num_seqs=6,
         kv_cache_dtype="c8-indexer", hccl_buffsize=400, dp_local=4, quantization="ascend", prefix_caching=True,
-        hf_overrides={"use_index_cache": True, "index_topk_freq": 4},
+        hf_overrides={"use_index_cache": True, "index_topk_freq": 4}, balance_scheduling=True,
         compilation={"cudagraph_mode": "FULL_DECODE_ONLY"})
     assert named(opts.ignored) >= {"--host", "--port", "--seed", "--data-parallel-start-rank",
                                    "--data-parallel-address", "--data-parallel-rpc-port", "--tool-call-parser",
@@ -131,7 +131,6 @@ def test_glm51_two_node_script():
     assert not {"hf_overrides.use_index_cache", "hf_overrides.index_topk_freq"} & (named(opts.unmodelled)
                                                                                    | named(opts.ignored))
     assert named(opts.unmodelled) == {"--async-scheduling",
-                                      "additional_config.enable_balance_scheduling",
                                       "additional_config.multistream_overlap_shared_expert",
                                       "HCCL_OP_EXPANSION_MODE", "PYTORCH_NPU_ALLOC_CONF"}
     assert opts.unknown == ()
@@ -423,7 +422,7 @@ def test_published_128k_config_reads_as_expected(shared_dir: Path):
                   fused_mc2=True, max_num_batched_tokens=4096, util=0.92, max_model_len=133120, max_num_seqs=6,
                   kv_cache_dtype="c8-indexer", hccl_buffsize=400, dp_local=4, quantization="ascend",
                   prefix_caching=True, hf_overrides={"use_index_cache": True, "index_topk_freq": 4},
-                  compilation={"cudagraph_mode": "FULL_DECODE_ONLY"})
+                  balance_scheduling=True, compilation={"cudagraph_mode": "FULL_DECODE_ONLY"})
     assert node0.values() == want
     assert node1.values() == dict(want, util=0.9)
     assert "--headless" in named(node1.ignored)

@@ -27,7 +27,7 @@ def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, os
                         kv_role={"prefill": "kv_producer", "decode": "kv_consumer"}.get(name),
                         hccl_buffsize_mb=runtime["hccl_buffsize_mb"], dcp=runtime["dcp"],
                         balance_scheduling=balance and name == "aggregated", graph_tokens=graph_tokens,
-                        fused_mc2=plan.fused_mc2)
+                        fused_mc2=plan.fused_mc2, combine_max_tokens=plan.combine_max_tokens)
 
 
 @click.command("_instance", cls=DeploymentCommand, add_help_option=False)
@@ -81,7 +81,7 @@ def _parse_instance(text: str, what: str):
 @click.option("--prefix-warm-ranks", type=click.IntRange(0, 1_000_000), default=None,
               help="DP ranks whose prefix cache holds the shared prefix before the run (a warm-up prompt primes "
                    "one; default: every rank); the others compute it with their first request")
-@click.option("--balance-scheduling", is_flag=True,
+@click.option("--balance-scheduling/--no-balance-scheduling", default=False,
               help="vLLM-Ascend additional_config enable_balance_scheduling: no rank admits while any DP rank "
                    "is at max_num_seqs (PD-mixed only)")
 @graph_option
@@ -143,3 +143,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
                 + f"output tokens/s per die: {m['output_throughput_per_die']:.2f}\n"
                 + "".join(f"note: {n}\n" for n in run.notes))
     emit(text, output)
+
+
+#: a P/D launch (a nightly config) renders each instance for these options (``cli.deployment``)
+bench_command.instance_command = _instance_options

@@ -29,6 +29,7 @@ _RENDER: tuple[tuple[str, str, str], ...] = (
     ("nz_mode", "--nz-mode", "int"), ("shared_expert_dp", "--shared-expert-dp", "flag"),
     ("redundant_experts", "--redundant-experts", "int"),
     ("max_num_batched_tokens", "--max-num-batched-tokens", "int"), ("fused_mc2", "--fused-mc2", "int"),
+    ("combine_max_tokens", "--mega-moe-max-tokens", "int"), ("balance_scheduling", "--balance-scheduling", "flag"),
     ("util", "--gpu-memory-utilization", "float"), ("max_model_len", "--max-model-len", "int"),
     ("max_num_seqs", "--max-num-seqs", "int"), ("kv_cache_dtype", "--kv-cache-dtype", "str"),
     ("dcp", "--dcp", "int"), ("hccl_buffsize", "--hccl-buffsize", "int"), ("mtp", "--mtp", "int"),
@@ -44,13 +45,18 @@ def _declared(command: click.Command) -> dict[str, click.Parameter]:
     return out
 
 
-def _split(args: list[str], command: click.Command) -> tuple[list[str], list[str], str | None]:
-    """(audit's own arguments, vLLM-spelled arguments, the --launch path)."""
+#: options consumed before click parses (their values select from the --launch file)
+_PICKS = ("--case", "--node")
+
+
+def _split(args: list[str], command: click.Command) -> tuple[list[str], list[str], str | None, dict[str, str]]:
+    """(audit's own arguments, vLLM-spelled arguments, the --launch path, --case / --node values)."""
     from ..launch.flags import RULES, canonical_flag
     declared = _declared(command)
     own: list[str] = []
     vllm: list[str] = []
     launch: str | None = None
+    picks: dict[str, str] = {}
     i = 0
     while i < len(args):
         tok = args[i]
@@ -58,14 +64,19 @@ def _split(args: list[str], command: click.Command) -> tuple[list[str], list[str
             own += args[i:]
             break
         head = tok.split("=", 1)[0]
-        if head == "--launch":
+        if head == "--launch" or head in _PICKS:
             if "=" in tok:
-                launch = tok.split("=", 1)[1]
+                value = tok.split("=", 1)[1]
             elif i + 1 < len(args):
-                launch = args[i + 1]
+                value = args[i + 1]
                 i += 1
             else:
-                raise AuditInputError("--launch", "needs a launch script or a file holding a vllm serve command")
+                raise AuditInputError(head, "needs a launch script or a file holding a vllm serve command"
+                                      if head == "--launch" else "needs a value")
+            if head == "--launch":
+                launch = value
+            else:
+                picks[head] = value
             i += 1
             continue
         if tok.startswith("-") and head not in declared and len(tok) > 1 and not tok[1:2].isdigit():
@@ -86,7 +97,7 @@ def _split(args: list[str], command: click.Command) -> tuple[list[str], list[str
                 continue
         own.append(tok)
         i += 1
-    return own, vllm, launch
+    return own, vllm, launch, picks
 
 
 def _render(opts: Any, declared: dict[str, click.Parameter], skipped: list[str] | None = None) -> list[str]:
@@ -143,8 +154,14 @@ def expand(args: list[str], command: click.Command) -> tuple[list[str], str | No
     """``args`` with --launch and vLLM spellings replaced by audit's options; and the launch's model."""
     if any(a in ("-h", "--help") for a in args):
         return args, None
-    own, vllm, path = _split(list(args), command)
+    own, vllm, path, picks = _split(list(args), command)
     env = _engine_env()
+    from ..launch.nightly import is_nightly
+    if path is not None and is_nightly(path):
+        return _expand_nightly(own, vllm, path, picks, command, env)
+    if picks:
+        flag = next(iter(picks))
+        raise AuditInputError(flag, "selects from a vLLM-Ascend nightly config: give --launch FILE.yaml")
     if not vllm and path is None and not env:
         return own, None
     from ..launch.records import Launch
@@ -168,6 +185,127 @@ def expand(args: list[str], command: click.Command) -> tuple[list[str], str | No
     if skipped:
         click.echo(f"audit: note: {where}: not used by `audit {command.name}`: {', '.join(skipped)}", err=True)
     return rendered + own, (opts.model or None)
+
+
+_ROLE_NAMES = {"mixed": "aggregated", "prefill": "prefill", "decode": "decode"}
+#: fields that say where a node sits in its instance, not what the instance is
+_NODE_BOOKKEEPING = ("dp_local", "where", "explicit", "ignored", "unmodelled", "unknown", "notes", "env")
+
+
+def _expand_nightly(own: list[str], vllm: list[str], path: str, picks: dict[str, str], command: click.Command,
+                    env: dict[str, str]) -> tuple[list[str], str | None]:
+    """A nightly config: each instance (aggregated, or prefill + decode) from its nodes' launches, and
+    for a command with a client (bench) the performance case as its workload options."""
+    import shlex
+    from dataclasses import replace
+
+    from ..launch.flags import to_options
+    from ..launch.nightly import read_nightly
+    cfg = read_nightly(path)
+    for n in cfg.notes:
+        click.echo(f"audit: note: {path}: {n}", err=True)
+    engine = _engine_arg(own)
+    nodes = [replace(n, env={**env, **n.env}, argv=n.argv + tuple(vllm), arg_lines=n.arg_lines + (0,) * len(vllm))
+             for n in cfg.nodes]
+    opts = [to_options(n, engine) for n in nodes]
+    if "--node" in picks:
+        try:
+            k = int(picks["--node"])
+        except ValueError:
+            raise AuditInputError("--node", f"must be a node number, got {picks['--node']!r}") from None
+        if not 0 <= k < len(opts):
+            raise AuditInputError("--node", f"{path} has nodes 0-{len(opts) - 1}, got {k}")
+        chosen = {opts[k].role: k}
+    else:
+        roles: dict[str, list[int]] = {}
+        for i, o in enumerate(opts):
+            roles.setdefault(o.role, []).append(i)
+        # nodes of one instance run its DP ranks in lockstep and each its own KV budget: the node with the
+        # smallest gpu-memory-utilization binds (the last such node on a tie)
+        chosen = {r: min(ix, key=lambda i: (opts[i].util, -i)) for r, ix in roles.items()}
+        for r, ix in roles.items():
+            _note_differences(path, r, ix, opts, chosen[r])
+    declared = _declared(command)
+    if set(chosen) == {"prefill", "decode"}:
+        if "--prefill" not in declared:
+            desc = "; ".join(f"{r}: node {', '.join(str(i) for i, o in enumerate(opts) if o.role == r)}"
+                             for r in ("prefill", "decode"))
+            raise AuditInputError(path, f"a P/D config ({desc}): give --node N to audit one node's instance")
+        inst = _declared(getattr(command, "instance_command", command))
+        rendered = []
+        for r in ("prefill", "decode"):
+            o = opts[chosen[r]]
+            _report(o, nodes[chosen[r]].where, [])
+            rendered += [f"--{r}", shlex.join(_render(o, inst))]
+        # --hf-overrides changes the model both instances serve: a command option, not an instance's
+        hf = opts[chosen["prefill"]].hf_overrides
+        if hf and "--hf-overrides" in declared and "--hf-overrides" not in inst:
+            import json
+            rendered += ["--hf-overrides", json.dumps(hf, sort_keys=True)]
+    elif len(chosen) == 1:
+        (r, k), = chosen.items()
+        _report(opts[k], nodes[k].where, [])
+        skipped: list[str] = []
+        rendered = _render(opts[k], declared, skipped)
+        if skipped:
+            click.echo(f"audit: note: {nodes[k].where}: not used by `audit {command.name}`: {', '.join(skipped)}",
+                       err=True)
+    else:
+        raise AuditInputError(path, f"nodes of roles {', '.join(sorted(chosen))}: give --node N")
+    if "--concurrency" in declared:
+        rendered += _case_options(cfg, picks.get("--case"), [opts[k] for k in chosen.values()])
+    elif "--case" in picks:
+        click.echo(f"audit: note: --case is not used by `audit {command.name}` (it has no client)", err=True)
+    recipe = _recipe_in_name(cfg.model)
+    if recipe and "--recipe" in declared and not any(a == "--recipe" or a.startswith("--recipe=") for a in own):
+        click.echo(f"audit: note: {path}: recipe {recipe} from the config's model name {cfg.model} (--recipe "
+                   "overrides)", err=True)
+        rendered += ["--recipe", recipe]
+    return rendered + own, (cfg.model or None)
+
+
+def _recipe_in_name(model: str) -> str | None:
+    """The msModelSlim recipe a hub name spells (``Eco-Tech/GLM-5.1-w8a8c8``, ``...-W4A8``): the nightly
+    configs name their checkpoints so, and a preset given as MODEL would otherwise take its own default."""
+    import re
+    m = re.search(r"(?:^|[-_/])(w8a8|w4a8)(?:c8)?(?:$|[-_])", model.lower())
+    return m.group(1) if m else None
+
+
+def _note_differences(path: str, role: str, nodes: list[int], opts: list[Any], chosen: int) -> None:
+    from dataclasses import fields
+    if len(nodes) < 2:
+        return
+    diff = []
+    for f in fields(opts[chosen]):
+        if f.name in _NODE_BOOKKEEPING:
+            continue
+        values = [getattr(opts[i], f.name) for i in nodes]
+        if any(v != values[0] for v in values):
+            diff.append(f"{f.name} " + " / ".join(f"node {i}: {v}" for i, v in zip(nodes, values)))
+    if diff:
+        click.echo(f"audit: note: {path}: the {_ROLE_NAMES.get(role, role)} nodes differ ({'; '.join(diff)}); audit models node {chosen} "
+                   "(the smallest gpu-memory-utilization binds)", err=True)
+
+
+def _case_options(cfg: Any, name: str | None, instances: list[Any]) -> list[str]:
+    """The client of one aisbench performance case as bench options (the user's own come after and win)."""
+    if name is None and not cfg.cases:
+        click.echo(f"audit: note: {cfg.where}: no performance case; give --concurrency, --isl and --osl", err=True)
+        return []
+    case = cfg.performance_case(name)
+    out = ["--concurrency", str(case.concurrency), "--isl", str(case.isl), "--osl", str(case.osl),
+           "--num-prompts", str(case.num_prompts)]
+    if case.request_rate is not None:
+        out += ["--request-rate", f"{case.request_rate:g}"]
+    if case.prefix_ratio:
+        out += ["--prefix-ratio", f"{case.prefix_ratio:g}", "--prefix-warm-ranks", str(case.warm_prompts)]
+    if any(o.prefix_caching is False for o in instances):
+        out += ["--no-prefix-caching"]
+    base = f", baseline {case.baseline:g} output tok/s (aisbench, whole deployment)" if case.baseline else ""
+    click.echo(f"audit: note: {cfg.where}: case {case.name}: {case.dataset}, concurrency {case.concurrency}, "
+               f"{case.num_prompts} prompts{base}", err=True)
+    return out
 
 
 def _report(opts: Any, where: str, from_shell: list[str]) -> None:
@@ -199,7 +337,14 @@ class DeploymentCommand(click.Command):
 
 
 def launch_option(f: Any) -> Any:
-    """``--launch FILE`` in the help text (the value is consumed by ``DeploymentCommand``)."""
+    """``--launch FILE``, ``--case`` and ``--node`` in the help text (their values are consumed by
+    ``DeploymentCommand``)."""
+    f = click.option("--node", "launch_node", default=None, metavar="N", expose_value=False,
+                     help="with a nightly config: audit node N's instance only")(f)
+    f = click.option("--case", "launch_case", default=None, metavar="NAME", expose_value=False,
+                     help="with a nightly config: the aisbench performance case that sets the client (bench; "
+                          "default: the one with a baseline)")(f)
     return click.option("--launch", "launch_file", default=None, metavar="FILE", expose_value=False,
-                        help="a launch script (exports + vllm serve ...) or a file with a vllm serve command: "
-                             "audited as exactly that deployment; vLLM's own flags are accepted too")(f)
+                        help="a launch script (exports + vllm serve ...), a file with a vllm serve command, or a "
+                             "vLLM-Ascend nightly config (.yaml): audited as exactly that deployment; vLLM's own "
+                             "flags are accepted too")(f)

@@ -188,6 +188,8 @@ ENV_RULES_LIST: tuple[Rule, ...] = (
     M("VLLM_ASCEND_ENABLE_MLAPO", "env_bool", "mlapo", "audit counts the MLAPO copies wherever they apply",
       assumes=(True,)),
     M("VLLM_ASCEND_ENABLE_FUSED_MC2", "env_int", "fused_mc2", "fused MC2 (int64 expert scales)"),
+    M("VLLM_ASCEND_BALANCE_SCHEDULING", "env_bool", "balance_scheduling",
+      "deprecated spelling of additional_config.enable_balance_scheduling (envs.py:89-91)"),
     I("OMP_PROC_BIND", "env_str", "host threads"), I("OMP_NUM_THREADS", "env_str", "host threads"),
     I("VLLM_USE_MODELSCOPE", "env_str", "download source"), I("VLLM_ENGINE_READY_TIMEOUT_S", "env_str", "timeout"),
     I("VLLM_RPC_TIMEOUT", "env_str", "timeout"), I("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "env_str", "timeout"),
@@ -213,7 +215,6 @@ ENV_RULES_LIST: tuple[Rule, ...] = (
     U("ACL_OP_INIT_MODE", "env_str", "operator initialisation mode"),
     U("ASCEND_AGGREGATE_ENABLE", "env_str", "aggregated transfers"),
     U("ASCEND_A3_ENABLE", "env_str", "the device generation comes from audit's --device"),
-    U("VLLM_ASCEND_BALANCE_SCHEDULING", "env_str", _SCHED),
     U("HCCL_DETERMINISTIC", "env_str", "deterministic reductions: communication time"),
     U("HCCL_INTRA_ROCE_ENABLE", "env_str", "intra-node transport"),
     U("HCCL_INTRA_PCIE_ENABLE", "env_str", "intra-node transport"),
@@ -257,7 +258,8 @@ JSON_RULES: tuple[Rule, ...] = (
     U(f"{_A}.multistream_dsv4_dsa_overlap", "j_any", _FUSION), U(f"{_A}.enable_multistream_moe", "j_any", _FUSION),
     U(f"{_A}.enable_prefill_mc2", "j_any", "MC2 for prefill batches: MC2 capacity and its dummy run follow T"),
     U(f"{_A}.enable_mc2_hierarchy_comm", "j_any", "hierarchical MC2: communication time"),
-    U(f"{_A}.mega_moe_max_tokens", "j_any", "fused MC2 workspace size (bytes UNCONFIRMED)"),
+    M(f"{_A}.mega_moe_max_tokens", "j_int", "combine_max_tokens",
+      "dispatch_ffn_combine's max_output_size: its workspace is in the profile peak"),
     U(f"{_A}.finegrained_tp_config", "j_any",
       "per-module TP sizes (o_proj, lm_head, embedding, MLP) change what a rank holds"),
     U(f"{_A}.enable_pcp_o_proj_weight_sharding", "j_any", "PCP o_proj sharding"),
@@ -268,7 +270,9 @@ JSON_RULES: tuple[Rule, ...] = (
     U(f"{_A}.enable_weight_nz_layout", "j_any", "older NZ switch (see weight_nz_mode)"),
     U(f"{_A}.weight_prefetch_config", "j_any", "weight prefetch: kernel overlap"),
     U(f"{_A}.enable_cpu_binding", "j_any", "host CPU binding: launch overhead"),
-    U(f"{_A}.enable_balance_scheduling", "j_any", _SCHED), U(f"{_A}.recompute_scheduler_enable", "j_any", _SCHED),
+    M(f"{_A}.enable_balance_scheduling", "j_bool", "balance_scheduling",
+      "no DP rank admits while any is at max_num_seqs (bench; patch_balance_schedule.py)", rank=1),
+    U(f"{_A}.recompute_scheduler_enable", "j_any", _SCHED),
     U(f"{_A}.scheduler_config", "j_any", _SCHED), U(f"{_A}.short_request_first_config", "j_any", _SCHED),
     U(f"{_A}.profiling_chunk_config", "j_any", _SCHED), U(f"{_A}.batch_job_sched_config", "j_any", _SCHED),
     U(f"{_A}.enable_reduce_sample", "j_any", "sampler"), U(f"{_A}.enable_force_eplb", "j_any", "EPLB"),
@@ -725,6 +729,11 @@ def _finish(ctx: _Ctx, launch: Launch, eng: Engine) -> DeploymentOptions:
     if fm not in (0, 1, 2):
         raise AuditInputError(where, f"VLLM_ASCEND_ENABLE_FUSED_MC2 must be 0, 1 or 2, got {fm!r}")
     o["fused_mc2"] = int(fm)
+    o["balance_scheduling"] = bool(ctx.pick("balance_scheduling", False))
+    cmt = ctx.pick("combine_max_tokens", 0)
+    if isinstance(cmt, bool) or not isinstance(cmt, int) or cmt < 0:
+        raise AuditInputError(where, f"additional_config.mega_moe_max_tokens must be a positive integer, got {cmt!r}")
+    o["combine_max_tokens"] = cmt
     for s in o["layer_sharding"]:
         if s not in ("q_b_proj", "o_proj"):
             raise AuditInputError(where, f"additional_config.layer_sharding: unknown series {s!r} (q_b_proj, o_proj)")

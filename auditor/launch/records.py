@@ -83,6 +83,7 @@ class DeploymentOptions:
     shared_expert_dp: bool = False
     redundant_experts: int = 0
     fused_mc2: int = 0              # VLLM_ASCEND_ENABLE_FUSED_MC2 (1: dispatch_ffn_combine)
+    combine_max_tokens: int = 0     # additional_config.mega_moe_max_tokens (0: the version's default)
     max_num_batched_tokens: int = 8192
     # runtime budget (auditor.cli.runtime_options)
     util: float = 0.9
@@ -92,6 +93,7 @@ class DeploymentOptions:
     dcp: int = 1
     hccl_buffsize: int = 200            # MB
     mtp: int = 0                        # num_speculative_tokens
+    balance_scheduling: bool = False    # additional_config.enable_balance_scheduling (bench's client side)
     #: largest decode step (tokens per DP rank) replayed from a captured graph: the max of
     #: compilation_config.cudagraph_capture_sizes; 0 with --enforce-eager / cudagraph_mode NONE;
     #: -1 = not set (every decode step is captured)
@@ -124,7 +126,8 @@ class DeploymentOptions:
                             role=self.role, mtp=self.mtp_drafter, layer_sharding=self.layer_sharding,
                             nz_mode=self.nz_mode, shared_expert_dp=self.shared_expert_dp,
                             redundant_experts=self.redundant_experts,
-                            max_num_batched_tokens=self.max_num_batched_tokens, fused_mc2=self.fused_mc2).validate()
+                            max_num_batched_tokens=self.max_num_batched_tokens, fused_mc2=self.fused_mc2,
+                            combine_max_tokens=self.combine_max_tokens).validate()
 
     def runtime(self) -> dict[str, Any]:
         """The ``runtime`` dict ``cli.runtime_options`` builds (``rank_budget`` keyword arguments)."""

@@ -219,7 +219,7 @@ def kv_base(eng: Any, spec: ModelSpec, plan: ParallelPlan, *, total_bytes: float
     # the recipe's routed-expert scheme: the engine knows which ones run gate/up fused (no output at the peak)
     terms = eng.activation_terms(spec, tokens=tokens, seqs=seqs, mtp=mtp, tp=plan.tp, dp=plan.dp, ep=plan.ep,
                                  sp=plan.sp, dsa_cp=dsa_cp, expert_scheme=linear_scheme(recipe, "expert") if recipe
-                                 else None, **state)
+                                 else None, combine_max_tokens=plan.combine_max_tokens or None, **state)
     p_act = eng.activation_peak(terms)
     scalar = np.ndim(tokens) == 0 and np.ndim(seqs) == 0 and np.ndim(mtp) == 0
     nt_at = (dict(tokens=int(tokens), seqs=int(seqs), mtp=int(mtp)) if scalar else

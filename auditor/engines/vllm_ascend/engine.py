@@ -46,9 +46,12 @@ class VllmAscend(Engine):
     def kv_switches(self, variant: str) -> dict:
         return dict(self.profile.kv_switches.get(variant, {}))
 
-    def activation_terms(self, spec: Any, expert_scheme: str | None = None, **kw: Any) -> dict[str, Any]:
+    def activation_terms(self, spec: Any, expert_scheme: str | None = None, combine_max_tokens: int | None = None,
+                         **kw: Any) -> dict[str, Any]:
+        """``combine_max_tokens``: additional_config mega_moe_max_tokens (None: this version's default)."""
         return activation.activation_terms(
-            spec, fused=activation.fused_gmm1(expert_scheme), combine_max_tokens=self.profile.ffn_combine_max_tokens,
+            spec, fused=activation.fused_gmm1(expert_scheme),
+            combine_max_tokens=combine_max_tokens or self.profile.ffn_combine_max_tokens,
             combine=activation.combine_variant(expert_scheme, self.profile.ffn_combine_gmm1_slots), **kw)
 
     def activation_peak(self, terms: dict[str, Any]) -> Any:

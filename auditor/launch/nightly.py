@@ -1,0 +1,250 @@
+"""vLLM-Ascend's nightly CI configs (``tests/e2e/nightly/**/*.yaml``) read as launches and workloads.
+
+Why: the engine's own published deployments and throughput baselines are written down in these files
+(the launch of every node, its environment, and the aisbench cases with their baselines), so audit
+should take one as it is: ``audit bench MODEL --launch config.yaml --case perf``.
+
+Three layouts exist at 182b75ea, all read here:
+
+* ``single_node/models/configs/*.yaml``: ``test_cases[]`` of ``{name, model, envs, server_cmd: [args],
+  benchmarks}`` (the first test case is read; a file with more says so);
+* ``multi_node/internal_dp/config/*.yaml``: ``model``, ``deployment[]`` of ``{envs, server_cmd: "vllm
+  serve MODEL ..."}`` (one entry per node) and top-level ``benchmarks``;
+* ``multi_node/external_dp/config/*.yaml``: ``config[]`` of per-node ``{node_index, dp_size, tp_size,
+  dp_rank_start, ...}`` and ``templates[]`` of ``{node_index, envs, server_cmd_template: [args]}`` whose
+  ``${DP_SIZE}``, ``${TP_SIZE}``, ``${DP_RANK}`` ... are that node's ``config`` values.
+
+Each node becomes a :class:`Launch` (its environment and ``vllm serve`` arguments) for the flag table
+(``flags.to_options``); which instance a node belongs to comes from its own ``--kv-transfer-config``.
+A performance case becomes a :class:`Case`: the aisbench dataset name carries the input length
+(``in131072``) and the shared-prefix share (``prefix90``), ``max_out_len`` is the output length,
+``batch_size`` the client's concurrency, ``request_rate`` below 0.1 sends everything at once (aisbench),
+and the performance cases before it on the same dataset (warm-ups) are prompts whose prefix is cached
+when it starts. YAML through PyYAML's safe loader (the files use anchors and merge keys); the file
+through the project's one opener and its cap.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import AuditInputError
+from ..inputs import read_text_capped
+from .records import Launch
+
+NIGHTLY_CAP = 1 << 20           # real configs are 2-20 KB
+SUFFIXES = (".yaml", ".yml")
+#: aisbench sends every request at once below this rate (research serving-facts §3, models.md:48)
+ALL_AT_ONCE_RATE = 0.1
+#: ``server_cmd_template`` placeholders -> the node's ``config`` keys (external_dp/scripts)
+_TEMPLATE_KEYS = {"DP_SIZE": "dp_size", "TP_SIZE": "tp_size", "DP_RANK": "dp_rank_start",
+                  "DP_SIZE_LOCAL": "dp_size_local", "DP_RPC_PORT": "dp_rpc_port", "DP_ADDRESS": "dp_address"}
+_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One aisbench performance case as ``audit bench`` options."""
+
+    name: str
+    isl: int
+    osl: int
+    concurrency: int
+    num_prompts: int
+    request_rate: float | None      # None: all at once
+    prefix_ratio: float
+    warm_prompts: int               # prompts of earlier performance cases on the same dataset
+    baseline: float                 # output tok/s the CI holds the deployment to (0: none)
+    dataset: str
+
+
+@dataclass(frozen=True)
+class Nightly:
+    where: str
+    model: str
+    nodes: tuple[Launch, ...]       # one per node, in the file's order
+    cases: dict[str, Case]
+    notes: tuple[str, ...] = ()
+
+    def performance_case(self, name: str | None) -> Case:
+        """The case ``name``, or with no name the only case that has a baseline."""
+        if name is not None:
+            if name not in self.cases:
+                raise AuditInputError(self.where, f"no performance case {name!r}; the file has: "
+                                                  f"{', '.join(self.cases) or 'none'}")
+            return self.cases[name]
+        measured = [c for c in self.cases.values() if c.baseline > 0]
+        if len(measured) != 1:
+            raise AuditInputError(self.where, f"{len(measured)} performance cases have a baseline; give --case "
+                                              f"(one of {', '.join(self.cases) or 'none'})")
+        return measured[0]
+
+
+def is_nightly(path: str | Path) -> bool:
+    return Path(str(path)).suffix.lower() in SUFFIXES
+
+
+def read_nightly(path: str | Path) -> Nightly:
+    """The nodes and performance cases of a nightly config (AuditInputError naming the file)."""
+    import yaml
+    where = str(path)
+    text = read_text_capped(path, "nightly config", NIGHTLY_CAP)
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f"line {mark.line + 1}: " if mark is not None else ""
+        raise AuditInputError(where, f"{at}not valid YAML ({getattr(exc, 'problem', None) or 'parse error'})") from None
+    if not isinstance(doc, dict):
+        raise AuditInputError(where, "not a vLLM-Ascend nightly config (a YAML mapping)")
+    notes: list[str] = []
+    if "test_cases" in doc:
+        tcs = _list(doc["test_cases"], where, "test_cases")
+        if not tcs:
+            raise AuditInputError(where, "test_cases is empty")
+        tc = _map(tcs[0], where, "test_cases[0]")
+        if len(tcs) > 1:
+            notes.append(f"{len(tcs)} test cases; the first ({tc.get('name', '?')}) is read")
+        model = _text(tc.get("model"), where, "test_cases[0].model")
+        args = [_scalar(a, where, "server_cmd") for a in _list(tc.get("server_cmd"), where, "test_cases[0].server_cmd")]
+        nodes = (_launch(f"{where}: test case {tc.get('name', 0)}", model, _env(tc.get("envs"), where), args),)
+        cases = _cases(tc.get("benchmarks"), where)
+    elif "deployment" in doc:
+        model = str(doc.get("model") or "")
+        nodes = tuple(_serve_node(_map(d, where, f"deployment[{i}]"), i, where, model)
+                      for i, d in enumerate(_list(doc["deployment"], where, "deployment")))
+        cases = _cases(doc.get("benchmarks"), where)
+    elif "templates" in doc:
+        model = _text(doc.get("model"), where, "model")
+        config = {}
+        for i, c in enumerate(_list(doc.get("config"), where, "config")):
+            c = _map(c, where, f"config[{i}]")
+            config[_index(c.get("node_index", i), where, f"config[{i}].node_index")] = c
+        nodes = tuple(_template_node(_map(t, where, f"templates[{i}]"), i, where, model, config)
+                      for i, t in enumerate(_list(doc["templates"], where, "templates")))
+        cases = _cases(doc.get("benchmarks"), where)
+    else:
+        raise AuditInputError(where, "not a vLLM-Ascend nightly config (no test_cases, deployment or templates)")
+    if not nodes:
+        raise AuditInputError(where, "the config launches no node")
+    return Nightly(where, model, nodes, cases, tuple(notes))
+
+
+# ------------------------------------------------------------------ nodes
+
+def _serve_node(d: dict, i: int, where: str, model: str) -> Launch:
+    """internal_dp: ``server_cmd`` is one ``vllm serve MODEL ...`` command line."""
+    cmd = _text(d.get("server_cmd"), where, f"deployment[{i}].server_cmd")
+    try:
+        words = shlex.split(cmd)
+    except ValueError as exc:
+        raise AuditInputError(where, f"deployment[{i}].server_cmd: {exc}") from None
+    if len(words) < 3 or words[0] != "vllm" or words[1] != "serve":
+        raise AuditInputError(where, f"deployment[{i}].server_cmd is not a 'vllm serve MODEL ...' command")
+    return _launch(f"{where}: node {i}", words[2] or model, _env(d.get("envs"), where), words[3:])
+
+
+def _template_node(t: dict, i: int, where: str, model: str, config: dict) -> Launch:
+    """external_dp: ``server_cmd_template`` arguments with the node's ``config`` values substituted."""
+    idx = _index(t.get("node_index", i), where, f"templates[{i}].node_index")
+    cfg = config.get(idx, {})
+    env = _env(t.get("envs"), where)
+
+    def value(m: re.Match) -> str:
+        name = m.group(1) or m.group(2)
+        key = _TEMPLATE_KEYS.get(name)
+        if key is not None and key in cfg:
+            return str(cfg[key])
+        return env.get(name, m.group(0))
+    args = [_PLACEHOLDER.sub(value, _scalar(a, where, "server_cmd_template"))
+            for a in _list(t.get("server_cmd_template"), where, f"templates[{i}].server_cmd_template")]
+    return _launch(f"{where}: node {idx}", model, env, args)
+
+
+def _launch(where: str, model: str, env: dict[str, str], args: list[str]) -> Launch:
+    return Launch(where=where, model=model, env=env, argv=tuple(args), arg_lines=(0,) * len(args), env_lines={},
+                  line=0, program="vllm serve")
+
+
+# ------------------------------------------------------------------ cases
+
+def _cases(benchmarks: Any, where: str) -> dict[str, Case]:
+    if benchmarks is None:
+        return {}
+    out: dict[str, Case] = {}
+    seen: dict[str, int] = {}           # dataset -> performance prompts sent before
+    for name, b in _map(benchmarks, where, "benchmarks").items():
+        b = _map(b, where, f"benchmarks.{name}")
+        if b.get("case_type") != "performance":
+            continue
+        ds = str(b.get("dataset_path", ""))
+        what = f"benchmarks.{name}"
+        m = re.search(r"(?:^|[-_/])in(\d+)(k?)(?=$|[-_])", ds, re.IGNORECASE)
+        if m is None:
+            raise AuditInputError(where, f"{what}: dataset {ds!r} names no input length (inNNNN)")
+        isl = int(m.group(1)) * (1024 if m.group(2) else 1)
+        p = re.search(r"prefix(\d+)", ds, re.IGNORECASE)
+        prefix = int(p.group(1)) / 100 if p else 0.0
+        if not 0 <= prefix <= 1:
+            raise AuditInputError(where, f"{what}: dataset {ds!r}: prefix share {prefix:g} is not a fraction")
+        rate = float(_num(b.get("request_rate", 0), where, what + ".request_rate"))
+        prompts = int(_num(b.get("num_prompts"), where, what + ".num_prompts"))
+        out[name] = Case(name, isl, int(_num(b.get("max_out_len"), where, what + ".max_out_len")),
+                         int(_num(b.get("batch_size"), where, what + ".batch_size")), prompts,
+                         None if rate < ALL_AT_ONCE_RATE else rate, prefix, seen.get(ds, 0),
+                         float(_num(b.get("baseline", 0) or 0, where, what + ".baseline")), ds)
+        if out[name].isl < 1 or out[name].osl < 1 or out[name].concurrency < 1 or prompts < 1:
+            raise AuditInputError(where, f"{what}: input, output, batch_size and num_prompts must be positive")
+        seen[ds] = seen.get(ds, 0) + prompts
+    return out
+
+
+# ------------------------------------------------------------------ checked access
+
+def _map(v: Any, where: str, what: str) -> dict:
+    if not isinstance(v, dict):
+        raise AuditInputError(where, f"{what} must be a mapping")
+    return v
+
+
+def _list(v: Any, where: str, what: str) -> list:
+    if not isinstance(v, list):
+        raise AuditInputError(where, f"{what} must be a list")
+    return v
+
+
+def _text(v: Any, where: str, what: str) -> str:
+    if not isinstance(v, str) or not v.strip():
+        raise AuditInputError(where, f"{what} must be a non-empty string")
+    return v
+
+
+def _scalar(v: Any, where: str, what: str) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (str, int, float)):
+        return str(v)
+    raise AuditInputError(where, f"{what}: {v!r} is not a command-line word")
+
+
+def _num(v: Any, where: str, what: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise AuditInputError(where, f"{what} must be a number, got {v!r}")
+    if v != v or v in (float("inf"), float("-inf")):
+        raise AuditInputError(where, f"{what} must be finite")
+    return v
+
+
+def _index(v: Any, where: str, what: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise AuditInputError(where, f"{what} must be an integer, got {v!r}")
+    return v
+
+
+def _env(v: Any, where: str) -> dict[str, str]:
+    if v is None:
+        return {}
+    return {str(k): _scalar(x, where, f"envs.{k}") for k, x in _map(v, where, "envs").items()}
