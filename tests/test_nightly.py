@@ -201,11 +201,13 @@ def test_bad_configs_are_one_line_errors(tmp_path, capsys):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.recursive(st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats(allow_nan=True) | st.text(max_size=12),
+@given(st.recursive(st.none() | st.booleans() | st.integers(-5, 10**6) | st.floats(allow_nan=True)
+                    | st.text(max_size=12) | st.sampled_from(["performance", "vllm serve m --tp 1", "x-in4096-prefix50"]),
                     lambda ch: st.lists(ch, max_size=4) | st.dictionaries(
                         st.sampled_from(["test_cases", "deployment", "templates", "config", "model", "server_cmd",
                                          "server_cmd_template", "envs", "benchmarks", "case_type", "dataset_path",
-                                         "num_prompts", "node_index", "x"]), ch, max_size=5), max_leaves=25))
+                                         "num_prompts", "node_index", "max_out_len", "batch_size", "x"]), ch,
+                        max_size=5), max_leaves=25))
 def test_any_yaml_document_is_read_or_refused_in_one_line(tmp_path, doc):
     f = tmp_path / "h.yaml"
     f.write_text(yaml.safe_dump(doc))

@@ -284,8 +284,8 @@ def _note_differences(path: str, role: str, nodes: list[int], opts: list[Any], c
         if any(v != values[0] for v in values):
             diff.append(f"{f.name} " + " / ".join(f"node {i}: {v}" for i, v in zip(nodes, values)))
     if diff:
-        click.echo(f"audit: note: {path}: the {_ROLE_NAMES.get(role, role)} nodes differ ({'; '.join(diff)}); audit models node {chosen} "
-                   "(the smallest gpu-memory-utilization binds)", err=True)
+        click.echo(f"audit: note: {path}: the {_ROLE_NAMES.get(role, role)} nodes differ ({'; '.join(diff)}); "
+                   f"audit models node {chosen} (the smallest gpu-memory-utilization binds)", err=True)
 
 
 def _case_options(cfg: Any, name: str | None, instances: list[Any]) -> list[str]:
