@@ -79,6 +79,9 @@ OPTION_CAPS: dict[str, Cap] = {
     "--max-num-seqs": Cap(1, 65_536),
     "--dcp": Cap(1, 65_536),
     "--hccl-buffsize": Cap(1, 1_048_576),
+    "--mega-moe-max-tokens": Cap(0, 16_777_216),
+    "--concurrency": Cap(1, 1_000_000),
+    "--num-prompts": Cap(1, 1_000_000),
 }
 
 # real-valued options: finite, lo < value <= hi

@@ -183,3 +183,12 @@ def test_mega_moe_max_tokens_sizes_the_workspace(glm, tmp_path):
     bad = tmp_path / "bad.sh"
     bad.write_text("vllm serve /m --additional-config '{\"mega_moe_max_tokens\": -1}'\n")
     assert main(["memory", "glm-5.1", "--launch", str(bad)]) == 2
+
+
+def test_a_400_digit_mega_moe_max_tokens_is_one_short_line(tmp_path, capsys):
+    f = tmp_path / "l.sh"
+    f.write_text("vllm serve /m --additional-config '{\"mega_moe_max_tokens\": 1" + "0" * 400 + "}'\n")
+    assert main(["memory", "glm-5.1", "--launch", str(f)]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert "10000000000000000000... (401 digits) is outside audit's plausible range 0..16,777,216" in err
+    assert len(err) < 250

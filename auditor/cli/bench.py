@@ -67,10 +67,10 @@ def _parse_instance(text: str, what: str):
               help="P/D: how many prefill instances")
 @click.option("--decode-count", type=click.IntRange(1, 4096), default=1, show_default=True,
               help="P/D: how many decode instances")
-@click.option("--concurrency", type=click.IntRange(1, 1_000_000), required=True, help="--max-concurrency")
+@click.option("--concurrency", type=capped("--concurrency"), required=True, help="--max-concurrency")
 @click.option("--isl", type=capped("--isl"), required=True, help="input tokens per request")
 @click.option("--osl", type=capped("--osl"), required=True, help="output tokens per request (ignore_eos)")
-@click.option("--num-prompts", type=click.IntRange(1, 1_000_000), default=None,
+@click.option("--num-prompts", type=capped("--num-prompts"), default=None,
               help="requests (default: 4 x concurrency)")
 @click.option("--request-rate", type=click.FloatRange(0.0, 1e9, min_open=True), default=None,
               help="Poisson requests/s (default inf: all at once, bounded by --concurrency)")

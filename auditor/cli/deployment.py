@@ -188,8 +188,6 @@ def expand(args: list[str], command: click.Command) -> tuple[list[str], str | No
 
 
 _ROLE_NAMES = {"mixed": "aggregated", "prefill": "prefill", "decode": "decode"}
-#: fields that say where a node sits in its instance, not what the instance is
-_NODE_BOOKKEEPING = ("dp_local", "where", "explicit", "ignored", "unmodelled", "unknown", "notes", "env")
 
 
 def _expand_nightly(own: list[str], vllm: list[str], path: str, picks: dict[str, str], command: click.Command,
@@ -273,16 +271,16 @@ def _recipe_in_name(model: str) -> str | None:
 
 
 def _note_differences(path: str, role: str, nodes: list[int], opts: list[Any], chosen: int) -> None:
-    from dataclasses import fields
     if len(nodes) < 2:
         return
     diff = []
-    for f in fields(opts[chosen]):
-        if f.name in _NODE_BOOKKEEPING:
+    values = [opts[i].values() for i in nodes]
+    for name in values[0]:
+        if name == "dp_local":          # where a node sits in its instance, not what the instance is
             continue
-        values = [getattr(opts[i], f.name) for i in nodes]
-        if any(v != values[0] for v in values):
-            diff.append(f"{f.name} " + " / ".join(f"node {i}: {v}" for i, v in zip(nodes, values)))
+        v = [x[name] for x in values]
+        if any(x != v[0] for x in v):
+            diff.append(f"{name} " + " / ".join(f"node {i}: {x}" for i, x in zip(nodes, v)))
     if diff:
         click.echo(f"audit: note: {path}: the {_ROLE_NAMES.get(role, role)} nodes differ ({'; '.join(diff)}); "
                    f"audit models node {chosen} (the smallest gpu-memory-utilization binds)", err=True)

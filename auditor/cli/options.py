@@ -72,7 +72,7 @@ def plan_options(f: Callable) -> Callable:
         click.option("--fused-mc2", type=click.IntRange(0, 2), default=0, show_default=True,
                      help="VLLM_ASCEND_ENABLE_FUSED_MC2: 1 = dispatch_ffn_combine MoE on A3 with EP <= 32 (int64 "
                           "expert scales; its workspace is in the activation peak)"),
-        click.option("--mega-moe-max-tokens", "combine_max_tokens", type=click.IntRange(0, 1 << 30), default=0,
+        click.option("--mega-moe-max-tokens", "combine_max_tokens", type=capped("--mega-moe-max-tokens"), default=0,
                      help="additional_config.mega_moe_max_tokens: dispatch_ffn_combine's max_output_size (its "
                           "workspace grows with it; default: the engine version's, 131072 on main)"),
     ]

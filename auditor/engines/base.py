@@ -120,11 +120,11 @@ class Engine:
     def unbudgeted_items(self, spec: Any, plan: Any, kv: Any, **kw: Any) -> list[tuple[str, int]]:
         return []
 
-    #: bytes deducted from the KV budget besides W, P_act and non-torch (a graph pool on some versions)
     def profile_run_error(self, spec: Any, plan: Any, **state: Any) -> str | None:
         """The error the engine's profile run stops on for this plan (a kernel's own limit), or None."""
         return None
 
+    #: bytes deducted from the KV budget besides W, P_act and non-torch (a graph pool on some versions)
     def graph_deducted_bytes(self) -> int:
         return 0
 

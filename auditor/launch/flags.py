@@ -259,7 +259,7 @@ JSON_RULES: tuple[Rule, ...] = (
     U(f"{_A}.enable_prefill_mc2", "j_any", "MC2 for prefill batches: MC2 capacity and its dummy run follow T"),
     U(f"{_A}.enable_mc2_hierarchy_comm", "j_any", "hierarchical MC2: communication time"),
     M(f"{_A}.mega_moe_max_tokens", "j_int", "combine_max_tokens",
-      "dispatch_ffn_combine's max_output_size: its workspace is in the profile peak"),
+      "dispatch_ffn_combine's max_output_size: its workspace is in the profile peak", cap="--mega-moe-max-tokens"),
     U(f"{_A}.finegrained_tp_config", "j_any",
       "per-module TP sizes (o_proj, lm_head, embedding, MLP) change what a rank holds"),
     U(f"{_A}.enable_pcp_o_proj_weight_sharding", "j_any", "PCP o_proj sharding"),
@@ -482,7 +482,8 @@ def _capped(where: str, line: int, name: str, v: int | float, cap: str | None) -
     if cap in OPTION_CAPS:
         c = OPTION_CAPS[cap]
         if not c.lo <= v <= c.hi:
-            _fail(where, line, name, f"{v:,} is outside audit's plausible range {c.lo:,}..{c.hi:,} (as {cap})")
+            shown = f"{v:,}" if abs(v) < 10 ** 24 else f"{str(v)[:20]}... ({len(str(abs(v)))} digits)"
+            _fail(where, line, name, f"{shown} is outside audit's plausible range {c.lo:,}..{c.hi:,} (as {cap})")
     elif cap in FLOAT_OPTION_CAPS:
         lo, hi = FLOAT_OPTION_CAPS[cap]
         if not lo < v <= hi:
@@ -730,10 +731,7 @@ def _finish(ctx: _Ctx, launch: Launch, eng: Engine) -> DeploymentOptions:
         raise AuditInputError(where, f"VLLM_ASCEND_ENABLE_FUSED_MC2 must be 0, 1 or 2, got {fm!r}")
     o["fused_mc2"] = int(fm)
     o["balance_scheduling"] = bool(ctx.pick("balance_scheduling", False))
-    cmt = ctx.pick("combine_max_tokens", 0)
-    if isinstance(cmt, bool) or not isinstance(cmt, int) or cmt < 0:
-        raise AuditInputError(where, f"additional_config.mega_moe_max_tokens must be a positive integer, got {cmt!r}")
-    o["combine_max_tokens"] = cmt
+    o["combine_max_tokens"] = ctx.pick("combine_max_tokens", 0)
     for s in o["layer_sharding"]:
         if s not in ("q_b_proj", "o_proj"):
             raise AuditInputError(where, f"additional_config.layer_sharding: unknown series {s!r} (q_b_proj, o_proj)")

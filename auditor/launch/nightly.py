@@ -33,6 +33,7 @@ from typing import Any
 
 from ..errors import AuditInputError
 from ..inputs import read_text_capped
+from ..limits import OPTION_CAPS
 from .records import Launch
 
 NIGHTLY_CAP = 1 << 20           # real configs are 2-20 KB
@@ -185,19 +186,22 @@ def _cases(benchmarks: Any, where: str) -> dict[str, Case]:
         m = re.search(r"(?:^|[-_/])in(\d+)(k?)(?=$|[-_])", ds, re.IGNORECASE)
         if m is None:
             raise AuditInputError(where, f"{what}: dataset {ds!r} names no input length (inNNNN)")
-        isl = int(m.group(1)) * (1024 if m.group(2) else 1)
+        isl = _capped(int(m.group(1)) * (1024 if m.group(2) else 1), "--isl", where, f"{what}: dataset {ds!r}")
         p = re.search(r"prefix(\d+)", ds, re.IGNORECASE)
         prefix = int(p.group(1)) / 100 if p else 0.0
         if not 0 <= prefix <= 1:
             raise AuditInputError(where, f"{what}: dataset {ds!r}: prefix share {prefix:g} is not a fraction")
         rate = float(_num(b.get("request_rate", 0), where, what + ".request_rate"))
-        prompts = int(_num(b.get("num_prompts"), where, what + ".num_prompts"))
-        out[name] = Case(name, isl, int(_num(b.get("max_out_len"), where, what + ".max_out_len")),
-                         int(_num(b.get("batch_size"), where, what + ".batch_size")), prompts,
+        if rate > 1e9:
+            raise AuditInputError(where, f"{what}.request_rate: {rate:g} requests/s is over audit's 1e9 (as --request-rate)")
+        prompts = _capped(_num(b.get("num_prompts"), where, what + ".num_prompts"), "--num-prompts", where,
+                          what + ".num_prompts")
+        out[name] = Case(name, isl, _capped(_num(b.get("max_out_len"), where, what + ".max_out_len"), "--osl", where,
+                                            what + ".max_out_len"),
+                         _capped(_num(b.get("batch_size"), where, what + ".batch_size"), "--concurrency", where,
+                                 what + ".batch_size"), prompts,
                          None if rate < ALL_AT_ONCE_RATE else rate, prefix, seen.get(ds, 0),
                          float(_num(b.get("baseline", 0) or 0, where, what + ".baseline")), ds)
-        if out[name].isl < 1 or out[name].osl < 1 or out[name].concurrency < 1 or prompts < 1:
-            raise AuditInputError(where, f"{what}: input, output, batch_size and num_prompts must be positive")
         seen[ds] = seen.get(ds, 0) + prompts
     return out
 
@@ -242,6 +246,16 @@ def _index(v: Any, where: str, what: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise AuditInputError(where, f"{what} must be an integer, got {v!r}")
     return v
+
+
+def _capped(v: float, option: str, where: str, what: str) -> int:
+    """An integer within the plausibility cap of the bench option it becomes (auditor.limits)."""
+    cap = OPTION_CAPS[option]
+    if v != int(v) or not cap.lo <= v <= cap.hi:
+        shown = f"{v:g}" if isinstance(v, float) else (str(v) if len(str(v)) <= 24 else str(v)[:20] + "...")
+        raise AuditInputError(where, f"{what}: {shown} is not an integer in audit's range {cap.lo:,}..{cap.hi:,} "
+                                     f"(as {option})")
+    return int(v)
 
 
 def _env(v: Any, where: str) -> dict[str, str]:

@@ -84,11 +84,9 @@ class VllmAscend(Engine):
                           dsa_cp: bool = False, soc: str = "a3", prefill_mc2: bool = False, fused_mc2: int = 0,
                           **_: Any) -> str | None:
         """dispatch_ffn_combine refuses an HCCL window smaller than its rows need (FUSED_MC2 at T)."""
-        if not getattr(spec, "moe", False) or plan.ep <= 1:
-            return None
-        cap = activation.mc2_capacity(tokens=tokens, seqs=seqs, mtp=mtp, tp=plan.tp, prefill_mc2=prefill_mc2)
-        if int(activation.comm_path(soc, tokens, cap, ep=plan.ep, experts=spec.E, fused_mc2=fused_mc2)) \
-                != activation.FUSED_MC2:
+        path, _ = hccl.profile_state(spec, plan, tokens=tokens, seqs=seqs, mtp=mtp, soc=soc, prefill_mc2=prefill_mc2,
+                                     fused_mc2=fused_mc2)
+        if path != activation.FUSED_MC2:
             return None
         m = float(activation.moe_rows(tokens, plan.tp, bool(plan.sp or dsa_cp)))
         need = activation.ffn_combine_window_bytes(spec, m)
