@@ -85,13 +85,15 @@ PROFILES: dict[str, EngineProfile] = {
     ),
     "vllm-ascend@0.21": EngineProfile(
         name="vllm-ascend@0.21", label="vLLM-Ascend v0.21.0rc", version="0.21.0rc",
-        dsa_cp_trigger="sp", o_proj_dsa_cp="p_node_replicated", layer_sharding=True,
-        gate_dtype="pd", gate_dtype_confirmed=False, indexer_fused_wk=False,
+        # enable_dsa_cp = flag and FlashComm1, raising without it (utils.py:1345-1365@v0.21.0rc1); the fp32
+        # AscendGateLinear (ops/fused_moe/gate_linear.py:48@v0.21.0rc1) and the fused wk_weights_proj
+        # (attention/sfa_v1.py:471@v0.21.0rc1) are in, as the spec's v0.20.2rc column says
+        dsa_cp_trigger="flag+sp", o_proj_dsa_cp="p_node_replicated", layer_sharding=True,
+        gate_dtype="F32", gate_dtype_confirmed=True, indexer_fused_wk=True,
         shared_experts_replicated="sp", o_proj_gather_input_copy=False,
         kv_layout="combined", kv_switches={"bf16": {}, "c8-indexer": {"enable_sparse_c8": True}},
         dcp_formula="divided", index_cache=False, graph_deducted=True,
         ffn_combine_max_tokens=131072,          # moe_comm_method.py:320@v0.21.0rc1
-        notes=("weights as v0.18 (same switches, v0.21.0rc1 80610e4438db ascend_config.py:249)",),
         runtime_notes=("v0.21.0rc1 - v0.22.1rc1 deduct the ACL graph estimate from the KV budget when "
                        "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is on (#9865; v0.22.1rc1 5f6faa0cb883 "
                        "worker.py:506-547), reverted by #11562 before v0.23.0rc1; on by default per the "
