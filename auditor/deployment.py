@@ -7,7 +7,7 @@ instance in one vocabulary. Field names follow vLLM's own flags.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class InstancePlan:
     tp: int
     dp: int
     ep: int
-    sp: bool                           # sequence parallel; with a DSA model, DSA context parallel
+    sp: bool                           # sequence parallel (FlashComm1)
     max_num_seqs: int
     max_num_batched_tokens: int
     max_model_len: int
@@ -41,6 +41,37 @@ class InstancePlan:
     fused_mc2: int = 0
     #: additional_config mega_moe_max_tokens: dispatch_ffn_combine's max_output_size (0: the version's)
     combine_max_tokens: int = 0
+    #: additional_config.enable_dsa_cp (None: not set; what it does with ``sp`` is the engine version's rule)
+    dsa_cp: bool | None = None
+    redundant_experts: int = 0
+    nz_mode: int = 1
+    shared_expert_dp: bool = False
+    layer_sharding: tuple[str, ...] = ()
+
+    #: instance name -> the parallel plan's role
+    ROLES: ClassVar[dict[str, str]] = {"aggregated": "mixed", "prefill": "prefill", "decode": "decode"}
+
+    @classmethod
+    def from_plan(cls, name: str, count: int, plan: Any, **runtime: Any) -> "InstancePlan":
+        """An instance of ``plan`` (a ParallelPlan): every parallel field carried over, so no flag of the
+        plan is lost on the way to bench or a launch. ``runtime``: the remaining InstancePlan fields."""
+        role = {"prefill": "kv_producer", "decode": "kv_consumer"}.get(plan.role)
+        return cls(name=name, count=count, tp=plan.tp, dp=plan.dp, ep=plan.ep, sp=plan.sp,
+                   max_num_batched_tokens=plan.max_num_batched_tokens, pp=plan.pp, dcp=plan.dcp,
+                   fused_mc2=plan.fused_mc2, combine_max_tokens=plan.combine_max_tokens, dsa_cp=plan.dsa_cp,
+                   redundant_experts=plan.redundant_experts, nz_mode=plan.nz_mode,
+                   shared_expert_dp=plan.shared_expert_dp, layer_sharding=tuple(plan.layer_sharding),
+                   **{"kv_role": role, **runtime})
+
+    def parallel_plan(self) -> Any:
+        """The ParallelPlan this instance runs (the inverse of ``from_plan``), validated."""
+        from .parallel import ParallelPlan
+        return ParallelPlan(tp=self.tp, dp=self.dp, ep=self.ep, pp=self.pp, sp=self.sp, dsa_cp=self.dsa_cp,
+                            role=self.ROLES[self.name], mtp=self.mtp > 0,
+                            layer_sharding=tuple(self.layer_sharding), nz_mode=self.nz_mode,
+                            shared_expert_dp=self.shared_expert_dp, redundant_experts=self.redundant_experts,
+                            max_num_batched_tokens=self.max_num_batched_tokens, fused_mc2=self.fused_mc2,
+                            combine_max_tokens=self.combine_max_tokens, dcp=self.dcp).validate()
 
     @property
     def label(self) -> str:

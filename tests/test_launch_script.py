@@ -220,7 +220,7 @@ def test_one_line_command_and_flag_spellings():
                    "--speculative-config.method deepseek_mtp --speculative-config.num_speculative_tokens 2 "
                    "--additional-config.enable_sparse_li_c8 true -O3 --served-model-name a b --seed -1")
     assert opts.values() == expect(model="zai-org/GLM-5.1", tp=8, dp=2, ep=16, max_model_len=25600, mtp=2,
-                                   mtp_drafter=True, kv_cache_dtype="c8-indexer", dsa_cp=False)
+                                   mtp_drafter=True, kv_cache_dtype="c8-indexer")
     assert "--optimization-level" in named(opts.unmodelled)
     assert {"--served-model-name", "--seed"} <= named(opts.ignored)
 
@@ -266,12 +266,14 @@ def test_crlf_and_bom_scripts():
 def test_engine_version_decides_c8_and_dsa_cp():
     old = "export VLLM_ASCEND_ENABLE_FLASHCOMM1=1\nvllm serve m -tp 4 --additional-config '{\"enable_sparse_c8\": true}'"
     assert options(old, "vllm-ascend@0.18").kv_cache_dtype == "c8-indexer"
-    assert options(old, "vllm-ascend@0.18").dsa_cp is None                  # v0.18: follows FlashComm1
+    # the launch's switches are read as set (enable_dsa_cp not set: None); what they turn on is the
+    # engine version's rule, applied where --dsa-cp is (tests/test_dsa_cp_switch.py)
+    assert options(old, "vllm-ascend@0.18").dsa_cp is None
     on_main = options(old)
     assert on_main.kv_cache_dtype == "bf16" and "not a switch of vllm-ascend@main" in messages(on_main)
-    assert on_main.dsa_cp is False
+    assert (on_main.sp, on_main.dsa_cp) == (True, None)
     no_sp = options("vllm serve m -tp 4 --additional-config '{\"enable_dsa_cp\": true}'", "vllm-ascend@0.26")
-    assert no_sp.dsa_cp is False and "only together with FlashComm1" in messages(no_sp)
+    assert (no_sp.sp, no_sp.dsa_cp) == (False, True)
     sfa_only = options("vllm serve m --additional-config '{\"enable_sparse_sfa_c8\": true}'")
     assert sfa_only.kv_cache_dtype == "bf16"
     assert "additional_config.enable_sparse_sfa_c8" in named(sfa_only.unmodelled)
@@ -477,7 +479,7 @@ def launches(draw):
     kv = draw(st.sampled_from(["bf16", "c8-indexer", "c8"]))
     extra = {"bf16": {}, "c8-indexer": {"enable_sparse_li_c8": True},
              "c8": {"enable_sparse_sfa_c8": True, "enable_sparse_li_c8": True}}[kv]
-    want.update(kv_cache_dtype=kv, dsa_cp=False)
+    want.update(kv_cache_dtype=kv)
     if draw(st.booleans()):
         extra["enable_dsa_cp"] = True
         want["dsa_cp"] = True

@@ -60,21 +60,21 @@ def _direct_module_bytes(spec, plan, engine, rank):
 
 # (engine, plan, ranks to compare): hand-chosen to cover what the shared pass normalises away
 CASES = [
-    (MAIN, ParallelPlan(tp=8, dp=4, ep=32, sp=True), (0, 31)),
-    (MAIN, ParallelPlan(tp=8, dp=4, ep=32, sp=True, role="prefill"), (0,)),           # shares mixed's pass
-    (MAIN, ParallelPlan(tp=8, dp=4, ep=32, sp=True, role="decode"), (0,)),            # no gather pool
+    (MAIN, ParallelPlan(tp=8, dp=4, ep=32, sp=True, dsa_cp=True), (0, 31)),
+    (MAIN, ParallelPlan(tp=8, dp=4, ep=32, sp=True, dsa_cp=True, role="prefill"), (0,)),           # shares mixed's pass
+    (MAIN, ParallelPlan(tp=8, dp=4, ep=32, sp=True, dsa_cp=True, role="decode"), (0,)),            # no gather pool
     # a D node's small batched-token budget: only the (skipped) process buffers change with it
     (MAIN, ParallelPlan(tp=16, dp=1, ep=16, role="decode", max_num_batched_tokens=512), (0, 15)),
     # EPLB: 256 + 16 = 272 slots over EP32: ranks 0-15 hold 9 experts, 16-31 hold 8
-    (MAIN, ParallelPlan(tp=8, dp=4, ep=32, sp=True, redundant_experts=16), (0, 15, 16, 31)),
+    (MAIN, ParallelPlan(tp=8, dp=4, ep=32, sp=True, dsa_cp=True, redundant_experts=16), (0, 15, 16, 31)),
     # PP2 and an uneven EPLB split: ranks 16-31 are stage 1 (layers 39-77 + MTP + lm_head)
     (MAIN, ParallelPlan(tp=4, dp=4, ep=16, pp=2, redundant_experts=3), (0, 2, 3, 16, 18, 19, 31)),
     (MAIN, ParallelPlan(tp=1, dp=8, ep=8), (0, 7)),                                     # TP1: reference DP2
     (MAIN, ParallelPlan(tp=4, dp=2), (0, 7)),                                           # EP off: MoE TP = 8
     # v0.18 P node with layer sharding: owners rotate over the 32 ranks of the stage
-    (V018, ParallelPlan(tp=16, dp=2, ep=32, sp=True, role="prefill", layer_sharding=("q_b_proj", "o_proj")),
+    (V018, ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True, role="prefill", layer_sharding=("q_b_proj", "o_proj")),
      (0, 5, 31)),
-    (V018, ParallelPlan(tp=16, dp=2, ep=32, sp=True, role="decode"), (0,)),
+    (V018, ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True, role="decode"), (0,)),
 ]
 
 
@@ -94,7 +94,7 @@ def test_plan_weights_equals_direct_ledger(spec, engine, plan, ranks):
 def test_eplb_rank_difference_is_one_expert_per_moe_layer(spec):
     """Hand check of the derived expert bytes: of 256 + 16 slots over EP32, rank 15 holds 9 experts
     and rank 16 holds 8, so they differ by one expert in every MoE layer (3-77) and the MTP layer."""
-    plan = ParallelPlan(tp=8, dp=4, ep=32, sp=True, redundant_experts=16)
+    plan = ParallelPlan(tp=8, dp=4, ep=32, sp=True, dsa_cp=True, redundant_experts=16)
     a, b = module_bytes(spec, plan, MAIN, RECIPE, 15), module_bytes(spec, plan, MAIN, RECIPE, 16)
     diff = {L: a[(L, m)] - b[(L, m)] for L, m in a if a[(L, m)] != b[(L, m)]}
     assert {m for (L, m) in a if a[(L, m)] != b[(L, m)]} == {"mlp.experts"}
@@ -115,20 +115,20 @@ def test_dp_sizes_and_equal_roles_share_one_pass(spec):
     for dp in (1, 2, 4, 8):
         for red in (0, 8):
             for role in ("mixed", "prefill"):
-                module_bytes(spec, ParallelPlan(tp=8, dp=dp, ep=8 * dp, sp=True, role=role, redundant_experts=red,
+                module_bytes(spec, ParallelPlan(tp=8, dp=dp, ep=8 * dp, sp=True, dsa_cp=True, role=role, redundant_experts=red,
                                                 mtp=True), MAIN, RECIPE)
     assert materialized._materialize.cache_info().currsize == 1
-    module_bytes(spec, ParallelPlan(tp=8, dp=2, ep=16, sp=True, role="decode", mtp=True), MAIN, RECIPE)
+    module_bytes(spec, ParallelPlan(tp=8, dp=2, ep=16, sp=True, dsa_cp=True, role="decode", mtp=True), MAIN, RECIPE)
     assert materialized._materialize.cache_info().currsize == 2
 
 
 def test_reference_plan_keeps_dp_where_it_changes_the_pass(spec):
     ep_off = ParallelPlan(tp=4, dp=2)
     assert materialized.reference_plan(ep_off) == ep_off
-    ls = ParallelPlan(tp=16, dp=2, ep=32, sp=True, role="prefill", layer_sharding=("q_b_proj",))
+    ls = ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True, role="prefill", layer_sharding=("q_b_proj",))
     assert materialized.reference_plan(ls).dp == 2
     assert materialized.reference_plan(ParallelPlan(tp=1, dp=8, ep=8)).ep == 2       # EP stays on
     # v0.18: a P node replicates o_proj, a mixed node pools it: different placements, own passes
-    p = ParallelPlan(tp=16, dp=2, ep=32, sp=True, role="prefill")
+    p = ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True, role="prefill")
     assert materialized.reference_plan(p, spec, V018).role == "prefill"
     assert materialized.reference_plan(p, spec, MAIN).role == "mixed"

@@ -12,7 +12,7 @@ from pathlib import Path
 from auditor.cli import main
 from auditor.model.presets import preset_config
 
-GLM_PLAN = ["--tp", "16", "--dp", "2", "--ep", "32", "--sp"]
+GLM_PLAN = ["--tp", "16", "--dp", "2", "--ep", "32", "--sp", "--dsa-cp"]
 
 
 def run_json(args, tmp_path) -> dict:
@@ -133,7 +133,7 @@ def test_bad_ep_is_one_line_error(capsys):
 
 
 def test_deepseek_v32_fp8_block_structure_and_findings(tmp_path):
-    rep = run_json(["memory", "deepseek-v3.2", "--tp", "8", "--dp", "2", "--ep", "16", "--sp"], tmp_path)
+    rep = run_json(["memory", "deepseek-v3.2", "--tp", "8", "--dp", "2", "--ep", "16", "--sp", "--dsa-cp"], tmp_path)
     s = " ".join(rep["model"]["structure"])
     assert "DSA indexer (64x128" in s and "MLA (q_lora 1536" in s and "3 dense + 58 MoE" in s
     msgs = [f["message"] for f in rep["findings"] if f["severity"] == "error"]
@@ -187,9 +187,9 @@ def test_inventory_of_real_w8a8_checkpoint(shared_dir, tmp_path):
 
 def test_memory_of_real_checkpoints(shared_dir, tmp_path):
     ck = shared_dir / "data" / "checkpoints"
-    rep = run_json(["memory", str(ck / "glm5-tiny-w8a8"), "--tp", "2", "--sp", "--mtp-drafter"], tmp_path)
+    rep = run_json(["memory", str(ck / "glm5-tiny-w8a8"), "--tp", "2", "--sp", "--dsa-cp", "--mtp-drafter"], tmp_path)
     # tiny config: 4 heads, kv_lora 32, nope 32, v 32; W_UK_T + W_UV bf16 with full heads (DSA-CP), 4+1 layers
-    rep_t = run_json(["memory", str(ck / "glm5-tiny-w8a8"), "--tp", "2", "--sp", "--mtp-drafter", "--by", "tensor"],
+    rep_t = run_json(["memory", str(ck / "glm5-tiny-w8a8"), "--tp", "2", "--sp", "--dsa-cp", "--mtp-drafter", "--by", "tensor"],
                      tmp_path)
     derived = sum(t["bytes"] for t in rep_t["tensors"] if t["tensor"] in ("W_UK_T", "W_UV"))
     assert derived == 5 * (4 * 32 * 32 + 4 * 32 * 32) * 2
@@ -218,7 +218,7 @@ def test_symlinked_hub_cache_layout(shared_dir, tmp_path):
 def test_observed_names_the_engine_version_and_role_that_explain_it(capsys):
     """The seed RFC's ~38 GB: the figure a v0.18 P node holds, given to a main/mixed audit of the same
     plan, is explained by that version and role (the search finds the configuration exactly)."""
-    plan = ["glm-5.1", "--tp", "16", "--dp", "2", "--ep", "32", "--sp", "--max-model-len", "8K"]
+    plan = ["glm-5.1", "--tp", "16", "--dp", "2", "--ep", "32", "--sp", "--dsa-cp", "--max-model-len", "8K"]
     assert main(["memory", *plan, "--engine", "vllm-ascend@0.18", "--role", "prefill", "--format", "json"]) == 0
     p_node = json.loads(capsys.readouterr().out)["worst_rank"]["bytes"]
     assert main(["memory", *plan, "--observed", f"{p_node}B", "--format", "json"]) == 0

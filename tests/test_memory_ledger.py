@@ -78,7 +78,7 @@ def glm51():
 
 
 def test_main_mixed_matches_hand_calculation(glm51):
-    a = run_memory_audit(glm51, ParallelPlan(tp=16, dp=2, ep=32, sp=True), "vllm-ascend@main")
+    a = run_memory_audit(glm51, ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True), "vllm-ascend@main")
     expected = glm51_w8a8_rank(16, 32, dsa_cp=True, o_proj="tp+pool", shared_replicated=False,
                                gate_bytes=E * H * F32)
     assert a.layout.dsa_cp
@@ -87,7 +87,7 @@ def test_main_mixed_matches_hand_calculation(glm51):
 
 
 def test_v018_prefill_node_replicates_o_proj_and_shared_experts(glm51):
-    a = run_memory_audit(glm51, ParallelPlan(tp=16, dp=2, ep=32, sp=True, role="prefill"), "vllm-ascend@0.18")
+    a = run_memory_audit(glm51, ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True, role="prefill"), "vllm-ascend@0.18")
     expected = glm51_w8a8_rank(16, 32, dsa_cp=True, o_proj="replicated", shared_replicated=True,
                                gate_bytes=E * H * BF16)
     assert int(round(a.ledger.total.max())) == expected
@@ -96,7 +96,7 @@ def test_v018_prefill_node_replicates_o_proj_and_shared_experts(glm51):
 
 
 def test_v018_decode_node_keeps_tp_o_proj_with_pool(glm51):
-    a = run_memory_audit(glm51, ParallelPlan(tp=16, dp=2, ep=32, sp=True, role="decode"), "vllm-ascend@0.18")
+    a = run_memory_audit(glm51, ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True, role="decode"), "vllm-ascend@0.18")
     # v0.18 pool: one full-size buffer, no per-layer aclnn copies (§3.3 v0.18-v0.22)
     expected = glm51_w8a8_rank(16, 32, dsa_cp=True, o_proj="tp", shared_replicated=True,
                                gate_bytes=E * H * BF16) + NH * Dv * H * I8
@@ -114,7 +114,7 @@ def test_no_sp_is_plain_tp(glm51):
 
 
 def test_naive_estimate_is_stored_weights_with_plain_tp(glm51):
-    a = run_memory_audit(glm51, ParallelPlan(tp=16, dp=2, ep=32, sp=True), "vllm-ascend@main")
+    a = run_memory_audit(glm51, ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True), "vllm-ascend@main")
     tp = 16
     # stored dtypes of the msModelSlim W8A8 output: int8 linears, bf16 kv_b/wk/weights_proj/gate/embed,
     # F32 norms, k_norm, router bias and lm_head
@@ -157,7 +157,7 @@ def test_uneven_redundant_experts_make_ranks_differ(glm51):
 def test_layer_sharding_owned_layers_plus_two_windows(glm51):
     """§3.4 (v0.18 P node): q_b_proj.weight of layer i lives on stage rank i % 32; every rank keeps
     2 window buffers; scales/offsets stay everywhere. 78 layers over 32 ranks: ranks 0-13 own 3."""
-    plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True, role="prefill")
+    plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True, role="prefill")
     base = run_memory_audit(glm51, plan, "vllm-ascend@0.18")
     shard = run_memory_audit(glm51, plan.with_(layer_sharding=("q_b_proj",)), "vllm-ascend@0.18")
     w = NH * (Dn + Dr) * Qr * I8                      # full int8 q_b_proj weight (NZ, aligned)
@@ -169,7 +169,7 @@ def test_layer_sharding_owned_layers_plus_two_windows(glm51):
 def test_mtp_drafter_adds_a_float_layer(glm51):
     """The msModelSlim W8A8 recipe keeps the MTP layer FLOAT (bf16 resident); the drafter shares
     embed_tokens / lm_head, adds enorm/hnorm/shared_head.norm, eh_proj [H, 2H], QuaRot rot [H, H]."""
-    plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True)
+    plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True)
     base = run_memory_audit(glm51, plan, "vllm-ascend@main")
     mtp = run_memory_audit(glm51, plan.with_(mtp=True), "vllm-ascend@main")
     el = E // 32

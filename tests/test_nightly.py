@@ -165,7 +165,7 @@ def test_bench_takes_the_deployment_and_the_case(tmp_path, capsys):
     assert got["num_prompts"] == 8 and got["max_concurrency"] == 4
     assert "util node 0: 0.92 / node 1: 0.9); audit models node 1" in out.err
     assert "recipe w8a8 from the config's model name" in out.err
-    same = ["bench", "glm-5.1", "--tp", "4", "--dp", "4", "--ep", "on", "--sp", "--max-num-seqs", "4",
+    same = ["bench", "glm-5.1", "--tp", "4", "--dp", "4", "--ep", "on", "--sp", "--dsa-cp", "--max-num-seqs", "4",
             "--max-model-len", "9000", "--gpu-memory-utilization", "0.9", "--hccl-buffsize", "400", "--recipe", "w8a8",
             "--concurrency", "4", "--isl", "3500", "--osl", "256", "--num-prompts", "8", "--format", "json"]
     assert main(same) == 0

@@ -10,7 +10,7 @@ import pytest
 
 from auditor.cli import main
 
-CONTRACT = ["perf", "--tp", "16", "--dp", "2", "--ep", "32", "--sp", "--phase", "prefill", "--tokens", "4096"]
+CONTRACT = ["perf", "--tp", "16", "--dp", "2", "--ep", "32", "--sp", "--dsa-cp", "--phase", "prefill", "--tokens", "4096"]
 
 
 def run_json(tmp_path: Path, *args: str) -> dict:
@@ -116,7 +116,7 @@ def test_measured_table_tags_ops(tmp_path):
 
 def test_config_dir_model(tmp_path, shared_dir):
     cfg_dir = shared_dir / "data" / "configs" / "glm-5.1"
-    js = run_json(tmp_path, "perf", str(cfg_dir), "--tp", "16", "--dp", "2", "--ep", "32", "--sp",
+    js = run_json(tmp_path, "perf", str(cfg_dir), "--tp", "16", "--dp", "2", "--ep", "32", "--sp", "--dsa-cp",
                   "--phase", "prefill", "--tokens", "4096", "--quant", "w8a8")
     assert {o["tokens"] for o in js["ops"] if o["name"] == "self_attn.o_proj"} == {256}
 

@@ -42,7 +42,7 @@ FUSED_KV_BYTES = (512 + 64) * 2 + 128 * 2
 
 
 def _prefill(graph: str, role: str = "mixed", engine: str = ENGINE) -> dict:
-    plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True, role=role)
+    plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True, role=role)
     return evaluate(SPEC, plan, engine, Workload("prefill", T), DEV, "w8a8", graph=graph).to_json()
 
 
@@ -158,7 +158,7 @@ def test_repetition_expands_to_the_expanded_graph(expanded, repetition):
 
 
 def test_repetition_equivalence_in_decode_with_mtp():
-    plan = ParallelPlan(tp=4, dp=8, ep=32, sp=True)
+    plan = ParallelPlan(tp=4, dp=8, ep=32, sp=True, dsa_cp=True)
     wl = Workload("decode", 1, context=3000, batch=3, mtp=2)
     a = evaluate(SPEC, plan, ENGINE, wl, DEV, "w4a8", graph="expanded").to_json()
     b = evaluate(SPEC, plan, ENGINE, wl, DEV, "w4a8", graph="repetition").to_json()

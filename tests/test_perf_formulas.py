@@ -51,7 +51,7 @@ def roofline_us(mma_flops: float, peak: float, nbytes: float, vec_flops: float =
 
 @pytest.fixture(scope="module")
 def prefill() -> dict:
-    plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True)
+    plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True)
     return evaluate(SPEC, plan, ENGINE, Workload("prefill", 4096), DEV, "w8a8").to_json()
 
 
@@ -140,7 +140,7 @@ def test_moe_gate_and_experts(prefill):
 
 
 def test_w4a8_halves_expert_weight():
-    plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True)
+    plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True)
     js = evaluate(SPEC, plan, ENGINE, Workload("prefill", 4096), DEV, "w4a8").to_json()
     ex = op(js, "mlp.experts")
     # §2.5: packed int4 w13 [8, 6144, 2048] and w2 [8, 2048, 3072] bytes, int64 scales,
@@ -191,7 +191,7 @@ def test_totals_are_sum_of_parts(prefill):
 
 
 def test_efficiency_read_at_evaluate_time():
-    plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True)
+    plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True)
     wl = Workload("prefill", 4096)
     base = evaluate(SPEC, plan, ENGINE, wl, DEV, "w8a8").to_json()
     # SFA's q/out streams run at 'memory', its KV gathers at 'sfa_kv' (fractions of HBM peak)

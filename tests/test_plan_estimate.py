@@ -65,7 +65,7 @@ def test_margin_util_is_the_largest_that_holds_the_outside_budget_items(capsys):
     memory`'s own outside-budget table)."""
     from auditor.runtime.feasibility import margin_util
     spec, dev = preset_spec("deepseek-v3.2"), load_device("a3-752t")
-    plan = ParallelPlan(tp=2, dp=16, ep=32, sp=True, role="prefill", max_num_batched_tokens=32560, mtp=True)
+    plan = ParallelPlan(tp=2, dp=16, ep=32, sp=True, dsa_cp=True, role="prefill", max_num_batched_tokens=32560, mtp=True)
     u = margin_util(spec, plan, "vllm-ascend@main", dev, util=0.92, max_model_len=65537, max_num_seqs=16,
                     max_num_batched_tokens=32560, mtp=1)
     assert 0.5 < u < 0.92

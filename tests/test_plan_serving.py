@@ -21,7 +21,7 @@ from auditor.runtime.feasibility import workload_fit
 
 GiB = 1 << 30
 #: the detail keys of a P/D row that ``planner.launch.instance_plans`` reads
-PD_KEYS = ("n_prefill", "n_decode", "p_tp", "p_dp", "p_ep", "p_sp", "p_max_num_batched_tokens", "p_max_model_len",
+PD_KEYS = ("n_prefill", "n_decode", "p_tp", "p_dp", "p_ep", "p_sp", "p_dsa_cp", "dsa_cp", "p_max_num_batched_tokens", "p_max_model_len",
            "p_max_num_seqs", "p_mtp", "p_util", "tp", "dp", "ep", "sp", "dcp", "max_num_batched_tokens")
 CASE = ["plan", "deepseek-v3.2", "--recipe", "w8a8", "--dies", "64", "--isl", "65536", "--osl", "1024",
         "--ttft-ms", "30000", "--tpot-ms", "50"]
@@ -45,7 +45,7 @@ def test_64k_deepseek_finds_a_feasible_ranked_pd_deployment(case64):
     spec, dev = preset_spec("deepseek-v3.2"), load_device("a3-752t")
     u = best["util"]
     chunk = best["p_max_num_batched_tokens"]
-    p = ParallelPlan(tp=best["p_tp"], dp=best["p_dp"], ep=best["p_ep"], sp=True, role="prefill",
+    p = ParallelPlan(tp=best["p_tp"], dp=best["p_dp"], ep=best["p_ep"], sp=True, dsa_cp=True, role="prefill",
                      max_num_batched_tokens=chunk)
     assert best["p_util"] <= 0.92 and u <= 0.92
     assert workload_fit(spec, p, "vllm-ascend@main", "w8a8", dev, batch=best["p_max_num_seqs"], request_tokens=65537,
@@ -162,7 +162,7 @@ def test_64k_dcp_rows_are_simulated_like_any_row(case64):
     assert dcp_rows, "the 64k case lists a simulated DCP row"
     src = open_model("deepseek-v3.2", "w8a8", tables=False)
     for r in dcp_rows[:2]:
-        keys = ("replicas", "tp", "dp", "ep", "sp", "dcp") if r["mode"] == "agg" else PD_KEYS
+        keys = ("replicas", "tp", "dp", "ep", "sp", "dsa_cp", "dcp") if r["mode"] == "agg" else PD_KEYS
         cfg = Config(r["mode"], 64, r["dies_used"], r["plan"], r["batch"], r["mtp"], 0, 0, 0, 0, 0, 0, 0, 0, True,
                      {k: r[k] for k in keys}, util=r["util"])
         insts = instance_plans(cfg, max_model_len=66560, isl=65536, kv_cache_dtype="bf16")
@@ -208,7 +208,7 @@ def test_tutorial_64k_pd_is_no_better_than_what_plan_finds(tmp_path):
     assert main(["plan", "deepseek-v3.2", "--recipe", "w8a8", "--dies", "64", "--isl", "64000", "--osl", "3000",
                  "--ttft-ms", "30000", "--tpot-ms", "32", "--format", "json", "-o", str(out)]) == 0
     best = json.loads(out.read_text())["best"][0]
-    p = InstancePlan("prefill", 1, 16, 2, 32, True, 64, 32560, 68000, 0.82, mtp=1, kv_role="kv_producer",
+    p = InstancePlan("prefill", 1, 16, 2, 32, True, 64, 32560, 68000, 0.82, mtp=1, kv_role="kv_producer", dsa_cp=True,
                      hccl_buffsize_mb=256, graph_tokens=0)
     d = InstancePlan("decode", 1, 4, 8, 32, False, 4, 12, 68000, 0.95, mtp=2, kv_role="kv_consumer",
                      hccl_buffsize_mb=256, graph_tokens=12)

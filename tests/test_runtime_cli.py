@@ -7,7 +7,7 @@ import json
 
 from auditor.cli import main
 
-GLM_PLAN = ["--tp", "16", "--dp", "2", "--ep", "32", "--sp"]
+GLM_PLAN = ["--tp", "16", "--dp", "2", "--ep", "32", "--sp", "--dsa-cp"]
 GiB = 1 << 30
 RUNTIME_KEYS = {"total_bytes", "requested_bytes", "weights_bytes", "activation_peak_bytes", "non_torch_bytes",
                 "kv_available_bytes", "kv_bytes_per_token", "kv_bytes_per_token_layer", "block_size", "num_blocks",
@@ -97,7 +97,7 @@ def test_perf_tp4_warns_that_weights_exceed_the_die(capsys, tmp_path):
     assert "WARNING" in cap.out and "weights alone" in cap.out and "61.27 GiB" in cap.out
     assert "audit: warning: does not fit" in cap.err
     out = tmp_path / "p.json"
-    assert main(["perf", "glm-5.1", "--tp", "16", "--dp", "2", "--ep", "32", "--sp", "--format", "json",
+    assert main(["perf", "glm-5.1", "--tp", "16", "--dp", "2", "--ep", "32", "--sp", "--dsa-cp", "--format", "json",
                  "-o", str(out)]) == 0
     hbm = json.loads(out.read_text())["hbm"]
     assert hbm["fits"] is True and hbm["runtime"]["weights_bytes"] > 29 * GiB

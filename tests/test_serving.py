@@ -297,7 +297,7 @@ def test_dsa_cp_prefill_pays_the_per_token_host_work_for_its_share_of_the_tokens
     hp = host_params(dev)
     host = {}
     for sp in (False, True):
-        plan = ParallelPlan(tp=8, dp=2, ep=16, sp=sp, role="prefill", max_num_batched_tokens=8192, mtp=True)
+        plan = ParallelPlan(tp=8, dp=2, ep=16, sp=sp, dsa_cp=sp or None, role="prefill", max_num_batched_tokens=8192, mtp=True)
         prog = cached_program(src.spec, plan, "vllm-ascend@main", src.scheme_recipe, "prefill", "expanded", True)
         n_launch, _ = launch_counts(prog.arrays(), 1)
         ph = evaluate_phase(src.spec, plan, "vllm-ascend@main", Workload("prefill", 20000, 0, 1, 1), dev,
@@ -388,7 +388,7 @@ def test_kv_edge_is_flagged_where_the_pool_decides(capsys):
     assert at_kv_edge(lo, hi) and hi > 1.25 * lo
     lo1, hi1 = kv_sensitivity(deployment(rows["P1"]), workload(rows["P1"], 0.7))
     assert not at_kv_edge(lo1, hi1)
-    args = ["bench", "glm-5.1", "--tp", "4", "--dp", "8", "--ep", "32", "--sp", "--kv-cache-dtype", "c8-indexer",
+    args = ["bench", "glm-5.1", "--tp", "4", "--dp", "8", "--ep", "32", "--sp", "--dsa-cp", "--kv-cache-dtype", "c8-indexer",
             "--hf-overrides", '{"use_index_cache": true, "index_topk_freq": 4}', "--max-num-seqs", "6",
             "--max-num-batched-tokens", "4096", "--max-model-len", "133120", "--gpu-memory-utilization", "0.9",
             "--mtp", "3", "--hccl-buffsize", "400", "--balance-scheduling", "--concurrency", "64",

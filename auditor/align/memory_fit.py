@@ -43,7 +43,7 @@ SEARCH_SPACE: dict[str, tuple] = {
     "engine": tuple(k for cls in families().values() for k in cls.profiles),
     "role": ("mixed", "prefill", "decode"),
     "sp": (False, True),
-    "dsa_cp": (None, False),                       # None: inferred from SP + structure (the engine default)
+    "dsa_cp": (None, True),                        # None: enable_dsa_cp not set (the engine default)
     "layer_sharding": ((), ("q_b_proj",), ("o_proj",), ("q_b_proj", "o_proj")),
     "shared_expert_dp": (False, True),
     "mtp": (False, True),
@@ -77,8 +77,8 @@ class Candidate:
         bits = [as_engine(self.engine).label, f"role {p.role}"]
         if p.sp:
             bits.append("SP")
-        if p.dsa_cp is False:
-            bits.append("no DSA-CP")
+        if p.dsa_cp:
+            bits.append("DSA-CP")
         if p.layer_sharding:
             bits.append("layer sharding " + ",".join(p.layer_sharding))
         if p.shared_expert_dp:
@@ -243,8 +243,8 @@ def candidates(spec, base: ParallelPlan, pinned: dict, engines: tuple[str, ...] 
         opt = dict(zip(names, values))
         eng = as_engine(opt["engine"])
         prof = eng.profile
-        if opt["dsa_cp"] is False and (not opt["sp"] or prof.dsa_cp_trigger == "sp") and "dsa_cp" not in pinned:
-            continue     # "SP without DSA-CP" exists only where DSA-CP has its own flag
+        if opt["dsa_cp"] and (not opt["sp"] or prof.dsa_cp_trigger == "sp") and "dsa_cp" not in pinned:
+            continue     # enable_dsa_cp is a switch of its own only from v0.20.2rc, and deployments set it with SP
         plan = base.with_(**{k: opt[k] for k in PLAN_OPTIONS})
         try:
             pl = eng.placement(spec, plan)

@@ -21,13 +21,12 @@ def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, os
               graph_tokens: int = -1):
     from ..deployment import InstancePlan
     mml = runtime["max_model_len"] or (isl + osl)
-    return InstancePlan(name, count, plan.tp, plan.dp, plan.ep, bool(plan.sp or plan.dsa_cp),
-                        runtime["max_num_seqs"], plan.max_num_batched_tokens, mml, runtime["util"], mtp=mtp,
-                        kv_cache_dtype=runtime["kv_cache_dtype"],
-                        kv_role={"prefill": "kv_producer", "decode": "kv_consumer"}.get(name),
-                        hccl_buffsize_mb=runtime["hccl_buffsize_mb"], dcp=runtime["dcp"],
-                        balance_scheduling=balance and name == "aggregated", graph_tokens=graph_tokens,
-                        fused_mc2=plan.fused_mc2, combine_max_tokens=plan.combine_max_tokens)
+    role = {"aggregated": "mixed"}.get(name, name)
+    return InstancePlan.from_plan(name, count, plan.with_(role=role, dcp=runtime["dcp"]),
+                                  max_num_seqs=runtime["max_num_seqs"], max_model_len=mml,
+                                  gpu_memory_utilization=runtime["util"], mtp=mtp,
+                                  kv_cache_dtype=runtime["kv_cache_dtype"], hccl_buffsize_mb=runtime["hccl_buffsize_mb"],
+                                  balance_scheduling=balance and name == "aggregated", graph_tokens=graph_tokens)
 
 
 @click.command("_instance", cls=DeploymentCommand, add_help_option=False)
@@ -128,11 +127,19 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
                          "(check the KV line of `audit memory` against the engine's log)")
     m = metrics(run)
     if fmt == "json":
+        # each instance's memory as `audit memory` gives it for the same flags (its budget's figures;
+        # KV tokens as "GPU KV cache size" counts them: concurrency x max_model_len)
+        pools = [{"name": c.inst.name, "count": c.inst.count, "weights_bytes": int(round(c.weights_gib * 2**30)),
+                  "kv_blocks_per_rank": int(c.num_blocks),
+                  "kv_tokens": int(c.num_blocks / -(-c.inst.max_model_len // c.block_tokens) * c.inst.max_model_len)}
+                 for c in dep.costs()]
         text = json.dumps({"model_id": model or src.spec.name, "backend": "vllm", "endpoint_type": "vllm",
-                           "label": "audit bench", **m, "notes": run.notes}, indent=2) + "\n"
+                           "label": "audit bench", **m, "notes": run.notes, "instances": pools}, indent=2) + "\n"
     else:
         shape = " + ".join(f"{i.count} x {i.name} TP{i.tp} DP{i.dp}" + (f" EP{i.ep}" if i.ep > 1 else "")
-                           + (" DSA-CP" if i.sp else "") + f" MTP{i.mtp} seqs {i.max_num_seqs} "
+                           + (" PP%d" % i.pp if i.pp > 1 else "") + (" SP" if i.sp else "")
+                           + (" DSA-CP" if engine.placement(src.spec, i.parallel_plan()).dsa_cp else "")
+                           + f" MTP{i.mtp} seqs {i.max_num_seqs} "
                            f"batched {i.max_num_batched_tokens}" for i in insts)
         costs = dep.costs()
         kv = ", ".join(f"{c.inst.name} {c.num_blocks:,} blocks/rank" for c in costs)

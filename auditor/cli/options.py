@@ -52,9 +52,11 @@ def plan_options(f: Callable) -> Callable:
                      help="expert parallel: on (= DP x TP, vLLM's --enable-expert-parallel), off, or the size"),
         click.option("--pp", type=capped("--pp"), default=1, show_default=True, help="pipeline parallel size"),
         click.option("--sp/--no-sp", default=False, show_default=True,
-                     help="sequence parallel (FlashComm1); with a DSA model this turns DSA-CP on"),
+                     help="sequence parallel: exactly VLLM_ASCEND_ENABLE_FLASHCOMM1=1 (the engine version decides "
+                          "whether it also turns DSA-CP on: v0.18 does)"),
         click.option("--dsa-cp/--no-dsa-cp", "dsa_cp", default=None,
-                     help="force DSA context parallel on/off (default: inferred from --sp and structure)"),
+                     help="DSA context parallel switch: exactly additional_config.enable_dsa_cp (v0.21-v0.26 need "
+                          "--sp with it and refuse to start without; v0.18 has no such switch; default: not set)"),
         engine_option(),
         click.option("--role", type=click.Choice(["mixed", "prefill", "decode"]), default="mixed",
                      show_default=True, help="prefill = kv_producer, decode = kv_consumer, mixed = no kv transfer"),

@@ -144,7 +144,10 @@ def _workload_fit(dep, phases, mtp, runtime):
 @click.option("--dp", "dps", default="1,2", show_default=True, help="comma list of DP sizes")
 @click.option("--ep", "ep_mode", type=ExpertParallel(), default="on", show_default=True,
               help="expert parallel: on = DP x TP in every row, off (or 1) = experts TP-sharded")
-@click.option("--sp/--no-sp", default=False, show_default=True, help="sequence parallel (DSA-CP on DSA models)")
+@click.option("--sp/--no-sp", default=False, show_default=True,
+              help="sequence parallel: exactly VLLM_ASCEND_ENABLE_FLASHCOMM1=1 (the same option as memory's)")
+@click.option("--dsa-cp/--no-dsa-cp", "dsa_cp", default=None,
+              help="additional_config.enable_dsa_cp for the rows with TP > 1 (the same option as memory's)")
 @engine_option()
 @click.option("--role", type=click.Choice(["mixed", "prefill", "decode"]), default="mixed", show_default=True,
               help="prefill = kv_producer, decode = kv_consumer, mixed = no kv transfer")
@@ -163,7 +166,7 @@ def _workload_fit(dep, phases, mtp, runtime):
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="also write TTFT against decode tokens/s per die of every configuration (PNG, Pareto front)")
 @output_options
-def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, batch, mtp, acceptance, recipe,
+def sweep_command(model, tps, dps, ep_mode, sp, dsa_cp, engine, role, tokens, context, batch, mtp, acceptance, recipe,
                   device_name, runtime, csv_path, top, png, fmt, output) -> None:
     """Grid of TP x DP x workloads (batched kernel): the best configurations by TTFT and decode tok/s."""
     from ..devices.profiles import load_device
@@ -187,7 +190,7 @@ def sweep_command(model, tps, dps, ep_mode, sp, engine, role, tokens, context, b
     if n_configs > MAX_SWEEP_CONFIGS:
         raise AuditInputError("--tp", f"the grid has {n_configs:,} configurations, more than the "
                                       f"{MAX_SWEEP_CONFIGS:,} one sweep evaluates")
-    base = ParallelPlan(sp=sp, role=role)
+    base = ParallelPlan(sp=sp, dsa_cp=dsa_cp, role=role)
     dev = load_device(device_name)
     n_plans = len(grids["tp"]) * len(grids["dp"])
     args = (src.spec, base, engine, src.scheme_recipe, dev, grids["tp"], grids["dp"], grids["tokens"],

@@ -768,8 +768,7 @@ def _finish(ctx: _Ctx, launch: Launch, eng: Engine) -> DeploymentOptions:
         if role == "kv_both":
             ctx.notes.append(Note("info", 0, "kv_role kv_both: modelled as role mixed (audit's mixed has no KV "
                                              "transfer; the 2 MiB alignment per KV tensor is not counted)"))
-    # DSA-CP, by the engine's trigger (the Engine profile's dsa_cp_trigger: sp | flag+sp | flag)
-    o["dsa_cp"] = _dsa_cp(ctx, eng, o["sp"])
+    o["dsa_cp"] = _dsa_cp(ctx)
     o["graph_tokens"] = _graph_tokens(o["eager"], o["compilation"])
     if o["graph_tokens"] != -1:
         ctx.explicit.add("graph_tokens")
@@ -849,21 +848,12 @@ def _speculative(ctx: _Ctx) -> tuple[int, bool]:
     return 0, False
 
 
-def _dsa_cp(ctx: _Ctx, eng: Engine, sp: bool) -> bool | None:
-    """DSA-CP as the version's trigger decides it: "sp" (FlashComm1 alone; the flag does not
-    exist), "flag+sp" (the flag and FlashComm1), "flag" (the flag alone)."""
-    profile = eng.key
-    trigger = getattr(eng.profile, "dsa_cp_trigger", "flag")
+def _dsa_cp(ctx: _Ctx) -> bool | None:
+    """additional_config.enable_dsa_cp as the launch sets it (None: not set). What it turns on with
+    FlashComm1 is the engine version's rule, decided where ``--dsa-cp`` is (the engine's placement),
+    so a launch and audit's own options cannot read it differently."""
     flag = ctx.special.get("@dsa_cp")
-    if trigger == "sp":
-        if flag is not None:
-            ctx.notes.append(Note("warning", flag[1], f"additional_config.enable_dsa_cp is not a switch of {profile}: "
-                                                      "DSA-CP follows FlashComm1 there; ignored"))
+    if flag is None:
         return None
-    on = bool(flag[0]) if flag is not None else False
-    if on and trigger == "flag+sp" and not sp:
-        ctx.notes.append(Note("warning", flag[1], f"{profile} turns DSA-CP on only together with FlashComm1 "
-                                                  "(VLLM_ASCEND_ENABLE_FLASHCOMM1=1); enable_dsa_cp alone has no effect"))
-        on = False
     ctx.explicit.add("dsa_cp")
-    return on
+    return bool(flag[0])

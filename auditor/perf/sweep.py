@@ -117,7 +117,9 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
     dv = kernel_vector(device)
     out, skipped = [], []
     for tp, dp in itertools.product(tps, dps):
-        plan = base.with_(tp=tp, dp=dp, ep=tp * dp if ep_on and tp * dp > 1 else 1)
+        # enable_dsa_cp shards nothing at TP1: the grid's TP1 rows run without it
+        plan = base.with_(tp=tp, dp=dp, ep=tp * dp if ep_on and tp * dp > 1 else 1,
+                          dsa_cp=base.dsa_cp if tp > 1 else None)
         try:
             pre = cached_program(spec, plan, engine, recipe, "prefill", "repetition", True)
             dec = cached_program(spec, plan, engine, recipe, "decode", "repetition", True)

@@ -38,15 +38,15 @@ def instance_plans(cfg: Config, *, max_model_len: int, isl: int, kv_cache_dtype:
     common = dict(gpu_memory_utilization=u, kv_cache_dtype=kv_cache_dtype, hccl_buffsize_mb=hccl_buffsize_mb)
     if cfg.mode == "agg":
         return [InstancePlan("aggregated", d["replicas"], d["tp"], d["dp"], d["ep"], d["sp"], cfg.batch, dec_batched,
-                             max_model_len, mtp=cfg.mtp, dcp=d.get("dcp", 1), **common)]
+                             max_model_len, mtp=cfg.mtp, dcp=d.get("dcp", 1), dsa_cp=d.get("dsa_cp"), **common)]
     # P chunks prompts at its own budget and runs the drafter (planner.search)
     p = InstancePlan("prefill", d["n_prefill"], d["p_tp"], d["p_dp"], d["p_ep"], d["p_sp"], d.get("p_max_num_seqs", 1),
                      d.get("p_max_num_batched_tokens", max(8192, isl)), d.get("p_max_model_len", max_model_len),
-                     mtp=d.get("p_mtp", 0), kv_role="kv_producer",
+                     mtp=d.get("p_mtp", 0), kv_role="kv_producer", dsa_cp=d.get("p_dsa_cp"),
                      **{**common, "gpu_memory_utilization": d.get("p_util", u) if util is None else util})
     dd = InstancePlan("decode", d["n_decode"], d["tp"], d["dp"], d["ep"], d["sp"], cfg.batch,
                       d.get("max_num_batched_tokens", dec_batched), max_model_len, mtp=cfg.mtp,
-                      kv_role="kv_consumer", dcp=d.get("dcp", 1), **common)
+                      kv_role="kv_consumer", dcp=d.get("dcp", 1), dsa_cp=d.get("dsa_cp"), **common)
     return [p, dd]
 
 

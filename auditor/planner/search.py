@@ -222,8 +222,9 @@ def _instance_plans(spec: ModelSpec, space: PlanSpace, role: str, engine: str, r
             continue
         dp = s // tp
         ep = s if spec.moe and s > 1 else 1
-        plan = ParallelPlan(tp=tp, dp=dp, ep=ep, sp=sp, role=role, max_num_batched_tokens=max_num_batched_tokens,
-                            mtp=mtp)
+        # the search's SP axis is the DSA-CP deployment: FlashComm1 with enable_dsa_cp on a DSA model
+        plan = ParallelPlan(tp=tp, dp=dp, ep=ep, sp=sp, dsa_cp=True if sp and spec.dsa and tp > 1 else None,
+                            role=role, max_num_batched_tokens=max_num_batched_tokens, mtp=mtp)
         try:
             plan.validate()
             w = max(plan_weights(spec, plan, engine, recipe))
@@ -436,7 +437,7 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
                         d["num_blocks"][i] * d["page_block"][i] / GiB, int(d["num_blocks"][i] * d["block_tokens"]),
                         d["kv_free"][i] / GiB, t_pre * 1e3 <= ttft_ms and tpot[i] * 1e3 <= tpot_ms,
                         {"replicas": n // s, "tp": plan.tp, "dp": plan.dp, "ep": plan.ep, "sp": plan.sp,
-                         "role": "mixed", "dcp": dcp}, util=d["util"]))
+                         "dsa_cp": plan.dsa_cp, "role": "mixed", "dcp": dcp}, util=d["util"]))
 
     # ---- disaggregated
     verdicts: dict[int, str] = {}
@@ -515,10 +516,10 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
                                     d["weights"][i] / GiB, d["num_blocks"][i] * d["page_block"][i] / GiB,
                                     int(d["num_blocks"][i] * d["block_tokens"]), d["kv_free"][i] / GiB, True,
                                     {"n_prefill": int(n_p[j]), "n_decode": nd, "p_tp": pplan.tp, "p_dp": pplan.dp,
-                                     "p_ep": pplan.ep, "p_sp": pplan.sp, "p_weights_gib": pw / GiB,
+                                     "p_ep": pplan.ep, "p_sp": pplan.sp, "p_dsa_cp": pplan.dsa_cp, "p_weights_gib": pw / GiB,
                                      "p_max_num_batched_tokens": chunk, "p_max_model_len": p_len,
                                      "p_max_num_seqs": pseq, "p_mtp": k_p, "p_util": u_p,
-                                     "tp": dplan.tp, "dp": dplan.dp, "ep": dplan.ep, "sp": dplan.sp, "dcp": dcp,
+                                     "tp": dplan.tp, "dp": dplan.dp, "ep": dplan.ep, "sp": dplan.sp, "dsa_cp": dplan.dsa_cp, "dcp": dcp,
                                      "max_num_batched_tokens": d_tokens, "role": "decode"}, util=d["util"],
                                     concurrency=conc))
         for n in space.dies:

@@ -275,8 +275,8 @@ def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, *, weig
         raise AuditInputError("--mtp", f"must not be negative, got {mtp}")
     if hccl_buffsize_mb < 1:
         raise AuditInputError("--hccl-buffsize", f"must be a positive number of MB, got {hccl_buffsize_mb}")
-    if dsa_cp is None:
-        dsa_cp = bool(spec.dsa and (plan.dsa_cp if plan.dsa_cp is not None else plan.sp))
+    if dsa_cp is None:                  # the engine's rule over the plan's switches (its placement)
+        dsa_cp = eng.placement(spec, plan).dsa_cp
     ws = [float(weights_bytes)] * plan.pp if isinstance(weights_bytes, (int, float)) else [float(w) for w in weights_bytes]
     if len(ws) != plan.pp:
         raise ValueError(f"weights_bytes: one value or one per PP stage ({plan.pp}), got {len(ws)}")

@@ -97,8 +97,8 @@ def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe:
     mixed = has_mtp and not plan.mtp and not bool(np.all(rows_mtp))
     w_mtp = plan_weights(spec, wplan, engine, recipe)
     w_plain = plan_weights(spec, plan, engine, recipe) if mixed else w_mtp
-    if dsa_cp is None:
-        dsa_cp = bool(spec.dsa and plan.sp and plan.tp > 1)
+    if dsa_cp is None:                  # the engine's rule over the plan's switches (its placement)
+        dsa_cp = eng.placement(spec, plan).dsa_cp
     T = np.maximum(float(plan.max_num_batched_tokens), step_tokens)
     core = kv_base(eng, spec, plan, total_bytes=usable_total(device), util=util, tokens=T, seqs=batch, mtp=mtp,
                    dsa_cp=dsa_cp, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp, soc=eng.soc(device), recipe=recipe)

@@ -39,7 +39,6 @@ from ..parallel import ParallelPlan
 from ..perf.host import DEFAULT_HOST, HOST_KEYS, host_model, host_params, launch_counts  # noqa: F401 (re-exported)
 
 ROLE = {"aggregated": 0, "prefill": 1, "decode": 2}
-PLAN_ROLE = {"aggregated": "mixed", "prefill": "prefill", "decode": "decode"}
 #: context grid of the tables (tokens); extended to the instance's max_model_len
 _CTX = (0, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144)
 #: P->D KV pull bandwidth per die: the TensorCast A3 CLOS tier (196 GB/s), an assumption; vLLM-Ascend
@@ -68,9 +67,7 @@ class StepCosts:
 
 
 def instance_plan(inst: InstancePlan) -> ParallelPlan:
-    return ParallelPlan(tp=inst.tp, dp=inst.dp, ep=inst.ep, sp=inst.sp, role=PLAN_ROLE[inst.name], mtp=inst.mtp > 0,
-                        max_num_batched_tokens=inst.max_num_batched_tokens, dcp=getattr(inst, "dcp", 1),
-                        fused_mc2=getattr(inst, "fused_mc2", 0), combine_max_tokens=getattr(inst, "combine_max_tokens", 0))
+    return inst.parallel_plan()
 
 
 def step_costs(spec: Any, inst: InstancePlan, engine: Any, recipe: str, device: Any) -> StepCosts:

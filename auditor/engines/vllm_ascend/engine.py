@@ -114,7 +114,8 @@ class VllmAscend(Engine):
         return loglines.WEIGHTS_PATTERNS
 
     def launch(self, model: str, instance: Any, *, quantized: bool = False) -> dict[str, Any]:
-        return launch.launch_instance(model, instance, self.kv_switches(instance.kv_cache_dtype), quantized=quantized)
+        return launch.launch_instance(model, instance, self.kv_switches(instance.kv_cache_dtype), quantized=quantized,
+                                      dsa_cp_switch=self.profile.dsa_cp_trigger != "sp")
 
     # ------------------------------------------------------------ kernels
     def kernel_path(self, variant: str) -> Any:

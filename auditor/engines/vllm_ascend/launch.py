@@ -15,7 +15,10 @@ from ...deployment import InstancePlan
 KV_CONNECTOR = "MooncakeConnectorV1"
 
 
-def launch_instance(model: str, inst: InstancePlan, kv_switches: dict, *, quantized: bool) -> dict[str, Any]:
+def launch_instance(model: str, inst: InstancePlan, kv_switches: dict, *, quantized: bool,
+                    dsa_cp_switch: bool = True) -> dict[str, Any]:
+    """``dsa_cp_switch``: the version has additional_config.enable_dsa_cp (v0.18 has none: DSA-CP
+    follows FlashComm1 there)."""
     args = [f"vllm serve {model}", f"--tensor-parallel-size {inst.tp}", f"--data-parallel-size {inst.dp}"]
     if inst.pp > 1:
         args.append(f"--pipeline-parallel-size {inst.pp}")
@@ -31,8 +34,8 @@ def launch_instance(model: str, inst: InstancePlan, kv_switches: dict, *, quanti
         args.append("--speculative-config '" + json.dumps({"method": "deepseek_mtp",
                                                            "num_speculative_tokens": inst.mtp}) + "'")
     extra: dict[str, Any] = dict(kv_switches)
-    if inst.sp:
-        extra["enable_dsa_cp"] = True
+    if inst.dsa_cp is not None and dsa_cp_switch:
+        extra["enable_dsa_cp"] = bool(inst.dsa_cp)
     if extra:
         args.append("--additional-config '" + json.dumps(extra) + "'")
     if inst.kv_role:

@@ -10,6 +10,7 @@ from ...errors import AuditInputError
 from ...model.spec import ModelSpec
 from ...parallel import ParallelPlan
 from ..placement import KV_ROLE, Placement
+from .switches import decide_dsa_cp
 from .versions import EngineProfile
 
 
@@ -22,21 +23,12 @@ def resolve_placement(spec: ModelSpec, plan: ParallelPlan, prof: EngineProfile) 
     findings: list[tuple[str, str]] = []
     kv_role = KV_ROLE[plan.role]
 
-    # --- DSA-CP: SP + DSA structure, unless overridden
-    if plan.dsa_cp is None:
-        dsa_cp = bool(plan.sp and spec.dsa and plan.tp > 1)
-        if spec.dsa and plan.sp:
-            trig = {"sp": "index_topk + FlashComm1 (SP)",
-                    "flag+sp": "additional_config.enable_dsa_cp + FlashComm1 (inferred from --sp)",
-                    "flag": "additional_config.enable_dsa_cp (inferred from --sp)"}[prof.dsa_cp_trigger]
-            notes.append(f"DSA-CP on: {trig}; --no-dsa-cp to turn it off")
-    else:
-        dsa_cp = bool(plan.dsa_cp)
-        if dsa_cp and not spec.dsa:
-            raise AuditInputError("--dsa-cp", "the model has no DSA indexer (no index_topk in config.json)")
-        if dsa_cp and prof.dsa_cp_trigger in ("sp", "flag+sp") and not plan.sp:
-            findings.append(("warning", f"{prof.label} enables DSA-CP only together with SP/FlashComm1; "
-                                        "--dsa-cp without --sp would not take effect in this engine"))
+    # --- DSA-CP: this version's rule over FlashComm1 (--sp) and enable_dsa_cp (--dsa-cp)
+    decision = decide_dsa_cp(prof.dsa_cp_trigger, prof.label, has_indexer=spec.dsa, sp=plan.sp, flag=plan.dsa_cp,
+                             tp=plan.tp)
+    dsa_cp = decision.on
+    notes += decision.notes
+    findings += [("warning", w) for w in decision.warnings]
     if dsa_cp and plan.tp == 1:
         notes.append("DSA-CP with TP1 changes nothing: every projection is already full")
 
