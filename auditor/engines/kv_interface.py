@@ -1,10 +1,20 @@
-"""The KV cache of one worker as the engine's scheduler sees it: a spec object that knows its bytes.
+"""The KV cache of one worker as the engine's scheduler sees it: spec objects that know their bytes.
 
-Modelled on vLLM's ``kv_cache_interface.py``: one definition of bytes per token, page (block)
-bytes and memory per request under decode context parallel (DCP), used by the HBM budget, by
-perf's cache reads and writes, by plan and by align. An engine builds it (``Engine.kv_spec``)
-from the model and its own rules; the arithmetic here is the engine-independent part: a block
-holds ``block_size`` tokens per DCP rank, ``block_size * DCP`` tokens of a request.
+Modelled on vLLM's ``kv_cache_interface.py``. Three levels, all engine-independent arithmetic:
+
+* a **layer spec** per cache-layer kind knows its page bytes, the raw tokens one block covers and
+  how many blocks a request of ``L`` tokens with ``n`` in flight needs: full attention / an MLA
+  latent / indexer keys (``FullAttentionSpec``), a compressed cache (``CompressedSpec``: one row per
+  ``ratio`` tokens), a sliding window capped at the window (``SlidingWindowSpec``), fixed-size state
+  (``SlidingWindowSpec`` with the state's window);
+* a **group** is the layers that share one block table (one block count per request);
+* a **pool config** says what one block id costs on this rank and how the engine turns available
+  memory into block ids, the part that differs between allocators (vLLM-Ascend's shared-block-id
+  layout for DeepSeek-V4 prices a block id over every group's tensor, §4.3 of its spec).
+
+An engine builds them (``Engine.kv_spec``); the budget, the feasibility grid, bench's admission and
+the scheduler read blocks and bytes from here. ``KVSpec`` is the one-group form (an MLA latent and
+indexer keys sharing a block table, or K/V heads) every GLM-5.x / DeepSeek-V3.2 worker has.
 """
 from __future__ import annotations
 
@@ -81,6 +91,17 @@ class KVSpec:
         """Bytes of one cached indexer key (with its scale) of one layer; 0 without an indexer."""
         return self.idx_bytes
 
+    def cache_config(self) -> KVCacheConfig:
+        """This worker as cache groups: one group (the latent and the indexer keys share a block
+        table), a block id costing ``page_block_bytes``."""
+        main = FullAttentionSpec("mla" if self.layout != "gqa" else "kv", self.block_size, self.block_size * self.mla_bytes)
+        layers = [(main, self.cache_layers)]
+        if self.idx_bytes and self.idx_layers:
+            layers.append((FullAttentionSpec("indexer", self.block_size,
+                                             self.block_size * self.idx_replication * self.idx_bytes), self.idx_layers))
+        group = KVCacheGroup("attention", main, tuple(layers))
+        return KVCacheConfig((group,), self.page_block_bytes, self.page_block_bytes, self.dcp)
+
     def to_json(self) -> dict:
         return {"variant": self.variant, "layout": self.layout, "block_size": self.block_size, "dcp": self.dcp,
                 "dcp_formula": self.dcp_formula, "mla_bytes_per_token_layer": self.mla_bytes,
@@ -89,3 +110,107 @@ class KVSpec:
                 "page_block_bytes": self.page_block_bytes, "tokens_per_block": self.tokens_per_block}
 
 
+
+
+# ---------------------------------------------------------------- per-layer-kind specs and groups
+
+@dataclass(frozen=True)
+class FullAttentionSpec:
+    """A cache that keeps every token: ``block_size`` raw tokens per block (per DCP rank), one
+    ``page_size_bytes`` page per block and layer (an MLA latent, indexer keys, K/V heads)."""
+
+    name: str
+    block_size: int
+    page_size_bytes: int
+
+    def blocks(self, length: int, in_flight: int = 1, dcp: int = 1) -> int:
+        return cdiv(cdiv(int(length), dcp), self.block_size)
+
+    def bytes_per_token(self) -> float:
+        return self.page_size_bytes / self.block_size
+
+
+@dataclass(frozen=True)
+class CompressedSpec(FullAttentionSpec):
+    """A compressed cache: one row per ``compress_ratio`` raw tokens, ``block_size`` raw tokens
+    (= rows per page x ratio) per block; the engine may pad the page (``page_size_bytes``)."""
+
+    compress_ratio: int = 1
+
+    @property
+    def rows_per_page(self) -> int:
+        return self.block_size // self.compress_ratio
+
+
+@dataclass(frozen=True)
+class SlidingWindowSpec:
+    """A cache that keeps only the last ``window`` tokens (or a fixed-size state over them): a request
+    holds ``cdiv(min(window - 1 + n, L), block_size) + 1`` blocks (upstream SlidingWindowSpec's
+    admission), whatever its length."""
+
+    name: str
+    block_size: int
+    page_size_bytes: int
+    window: int
+
+    def blocks(self, length: int, in_flight: int = 1, dcp: int = 1) -> int:
+        if dcp != 1:
+            raise ValueError("a sliding-window cache is not split by decode context parallel")
+        return cdiv(min(self.window - 1 + int(in_flight), int(length)), self.block_size) + 1
+
+    def bytes_per_token(self) -> float:
+        return 0.0                      # fixed per request: no growth with context
+
+
+@dataclass(frozen=True)
+class KVCacheGroup:
+    """Layers that share one block table: a request's block count is the group's ``kind``'s, once;
+    ``layers`` are (spec, count) of every cache layer in the group (bytes per block add up)."""
+
+    name: str
+    kind: FullAttentionSpec | SlidingWindowSpec
+    layers: tuple[tuple[FullAttentionSpec | SlidingWindowSpec, int], ...]
+
+    def blocks(self, length: int, in_flight: int = 1, dcp: int = 1) -> int:
+        return self.kind.blocks(length, in_flight, dcp)
+
+    @property
+    def page_bytes(self) -> int:
+        """Bytes of one block of this group over its layers."""
+        return sum(spec.page_size_bytes * n for spec, n in self.layers)
+
+    @property
+    def layer_count(self) -> int:
+        return sum(n for _, n in self.layers)
+
+
+@dataclass(frozen=True)
+class KVCacheConfig:
+    """The KV pool of one worker: its groups and what a block id costs.
+
+    ``block_bytes``: memory one block id pins on this rank (allocated); ``budget_block_bytes``: the
+    divisor the engine turns available memory into block ids with (``num_blocks = A_kv //
+    budget_block_bytes``; larger than ``block_bytes`` where the engine declares tensors it never
+    allocates). A request needs the sum of its groups' blocks from the one pool."""
+
+    groups: tuple[KVCacheGroup, ...]
+    block_bytes: int
+    budget_block_bytes: int
+    dcp: int = 1
+
+    def num_blocks(self, available_bytes: int) -> int:
+        return max(0, int(available_bytes) // self.budget_block_bytes) if available_bytes > 0 else 0
+
+    def blocks_per_request(self, length: int, in_flight: int = 1) -> int:
+        return sum(g.blocks(length, in_flight, self.dcp) for g in self.groups)
+
+    def bytes_per_request(self, length: int, in_flight: int = 1) -> int:
+        """Allocated bytes one request of ``length`` tokens holds (its block ids x their cost)."""
+        return self.blocks_per_request(length, in_flight) * self.block_bytes
+
+    def naive_bytes_per_token(self) -> float:
+        """Context-proportional bytes per token summed over every layer that grows with context."""
+        return sum(spec.bytes_per_token() * n for g in self.groups for spec, n in g.layers)
+
+    def group_blocks(self, length: int, in_flight: int = 1) -> dict[str, int]:
+        return {g.name: g.blocks(length, in_flight, self.dcp) for g in self.groups}
