@@ -149,12 +149,49 @@ def parse_hf_overrides(text: str | None, where: str = "--hf-overrides") -> dict[
     return val
 
 
+#: config keys that declare structure audit does not model yet, and what each declares. A config
+#: with one of them set is refused by name instead of being read as the simpler model its other keys
+#: describe (a DeepSeek-V4 config read that way is a 1-KV-head attention with head_dim 512: 12.6x
+#: its real KV cache).
+UNMODELLED_STRUCTURE: dict[str, str] = {
+    "compress_ratios": "per-layer compressed attention",
+    "hc_mult": "hyper-connections",
+    "o_groups": "grouped output projection",
+    "o_lora_rank": "grouped output projection",
+    "num_hash_layers": "hash-routed MoE",
+    "dspark_target_layer_ids": "DSpark drafter",
+    "full_attention_interval": "hybrid linear attention",
+    "linear_num_value_heads": "linear attention",
+    "attention_chunk_size": "chunked local attention",
+}
+#: values of ``layer_types`` entries that are plain full attention
+_FULL_ATTENTION_TYPES = ("full_attention", "attention", "full")
+
+
+def unmodelled_structure(cfg: dict[str, Any]) -> list[str]:
+    """The structure keys of ``cfg`` audit does not model (set to something other than off/empty),
+    each with what it declares."""
+    out = [f"{k} ({what})" for k, what in UNMODELLED_STRUCTURE.items() if cfg.get(k) not in (None, 0, False, [], "")]
+    window = cfg.get("sliding_window")
+    if window not in (None, 0, False) and cfg.get("use_sliding_window", True) is not False:
+        out.append("sliding_window (sliding-window attention)")
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and any(str(t) not in _FULL_ATTENTION_TYPES for t in types):
+        kinds = sorted({str(t) for t in types} - set(_FULL_ATTENTION_TYPES))
+        out.append(f"layer_types ({', '.join(kinds)} layers)")
+    return out
+
+
 def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "config.json") -> ModelSpec:
     """Detect MLA, DSA indexer, MoE and MTP structure from config keys and build a ModelSpec."""
     missing = [k for k in REQUIRED_KEYS if cfg.get(k) is None]
     if missing:
         raise AuditInputError(where, f"missing required key{'s' if len(missing) > 1 else ''} "
                                      f"{', '.join(repr(k) for k in missing)}")
+    unmodelled = unmodelled_structure(cfg)
+    if unmodelled:
+        raise AuditInputError(where, "structure audit does not model: " + ", ".join(unmodelled)
+                              + "; refused rather than read as a simpler model")
     for key in CONFIG_INT_CAPS:          # every known integer key is checked when present, used or not
         if "." not in key:
             _int(cfg, key, where, default=0)
