@@ -40,7 +40,7 @@ from .ranks import Observed
 #: the engine-behaviour space searched for options the user did not pin (order = preference on ties:
 #: earlier values are the defaults, so the simpler configuration wins an exact tie)
 SEARCH_SPACE: dict[str, tuple] = {
-    "engine": tuple(k for cls in families().values() for k in cls.profiles),
+    "engine": (),                                  # (): every profile of the families registered when searched
     "role": ("mixed", "prefill", "decode"),
     "sp": (False, True),
     "dsa_cp": (None, True),                        # None: enable_dsa_cp not set (the engine default)
@@ -234,6 +234,8 @@ def candidates(spec, base: ParallelPlan, pinned: dict, engines: tuple[str, ...] 
     dims = {k: ((pinned[k],) if k in pinned else v) for k, v in SEARCH_SPACE.items()}
     if engines:
         dims["engine"] = engines
+    elif not dims["engine"]:
+        dims["engine"] = tuple(k for cls in families().values() for k in cls.profiles)
     if not spec.mtp_layers:
         dims["mtp"] = (False,)
     if not (base.ep > 1 and base.tp > 1) and "shared_expert_dp" not in pinned:

@@ -292,7 +292,7 @@ def time_section(source, plan: ParallelPlan, engine: str, req: AlignRequest, pro
         wl = Workload(sc.phase, sc.query_len if sc.phase == "prefill" else 1, sc.context_len, req.batch, req.mtp)
         return evaluate_phase(spec, perf_plan, engine, wl, dev, recipe).time_ms
 
-    tf = fit_time(phases[req.phase], profile, dev, top=req.top)
+    tf = fit_time(phases[req.phase], profile, dev, top=req.top, engine=engine)
     return {"device": dev.name, "engine": engine, "phase": tf.phase, "workload": tf.workload,
             "predicted_total_ms": tf.predicted_total_ms, "measured_total_ms": tf.measured_total_ms,
             "profile": ({"files": profile.files, "ranks": len(profile.ranks), "steps": profile.steps,
@@ -358,7 +358,7 @@ def run_align(req: AlignRequest) -> dict:
     plan.validate()
     source = open_model(req.model, req.recipe)
     if req.profiles:
-        profile = read_profiles(req.profiles, n_layers=source.spec.Lyr, hidden=source.spec.H)
+        profile = read_profiles(req.profiles, n_layers=source.spec.Lyr, hidden=source.spec.H, engine=req.engine)
     engine_note = None
     engines = None
     engine = req.engine

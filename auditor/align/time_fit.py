@@ -13,7 +13,6 @@ from typing import Any
 
 from ..report.ranges import ranges
 from .evidence.bench import BenchEvidence
-from ..engines.vllm_ascend.profiler import COLLECTIVE_CLASSES, COMPOSITES
 from .evidence.profile import ProfileEvidence
 
 #: op class -> (device constants it depends on, what could be wrong)
@@ -105,8 +104,12 @@ def fold_layers(rows: list[dict]) -> list[dict]:
     return out
 
 
-def fit_time(phase_result: Any, profile: ProfileEvidence | None, device: Any, top: int = 10) -> TimeFit:
-    """Per-class and per-layer comparison of one modelled phase with the profile (if any)."""
+def fit_time(phase_result: Any, profile: ProfileEvidence | None, device: Any, top: int = 10,
+             engine: Any = None) -> TimeFit:
+    """Per-class and per-layer comparison of one modelled phase with the profile (if any), in the
+    engine's kernel classes (its profiler's fused composites and collectives)."""
+    from ..engines.registry import DEFAULT_FAMILY, as_engine
+    prof = as_engine(engine if engine is not None else DEFAULT_FAMILY + "@main").profiler
     pc, pl = predicted_by_class(phase_result)
     tf = TimeFit(phase_result.phase, dict(phase_result.workload.__dict__),
                  predicted_total_ms=phase_result.time_ms, host_ms=float(getattr(phase_result, "host_ms", 0.0)))
@@ -115,7 +118,7 @@ def fit_time(phase_result: Any, profile: ProfileEvidence | None, device: Any, to
     if profile:
         # a fused kernel (DispatchFFNCombine, mla_preprocess, ...) covers several modelled kinds: compare it
         # with their sum, and the kinds it covers only through it
-        for comp, kinds in COMPOSITES.items():
+        for comp, kinds in prof.COMPOSITES.items():
             if comp not in mc:
                 continue
             covered = [k for k in kinds if k in pc or k in mc]
@@ -132,7 +135,7 @@ def fit_time(phase_result: Any, profile: ProfileEvidence | None, device: Any, to
         both = list(pc)
     for cls in sorted(both, key=lambda c: (-max(pc.get(c, 0), mc.get(c, 0)), c)):
         p, m = pc.get(cls, 0.0), mc.get(cls) if profile else None
-        tf.by_class.append({"class": cls, "collective": cls in COLLECTIVE_CLASSES, "predicted_us": p,
+        tf.by_class.append({"class": cls, "collective": cls in prof.COLLECTIVE_CLASSES, "predicted_us": p,
                             "measured_us": m, "delta_us": (m - p) if m is not None else None,
                             "ratio": (m / p) if m is not None and p > 0 else None})
     if profile:

@@ -10,8 +10,13 @@ import click
 
 from ..errors import AuditInputError
 from ..outputs import check_output_path
-from ..engines.vllm_ascend.profiler import DEFAULT_MAPPING
+from ..engines.registry import DEFAULT_FAMILY, as_engine
 from ..perf.measured import import_kernel_details, load_kernel_table
+
+
+def _default_mapping() -> dict[str, str]:
+    """The default engine's profiler kernel types -> our kernel names (its profiler module owns them)."""
+    return dict(as_engine(DEFAULT_FAMILY + "@main").profiler.DEFAULT_MAPPING)
 
 
 @click.group("kernels", short_help="Measured kernel tables: import profiler traces, look up times.")
@@ -35,11 +40,11 @@ def _parse_map(items: tuple[str, ...]) -> dict[str, str]:
               help="kernel table CSV to write")
 @click.option("--map", "maps", multiple=True, metavar="TYPE=KERNEL",
               help="map a profiler kernel Type to our kernel name (repeatable; default: "
-                   + ", ".join(f"{k}={v}" for k, v in DEFAULT_MAPPING.items()) + ")")
+                   + ", ".join(f"{k}={v}" for k, v in _default_mapping().items()) + ")")
 def import_command(kernel_details: Path, output: Path, maps: tuple[str, ...]) -> None:
     """Import an Ascend profiler kernel_details.csv into a kernel table (duplicates averaged)."""
     check_output_path(output, "--output")
-    mapping = _parse_map(maps) if maps else dict(DEFAULT_MAPPING)
+    mapping = _parse_map(maps) if maps else _default_mapping()
     stats: dict = {}
     table = import_kernel_details(kernel_details, mapping, stats)
     table.write(output)

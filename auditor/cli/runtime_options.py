@@ -9,7 +9,15 @@ from typing import Callable
 import click
 
 from ..devices.profiles import DEFAULT_DEVICE
-from ..engines.vllm_ascend.kv import KV_DTYPES
+from ..engines.registry import families
+
+
+def kv_dtype_choices() -> tuple[str, ...]:
+    """Every registered engine family's cache variants (each engine refuses the ones its version lacks)."""
+    out: list[str] = []
+    for cls in families().values():
+        out += [v for v in cls.kv_dtypes if v not in out]
+    return tuple(out)
 from .options import capped, capped_float
 from .vocabulary import Length
 
@@ -31,7 +39,7 @@ def runtime_options(*, device: bool = True, mtp: bool = True, seqs: bool = True)
             opts.append(click.option("--max-num-seqs", type=capped("--max-num-seqs"), default=256, show_default=True,
                                      help="max_num_seqs (logits, sampler and workspace sizes)"))
         opts += [
-            click.option("--kv-cache-dtype", type=click.Choice(KV_DTYPES + ("auto",)), default="bf16", show_default=True,
+            click.option("--kv-cache-dtype", type=click.Choice(kv_dtype_choices() + ("auto",)), default="bf16", show_default=True,
                          help="bf16 (vLLM's auto); c8-indexer = LI-C8 (indexer keys int8); c8 = SFA-C8 + LI-C8"),
             click.option("--dcp", type=capped("--dcp"), default=1, show_default=True,
                          help="decode context parallel size (SFA: indexer cache replicated, DCP == TP on main)"),

@@ -95,6 +95,14 @@ class Engine:
         tells the engine which communicators that run touched."""
         raise NotImplementedError
 
+    #: the non-torch bytes of the device runtime itself (no communicator)
+    runtime_non_torch_bytes: ClassVar[int] = 0
+
+    def minimal_profile_non_torch_bytes(self, plan: Any, *, hccl_buffsize_mb: int) -> int:
+        """Non-torch bytes of the simplest profile run of ``plan`` (no expert-parallel comm path, no
+        warm-up): what a breakdown line of a dense TP deployment should show."""
+        return self.runtime_non_torch_bytes
+
     def soc(self, device: Any) -> str:
         """The engine's device generation for a device profile (selects e.g. a comm path)."""
         return ""
@@ -132,6 +140,8 @@ class Engine:
     others_at_start_bytes: ClassVar[int] = 0
     default_hccl_buffsize_mb: ClassVar[int] = 200
     term_docs: ClassVar[dict[str, str]] = {}
+    #: how the budget report names the engine's non-torch and graph terms
+    budget_labels: ClassVar[dict[str, str]] = {"non_torch": "communicators + runtime", "graph": "graph pool estimate"}
 
     def budget_assumptions(self) -> Sequence[str]:
         return ()
@@ -160,4 +170,12 @@ class Engine:
 
     # ------------------------------------------------------------ kernels
     def kernel_path(self, variant: str) -> Any:
+        """The kernel constants of a cache variant (indexer / top-k / sparse-attention tiling)."""
+        raise NotImplementedError
+
+    @property
+    def profiler(self) -> Any:
+        """The module that reads this engine's profiler output: ``kernel_class(type, name)``,
+        ``gather_class(shapes, hidden)``, ``is_anchor(name, cls)``, ``NORM_WEIGHT``,
+        ``COLLECTIVE_CLASSES``, ``COMPOSITES``, ``DEFAULT_MAPPING`` (profiler kernel type -> ours)."""
         raise NotImplementedError

@@ -40,10 +40,21 @@ def families() -> dict[str, type]:
     return dict(_FAMILIES)
 
 
+_LOADED: list[bool] = []
+
+
 def _load_builtin() -> None:
-    if DEFAULT_FAMILY not in _FAMILIES:
-        import importlib
-        importlib.import_module(f"{__package__}.vllm_ascend")       # the family registers itself
+    """Import every family folder under ``engines/`` once (each registers itself): a new family is a
+    sibling folder, never a line here."""
+    if _LOADED:
+        return
+    _LOADED.append(True)
+    import importlib
+    import pkgutil
+    from pathlib import Path
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        if info.ispkg:
+            importlib.import_module(f"{__package__}.{info.name}")
 
 
 def parse_version(text: str) -> tuple[int, int, int, int, int] | None:

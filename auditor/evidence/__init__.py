@@ -168,18 +168,16 @@ def check_breakdown(row: Row) -> dict[str, Any] | None:
     non-torch magnitude for the row's plan (only the groups a TP1/ALLGATHER profile run touches)."""
     if not row.breakdown:
         return None
-    from ..engines.vllm_ascend import activation, hccl
-    from ..engines.vllm_ascend.loglines import parse_breakdown
+    from ..engines.registry import as_engine
     from ..parallel import ParallelPlan
 
-    p = parse_breakdown(row.breakdown)
+    eng = as_engine(row.engine)
+    p = eng.parse_breakdown(row.breakdown)
     if p is None:
         raise AuditInputError(f"evidence {row.id}", "breakdown line not recognised")
     f = row.flags
     plan = ParallelPlan(tp=f.get("tp", 1), dp=f.get("dp", 1), ep=f.get("ep", 1))
-    comms = hccl.communicators(plan, hccl_buffsize_mb=f.get("hccl_buffsize_mb", 200), path=activation.ALLGATHER,
-                               warmup=False, sp=False)
-    nt = (sum(c.bytes for c in comms if c.at_profile) + hccl.C_RUNTIME_BYTES) / GiB
+    nt = eng.minimal_profile_non_torch_bytes(plan, hccl_buffsize_mb=f.get("hccl_buffsize_mb", 200)) / GiB
     kv = p["requested_gib"] - p["weights_gib"] - p["activation_gib"] - p["non_torch_gib"]
     return {"parsed": p, "kv_from_terms_gib": kv, "non_torch_gib": nt}
 

@@ -22,7 +22,8 @@ from . import GiB, Row, load_corpus, parse_flags
 
 
 def _rows_from_text(path: Path) -> list[Row]:
-    from ..engines.vllm_ascend.loglines import parse_breakdown
+    from ..engines.registry import DEFAULT_FAMILY, as_engine
+    parse_breakdown = as_engine(DEFAULT_FAMILY + "@main").parse_breakdown
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
@@ -76,8 +77,8 @@ def _terms(row: Row) -> tuple[float, float] | None:
     pred = evidence.predict(row)
     if pred is None:
         return None
-    from ..engines.vllm_ascend import hccl
-    return pred["activation_gib"], pred["non_torch_gib"] - hccl.C_RUNTIME_BYTES / GiB
+    from ..engines.registry import as_engine
+    return pred["activation_gib"], pred["non_torch_gib"] - as_engine(row.engine).runtime_non_torch_bytes / GiB
 
 
 def fit_breakdown(rows: list[Row]) -> dict[str, Any]:

@@ -41,7 +41,6 @@ from ..engines.registry import as_engine
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
 from . import ops as O
-from ..engines.vllm_ascend.kernel_paths import KernelPath, indexer_tile, indexer_vec_per_head
 from .tokens import MAIN, MTP_LATER, ROWS, ContractError, State, Tok, require_same
 from .quant import FLOAT, scheme
 from .weights import weight_bytes
@@ -126,7 +125,7 @@ class _Builder:
     """Emits ops/collectives for one phase; decoder layers are built by ``layer``."""
 
     def __init__(self, spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, phase: str,
-                 lay: Placement, weights: dict[tuple[int, str], int], path: KernelPath):
+                 lay: Placement, weights: dict[tuple[int, str], int], path: Any):
         self.spec, self.plan, self.recipe, self.phase, self.lay = spec, plan, recipe, phase, lay
         self.path = path
         eng = as_engine(engine)
@@ -363,7 +362,7 @@ class _Builder:
         q = self._query_rows(q)
         self.op(O.indexer_score("self_attn.indexer.score", q, s.IH, s.ID,
                                 float(self.kv.indexer_entry_bytes),
-                                indexer_tile(kp, s.IH), indexer_vec_per_head(kp, s.IH), kp.indexer_dtype))
+                                kp.indexer_tile(s.IH), kp.indexer_vec_per_head_total(s.IH), kp.indexer_dtype))
         self.op(O.indexer_topk("self_attn.indexer.topk", q, s.topk_tokens, kp.topk_per_key, kp.topk_per_kept))
 
     def o_proj(self, L: int, h: Tok, hl: int, dv: int, shard: bool, sa, local: bool = False) -> Tok:
@@ -491,7 +490,7 @@ def layer_kinds(spec: ModelSpec, prof: Any = None) -> list[LayerKind]:
 
 
 def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, phase: str,
-                  graph: str = "expanded", mtp_enabled: bool = True, cache: str | KernelPath = "bf16") -> Program:
+                  graph: str = "expanded", mtp_enabled: bool = True, cache: Any = "bf16") -> Program:
     """Build the op program of one phase ("prefill" or "decode") in one graph form; ``cache`` is the
     KV/indexer cache variant (``--kv-cache-dtype``), which picks the attention kernels' path."""
     if graph not in GRAPHS:
@@ -499,7 +498,7 @@ def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
     eng = as_engine(engine)
     lay = eng.placement(spec, plan)
     weights, wsrc = weight_bytes(spec, plan, engine, recipe, lay)
-    path = cache if isinstance(cache, KernelPath) else eng.kernel_path(cache)
+    path = eng.kernel_path(cache) if isinstance(cache, str) else cache      # the engine's kernel constants
     b = _Builder(spec, plan, engine, recipe, phase, lay, weights, path)
     shard = phase == "prefill" and plan.sp and plan.tp > 1
     main = Tok(MAIN)

@@ -5,25 +5,27 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from ..engines.vllm_ascend.activation import TERM_DOCS
+from ..engines.registry import DEFAULT_FAMILY, as_engine
 from ..units import GiB, MiB
 from ..units import gib as _g
 
 
-def budget_rows(rt: dict) -> list[list[str]]:
-    """(item, GiB, note) rows of the formula, sub-terms indented."""
+def budget_rows(rt: dict, engine: object = None) -> list[list[str]]:
+    """(item, GiB, note) rows of the formula, sub-terms indented, in the engine's words."""
+    eng = as_engine(engine if engine is not None else DEFAULT_FAMILY + "@main")
+    docs, labels = eng.term_docs, eng.budget_labels
     rows = [["total seen by the worker (M_total)", _g(rt["total_bytes"]), ""],
             [f"requested = {rt['gpu_memory_utilization']:g} x M_total", _g(rt["requested_bytes"]), ""],
             ["- weights W (worst rank, ledger)", _g(rt["weights_bytes"]), "Loading model weights"],
             ["- activation peak P_act (profile run)", _g(rt["activation_peak_bytes"]),
              f"T={rt['max_num_batched_tokens']:,} S={rt['max_num_seqs']} MTP={rt['mtp']}"]]
     for k, v in rt["activation_terms"].items():
-        rows.append([f"· {k}", _g(v), TERM_DOCS.get(k, "given")])
-    rows.append(["- non-torch N (HCCL + runtime)", _g(rt["non_torch_bytes"]), ""])
+        rows.append([f"· {k}", _g(v), docs.get(k, "given")])
+    rows.append([f"- non-torch N ({labels['non_torch']})", _g(rt["non_torch_bytes"]), ""])
     for k, v in rt["non_torch_terms"].items():
         rows.append([f"· {k}", _g(v), ""])
     if rt["graph_deducted_bytes"]:
-        rows.append(["- ACL graph estimate (deducted)", _g(rt["graph_deducted_bytes"]), ""])
+        rows.append([f"- {labels['graph']} (deducted)", _g(rt["graph_deducted_bytes"]), ""])
     rows.append(["= available KV cache memory A_kv", _g(rt["kv_available_bytes"]), ""])
     rows.append([f"KV pool ({rt['num_blocks']:,} blocks)", _g(rt["kv_pool_bytes"]), ""])
     return rows
@@ -36,7 +38,7 @@ def render_budget(rep: dict, fmt: str = "table") -> str:
     h = (lambda s: f"\n## {s}\n") if fmt == "markdown" else (lambda s: f"\n{s}\n{'-' * len(s)}")
     dev = rep.get("device", {})
     out = [h(f"HBM budget per rank ({dev.get('name', 'device')}, GiB)")]
-    out.append(tabulate(budget_rows(rt), headers=["item", "GiB", "note"], tablefmt=tf, disable_numparse=True))
+    out.append(tabulate(budget_rows(rt, rep.get("engine", {}).get("name")), headers=["item", "GiB", "note"], tablefmt=tf, disable_numparse=True))
     layers = f"{kv['cache_layers'] - kv['mtp_layers']}" + (f"+{kv['mtp_layers']} MTP" if kv["mtp_layers"] else "")
     per_tok = rt["kv_bytes_per_token"]
     out.append("")

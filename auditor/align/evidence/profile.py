@@ -31,8 +31,8 @@ import csv
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from ...engines.vllm_ascend.profiler import NORM_WEIGHT, gather_class, is_anchor, kernel_class
 from ...errors import AuditInputError
 from ...inputs import PROFILE_CAP, csv_header, load_json, parse_number
 
@@ -141,7 +141,7 @@ def _shapes(text: str, where: Path, at: str = "") -> list[tuple[int, ...]]:
     return out
 
 
-def _rows(path: Path, hidden: int | None) -> tuple[dict[int, list[Kernel]], int, bool]:
+def _rows(path: Path, hidden: int | None, prof: Any) -> tuple[dict[int, list[Kernel]], int, bool]:
     """{Device_id: kernels} of one file, rows skipped (N/A duration), and whether it is an op_statistic."""
     header, reader = csv_header(path, "profile", PROFILE_CAP)
     idx: dict[str, int] = {}
@@ -178,18 +178,19 @@ def _rows(path: Path, hidden: int | None) -> tuple[dict[int, list[Kernel]], int,
             start_t = _cell(row, idx, "Start Time(us)")
             start = float(n) if stat or start_t in NA else parse_number(start_t, where, at + "start time", lo=0, hi=1e18)
             shapes_t = _cell(row, idx, "Input Shapes")
-            cls = kernel_class(typ, name)
+            cls = prof.kernel_class(typ, name)
             if cls == "embedding" and "GatherV2" in (typ or name):
-                cls = gather_class(_shapes(shapes_t, where, at), hidden)
+                cls = prof.gather_class(_shapes(shapes_t, where, at), hidden)
             else:
                 _shapes(shapes_t, where, at)                 # validated either way
-            out[dev].append(Kernel(-1, name, typ, start, dur, shapes_t, cls, anchor=is_anchor(typ or name, cls)))
+            out[dev].append(Kernel(-1, name, typ, start, dur, shapes_t, cls, anchor=prof.is_anchor(typ or name, cls)))
     except csv.Error as exc:
         raise AuditInputError(path, f"line {reader.line_num}: malformed CSV: {exc}") from None
     return out, skipped, stat
 
 
-def assign_layers(kernels: list[Kernel], n_layers: int | None, norms_before_anchor: int = 3) -> tuple[int, int]:
+def assign_layers(kernels: list[Kernel], n_layers: int | None, norms_before_anchor: int = 3,
+                  norm_weight: dict[str, float] | None = None) -> tuple[int, int]:
     """Set ``Kernel.layer`` for one rank's kernels (sorted by start); returns (layers, steps)."""
     anchors = [i for i, k in enumerate(kernels) if k.anchor]
     if not anchors:
@@ -201,7 +202,7 @@ def assign_layers(kernels: list[Kernel], n_layers: int | None, norms_before_anch
         j, seen, start = a - 1, 0, a
         lo = starts[-1] + 1 if starts else 0
         while j >= lo and seen < norms_before_anchor:
-            w = NORM_WEIGHT.get(kernels[j].cls or "", 0)
+            w = (norm_weight or {}).get(kernels[j].cls or "", 0)
             if w:
                 seen += w
                 start = j
@@ -219,15 +220,19 @@ def assign_layers(kernels: list[Kernel], n_layers: int | None, norms_before_anch
 
 
 def read_profiles(paths: list[str | Path], n_layers: int | None = None, norms_before_anchor: int = 3,
-                  hidden: int | None = None) -> ProfileEvidence:
-    """Kernels of every file, ranks as the module docstring says; times per step, mean over ranks."""
+                  hidden: int | None = None, engine: Any = None) -> ProfileEvidence:
+    """Kernels of every file, ranks as the module docstring says; times per step, mean over ranks.
+    ``engine``: whose profiler format the files are (its ``profiler`` module; default: the default
+    engine family's)."""
+    from ...engines.registry import DEFAULT_FAMILY, as_engine
+    prof = as_engine(engine if engine is not None else DEFAULT_FAMILY + "@main").profiler
     notes: list[str] = []
     per_file = []
     skipped = 0
     any_stat = False
     for p in paths:
         path = Path(p)
-        rows, sk, stat = _rows(path, hidden)
+        rows, sk, stat = _rows(path, hidden, prof)
         skipped += sk
         any_stat |= stat
         if not rows:
@@ -267,7 +272,7 @@ def read_profiles(paths: list[str | Path], n_layers: int | None = None, norms_be
         ks.sort(key=lambda k: k.start_us)
         anchors[r] = sum(k.anchor for k in ks)
         if not any_stat:
-            layers, steps = assign_layers(ks, n_layers, norms_before_anchor)
+            layers, steps = assign_layers(ks, n_layers, norms_before_anchor, prof.NORM_WEIGHT)
         kernels += ks
     if any_stat:
         notes.append("op_statistic rows have no order: time per op class only, no layers, one step assumed")

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Sequence
 
 from ..base import Engine
 from ..registry import register
-from . import activation, budget_terms, graphs, hccl, kernel_paths, kv, launch, loglines, versions
+from . import activation, budget_terms, graphs, hccl, kernel_paths, kv, launch, loglines, profiler, versions
 from .materializer import AscendMaterializer
 from .placement import resolve_placement
 
@@ -25,6 +25,7 @@ class VllmAscend(Engine):
     others_at_start_bytes: ClassVar[int] = budget_terms.OTHERS_AT_START_BYTES
     default_hccl_buffsize_mb: ClassVar[int] = hccl.DEFAULT_HCCL_BUFFSIZE_MB
     term_docs: ClassVar[dict[str, str]] = activation.TERM_DOCS
+    budget_labels: ClassVar[dict[str, str]] = {"non_torch": "HCCL + runtime", "graph": "ACL graph estimate"}
     #: version-row fields ``AscendMaterializer`` reads (placement fields are keyed separately)
     materializer_fields: ClassVar[tuple[str, ...]] = ("gate_dtype", "indexer_fused_wk", "o_proj_dsa_cp",
                                                       "o_proj_gather_input_copy", "index_cache")
@@ -59,6 +60,14 @@ class VllmAscend(Engine):
 
     def non_torch_terms(self, plan: Any, *, hccl_buffsize_mb: int, dcp: int = 1, **state: Any) -> dict[str, int]:
         return hccl.non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp, **state)
+
+    runtime_non_torch_bytes: ClassVar[int] = hccl.C_RUNTIME_BYTES
+
+    def minimal_profile_non_torch_bytes(self, plan: Any, *, hccl_buffsize_mb: int) -> int:
+        """The communicators a TP ALLGATHER profile run touches (no MC2 warm-up) plus the ACL runtime."""
+        comms = hccl.communicators(plan, hccl_buffsize_mb=hccl_buffsize_mb, path=activation.ALLGATHER, warmup=False,
+                                   sp=False)
+        return sum(c.bytes for c in comms if c.at_profile) + hccl.C_RUNTIME_BYTES
 
     def soc(self, device: Any) -> str:
         return activation.soc_of(device)
@@ -120,3 +129,7 @@ class VllmAscend(Engine):
     # ------------------------------------------------------------ kernels
     def kernel_path(self, variant: str) -> Any:
         return kernel_paths.kernel_path(variant)
+
+    @property
+    def profiler(self) -> Any:
+        return profiler

@@ -46,6 +46,16 @@ class KernelPath:
     #: 256 / 130 indexer for GLM-5.1), never a second copy here.
     sfa_tile_rows: float
 
+    def indexer_tile(self, index_heads: int) -> float:
+        """Query rows sharing one key-cache read: a fixed row count, or M_BASE_SIZE / heads (>= 1)."""
+        if self.indexer_tile_rows_per_head:
+            return max(self.indexer_tile_rows_per_head // max(index_heads, 1), 1.0)
+        return self.indexer_tile_rows
+
+    def indexer_vec_per_head_total(self, index_heads: int) -> float:
+        """Vector FLOP-equivalents per (row, key, head): the per-key work spread over the heads."""
+        return self.indexer_vec_per_head + self.indexer_vec_per_key / max(index_heads, 1)
+
 
 #: UNSETTLED choices (docs/long-context-kernels.md): the sort rate r_sort (device profile), whether
 #: the indexer's per-tile score workspace and key re-reads stay in L2 (modelled: key re-reads are
@@ -68,22 +78,9 @@ def kernel_path(cache: str) -> KernelPath:
                                                   f"(known: {', '.join(CACHE_VARIANTS)})") from None
 
 
-def indexer_tile(path: KernelPath, index_heads: int) -> float:
-    """Query rows sharing one key-cache read: a fixed row count, or M_BASE_SIZE / heads (>= 1)."""
-    if path.indexer_tile_rows_per_head:
-        return max(path.indexer_tile_rows_per_head // max(index_heads, 1), 1.0)
-    return path.indexer_tile_rows
-
-
-def indexer_vec_per_head(path: KernelPath, index_heads: int) -> float:
-    """Vector FLOP-equivalents per (row, key, head): the per-key work spread over the heads."""
-    return path.indexer_vec_per_head + path.indexer_vec_per_key / max(index_heads, 1)
-
-
 def with_overrides(path: KernelPath, **kw: float) -> KernelPath:
     """A copy with some constants replaced (sensitivity studies)."""
     return replace(path, **kw)
 
 
-__all__ = ["CACHE_VARIANTS", "KernelPath", "PATHS", "kernel_path", "indexer_tile", "indexer_vec_per_head",
-           "with_overrides"]
+__all__ = ["CACHE_VARIANTS", "KernelPath", "PATHS", "kernel_path", "with_overrides"]
