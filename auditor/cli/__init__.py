@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     # A short-lived process that builds ~10^6 small objects for a full checkpoint: the cyclic GC
     # would rescan them over and over for nothing (nothing here makes reference cycles that matter).
     gc.disable()
+    from .feedback import set_quiet
+    set_quiet(False)
     try:
         cli.main(args=argv, prog_name="audit", standalone_mode=False)
     except AuditInputError as exc:

@@ -12,6 +12,7 @@ import click
 from ..devices.profiles import DEFAULT_DEVICE
 from ..errors import AuditInputError
 from .deployment import DeploymentCommand, launch_option
+from .feedback import announce_compiles, stage
 from .options import (acceptance_option, capped, emit, graph_option, guard_output, output_options, plan_options,
                       recipe_option)
 from .runtime_options import hf_overrides_option, runtime_options
@@ -121,8 +122,10 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     wl = BenchWorkload(concurrency, isl, osl, num_prompts or 4 * concurrency,
                        float("inf") if request_rate is None else request_rate, prefix_ratio, acceptance,
                        prefix_caching, warm_ranks=prefix_warm_ranks)
-    run = simulate(dep, wl)
-    lo, hi = kv_sensitivity(dep, wl)
+    announce_compiles()
+    with stage(f"bench: simulating {wl.num_prompts} requests through the scheduler"):
+        run = simulate(dep, wl)
+        lo, hi = kv_sensitivity(dep, wl)
     if at_kv_edge(lo, hi):
         run.notes.append(kv_edge_text(lo, hi) + "; the memory model's uncertainty decides this answer "
                          "(check the KV line of `audit memory` against the engine's log)")

@@ -8,6 +8,7 @@ import click
 
 from ..errors import AuditInputError
 from .deployment import DeploymentCommand, launch_option
+from .feedback import is_quiet
 from .options import emit, guard_output, output_options, plan_options, recipe_option
 from .runtime_options import hf_overrides_option, runtime_options
 
@@ -70,7 +71,7 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
         if value is not None and value <= 0:
             raise AuditInputError(option, "must be a positive size")
     dev = load_device(device_name)
-    src = open_model(model, recipe, progress=progress)
+    src = open_model(model, recipe, progress=False if is_quiet() else progress)
     if mtp > 0 and not src.spec.mtp_layers:
         raise AuditInputError("--mtp", f"{src.spec.name} has no MTP layer (num_nextn_predict_layers = 0)")
     audit = run_memory_audit(src, plan, engine)
@@ -125,6 +126,7 @@ def inventory_command(model, recipe, by, strict, progress, fmt, output):
     from ..source import open_model
 
     guard_output(output, model)
+    progress = False if is_quiet() else progress
     src = open_model(model, recipe, progress=progress)
     ct = classify(src.table, src.spec.Lyr, src.desc)
     rep = inventory_report(src, ct, by=by)

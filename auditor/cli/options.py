@@ -125,6 +125,9 @@ def acceptance_option(f: Callable) -> Callable:
 
 
 def output_options(f: Callable) -> Callable:
+    """``--format``, ``--output`` and ``--quiet`` (every command that writes a report takes all three)."""
+    from .feedback import quiet_option
+    f = quiet_option(f)
     f = click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
                      help="write the report to FILE instead of stdout")(f)
     f = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,

@@ -10,6 +10,7 @@ from ..errors import AuditInputError
 from ..limits import OPTION_CAPS
 from ..outputs import write_output
 from .options import acceptance_option, capped, capped_float, emit, engine_option, guard_output, output_options, recipe_option
+from .feedback import announce_compiles, stage
 from .runtime_options import hf_overrides_option
 from .vocabulary import Length
 
@@ -144,7 +145,9 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
                       kv_cache_dtype=kv_cache_dtype, acceptance=acceptance, disaggregated=disagg,
                       prefill_tokens=chunks, simulate=n_sim, dcp=dcp != 1, dcp_only=bool(dcp and dcp > 1),
                       hccl_buffsize_mb=hccl_buffsize)
-    res = run_plan(src.spec, engine, src.scheme_recipe, dev, wl, space, ttft_ms, tpot_ms)
+    announce_compiles()
+    with stage(f"plan: searching {', '.join(map(str, space.dies))} dies (estimate, then simulate the shortlist)"):
+        res = run_plan(src.spec, engine, src.scheme_recipe, dev, wl, space, ttft_ms, tpot_ms)
     best = res.best(top)
     path = model_path(model, src.spec.name, src.scheme_recipe, src.kind == "preset")
     quantized = quantized_recipe(src.scheme_recipe)
