@@ -9,6 +9,7 @@ import click
 from ..errors import AuditInputError
 from .deployment import DeploymentCommand, launch_option
 from .feedback import is_quiet
+from .refusal import lead_answer
 from .options import emit, guard_output, output_options, plan_options, recipe_option
 from .runtime_options import hf_overrides_option, runtime_options
 
@@ -82,6 +83,7 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
     hbm = rank_budget(src.spec, audit.plan, engine, weights_bytes=stage_worst(audit.ledger.total, audit.plan),
                       device=dev, mtp=mtp, dsa_cp=audit.layout.dsa_cp, recipe=src.scheme_recipe, **runtime)
     attach_runtime(rep, hbm, dev)
+    lead_answer(rep)
     if fmt == "json":
         text = _to_json(rep)
     elif fmt == "csv":
@@ -97,9 +99,10 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
         from ..report.hbm_png import write_hbm_png
         write_hbm_png(rep, hbm_png)
         click.echo(f"wrote {hbm_png}", err=True)
-    shortfall = runtime["max_model_len"] is not None and hbm.error()
+    # what the engine says at start-up: one max_model_len request does not fit, or nothing is left for KV
+    # at all (the answer line's "the engine refuses to start (exit 3)")
+    shortfall = (runtime["max_model_len"] is not None or hbm.kv_available_bytes <= 0) and hbm.error()
     if shortfall:
-        # what the engine says at start-up: one max_model_len request does not fit
         click.echo(f"audit: {hbm.error()}", err=True)
     exit_on_findings(rep, strict)
     if shortfall:

@@ -14,6 +14,7 @@ from ..limits import MAX_SWEEP_CONFIGS
 from ..parallel import ParallelPlan
 from .deployment import DeploymentCommand, launch_option
 from .feedback import announce_compiles, on_terminal, stage
+from .refusal import warn_refusal
 from .options import (acceptance_option, capped, emit, engine_option, graph_option, guard_output, output_options,
                       plan_options, recipe_option)
 from .runtime_options import hf_overrides_option, runtime_options
@@ -69,6 +70,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
     for path, what in ((output, "--output"), (trace, "--trace"), (png, "--png")):
         guard_output(path, model, what)
     src = open_model(model, recipe, tables=False)
+    refused = warn_refusal(src)
     spec = src.spec
     if mtp_drafter is False and mtp > 0:
         raise AuditInputError("--mtp", "speculative tokens need the MTP drafter (drop --no-mtp-drafter)")
@@ -116,6 +118,8 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
             text = text.rstrip("\n") + "\n\n" + growth_tables(growth, "github" if fmt == "markdown" else "simple")
         warn = "" if fit.fits else "WARNING: this configuration does not fit the device: "
         text = text.rstrip("\n") + f"\n\n{warn}{fit.summary()}\n"
+        if refused:
+            text = f"WARNING: the engine cannot start this: {refused}\n\n" + text
     emit(text, output)
     if not fit.fits:
         click.echo(f"audit: warning: does not fit: {fit.verdict()}", err=True)

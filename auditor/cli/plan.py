@@ -11,6 +11,7 @@ from ..limits import OPTION_CAPS
 from ..outputs import write_output
 from .options import acceptance_option, capped, capped_float, emit, engine_option, guard_output, output_options, recipe_option
 from .feedback import announce_compiles, stage
+from .refusal import warn_refusal
 from .runtime_options import hf_overrides_option
 from .vocabulary import Length
 
@@ -138,6 +139,7 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
                                                  f"({wl.max_len:,} tokens)")
     mml = max_model_len or wl.max_len
     src = open_model(model, recipe, tables=False)
+    refused = warn_refusal(src)
     dev = load_device(device_name)
     sps = (True, False) if sp_mode is None else (bool(sp_mode),)
     space = PlanSpace(dies=_ints(dies, "--dies"), tps=tuple(tp_list), batches=tuple(batch_list),
@@ -151,15 +153,18 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
     best = res.best(top)
     path = model_path(model, src.spec.name, src.scheme_recipe, src.kind == "preset")
     quantized = quantized_recipe(src.scheme_recipe)
-    launch = serve_launch(best[0], path, engine, max_model_len=mml, isl=wl.isl, kv_cache_dtype=kv_cache_dtype,
+    # a recipe the engine cannot start gets no launch line: it would fail at start-up
+    launch = [] if refused else serve_launch(best[0], path, engine, max_model_len=mml, isl=wl.isl, kv_cache_dtype=kv_cache_dtype,
                           quantized=quantized, hccl_buffsize_mb=hccl_buffsize) if best else []
     per_budget = {n: (serve_launch(c, path, engine, max_model_len=mml, isl=wl.isl, kv_cache_dtype=kv_cache_dtype,
-                                   quantized=quantized, hccl_buffsize_mb=hccl_buffsize) if c else [])
+                                   quantized=quantized, hccl_buffsize_mb=hccl_buffsize) if c and not refused else [])
                   for n, c in res.best_per_budget().items()}
     head = {"tool": "audit plan", "model": src.spec.name, "recipe": src.scheme_recipe, "kv_cache_dtype": kv_cache_dtype,
             "device": dev.name, "engine": str(engine), "dies": space.dies, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
             "mtp_acceptance": acceptance, "gpu_memory_utilization": list(utils), "model_path": path,
             "quantized": quantized, "max_batch": max(space.batches)}
+    if refused:
+        head["refused"] = refused
     emit(render_plan(res, fmt, top, launch, head, per_budget), output)
     if csv_path:
         write_output(csv_path, render_plan(res, "csv", top, launch, head), "--csv")
