@@ -54,8 +54,8 @@ def _utils(text: str) -> tuple[float, ...]:
 @click.argument("model", required=False)
 @click.option("--dies", default="32", show_default=True, help="die budget, or a comma list of budgets")
 @click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True, help="device profile")
-@click.option("--isl", type=capped("--isl"), default=None, help="mean input length (prefill tokens)")
-@click.option("--osl", type=capped("--osl"), default=None, help="mean output length")
+@click.option("--isl", type=Length("--isl"), default=None, help="mean input length (prefill tokens; 4096, 64k, 128K)")
+@click.option("--osl", type=Length("--osl"), default=None, help="mean output length")
 @click.option("--workload", "workload_csv", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="CSV of requests (columns isl,osl) instead of --isl/--osl")
 @click.option("--ttft-ms", type=capped_float("--ttft-ms"), required=True, help="SLA: time to first token, ms")
