@@ -11,11 +11,16 @@ import time
 from pathlib import Path
 
 
-def run_fresh(argv: list[str]) -> tuple[float, float]:
+def run_fresh(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one `python -m auditor ARGV` process."""
+    return run_python(["-m", "auditor", *argv], env)
+
+
+def run_python(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one fresh `python ARGV` process (``-c CODE`` or ``-m MODULE ...``)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "auditor", *argv], check=True, capture_output=True)
+    subprocess.run([sys.executable, *argv], check=True, capture_output=True, env=env)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
@@ -29,6 +34,28 @@ def timed(argv: list[str]) -> float:
     wall, cpu = run_fresh(argv)
     CPU_SECONDS.append(cpu)
     return wall
+
+
+#: what a user would write to inventory a checkpoint: every shard opened with safetensors' own
+#: safe_open, every tensor's name, dtype and shape read (the bar `audit memory` is held to)
+SAFE_OPEN_SCAN = """
+import sys
+from pathlib import Path
+from safetensors import safe_open
+rows = 0
+for path in sorted(Path(sys.argv[1]).glob("*.safetensors")):
+    with safe_open(str(path), framework="numpy") as f:
+        for k in f.keys():
+            sl = f.get_slice(k)
+            sl.get_dtype(), sl.get_shape()
+            rows += 1
+print(rows)
+"""
+
+
+def safe_open_scan(model_dir: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of a fresh process running ``SAFE_OPEN_SCAN`` over MODEL_DIR's shards."""
+    return run_python(["-c", SAFE_OPEN_SCAN, str(model_dir)])
 
 
 def compile_package() -> None:

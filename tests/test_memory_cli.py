@@ -133,7 +133,8 @@ def test_bad_ep_is_one_line_error(capsys):
 
 
 def test_deepseek_v32_fp8_block_structure_and_findings(tmp_path):
-    rep = run_json(["memory", "deepseek-v3.2", "--tp", "8", "--dp", "2", "--ep", "16", "--sp", "--dsa-cp"], tmp_path)
+    rep = run_json(["memory", "deepseek-v3.2", "--recipe", "fp8-block", "--tp", "8", "--dp", "2", "--ep", "16", "--sp",
+                    "--dsa-cp"], tmp_path)
     s = " ".join(rep["model"]["structure"])
     assert "DSA indexer (64x128" in s and "MLA (q_lora 1536" in s and "3 dense + 58 MoE" in s
     msgs = [f["message"] for f in rep["findings"] if f["severity"] == "error"]

@@ -8,31 +8,65 @@ from __future__ import annotations
 
 import gc
 import sys
+from collections.abc import MutableMapping
 
 import click
 
 from .. import __version__
 from ..errors import AuditInputError
-from .align import align_command
-from .bench import bench_command
-from .calibrate import calibrate_command
-from .evidence import evidence_command
-from .kernels import kernels_group
-from .memory import inventory_command, memory_command
-from .perf import perf_command, sweep_command
-from .plan import plan_command
-from .synth import synth_command
+#: command name -> (module under auditor.cli, attribute): a command's module (and what it imports) is
+#: loaded only when that command runs, so ``audit memory`` never pays for perf, serving, planner or
+#: matplotlib.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "memory": ("memory", "memory_command"), "inventory": ("memory", "inventory_command"),
+    "synth": ("synth", "synth_command"), "perf": ("perf", "perf_command"), "sweep": ("perf", "sweep_command"),
+    "calibrate": ("calibrate", "calibrate_command"), "kernels": ("kernels", "kernels_group"),
+    "align": ("align", "align_command"), "plan": ("plan", "plan_command"),
+    "evidence": ("evidence", "evidence_command"), "bench": ("bench", "bench_command"),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class LazyCommands(MutableMapping):
+    """``group.commands`` whose values are imported by name when first looked up (``COMMANDS``);
+    iteration lists the names without importing anything."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, click.Command] = {}
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self._loaded:
+            if name not in COMMANDS:
+                raise KeyError(name)
+            import importlib
+            module, attr = COMMANDS[name]
+            self._loaded[name] = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._loaded[name]
+
+    def __iter__(self):
+        return iter(list(COMMANDS) + [n for n in self._loaded if n not in COMMANDS])
+
+    def __len__(self) -> int:
+        return len(set(COMMANDS) | set(self._loaded))
+
+
+class LazyGroup(click.Group):
+    """A click group whose commands load lazily (``LazyCommands``)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = LazyCommands()
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="audit")
 def cli() -> None:
     """Memory and performance auditor for DeepSeek-style sparse-attention (DSA) models."""
-
-
-for _command in (memory_command, inventory_command, synth_command, perf_command, sweep_command,
-                 calibrate_command, kernels_group, align_command, plan_command, evidence_command, bench_command):
-    cli.add_command(_command)
 
 
 def usage_line(exc: click.ClickException) -> str:
@@ -56,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     # A short-lived process that builds ~10^6 small objects for a full checkpoint: the cyclic GC
     # would rescan them over and over for nothing (nothing here makes reference cycles that matter).
     gc.disable()
+    from .feedback import set_quiet
+    set_quiet(False)
     try:
         cli.main(args=argv, prog_name="audit", standalone_mode=False)
     except AuditInputError as exc:

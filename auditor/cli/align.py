@@ -12,6 +12,7 @@ from click.core import ParameterSource
 from ..errors import AuditInputError
 from ..outputs import check_output_dir, prepare_output_dir, write_output
 from .deployment import DeploymentCommand, launch_option
+from .feedback import announce_compiles, stage
 from .options import capped, output_options, plan_options, recipe_option, refuse_model_dir
 from .runtime_options import hf_overrides_option, runtime_options
 from .vocabulary import Length
@@ -105,7 +106,9 @@ def align_command(model, recipe, plan, engine, mtp_drafter, logs, profiles, benc
                        tokens=tokens, context=context, batch=batch, mtp=mtp, tolerance=parse_tolerance(tolerance),
                        top=top, runtime=given_runtime,
                        recipe_pinned=ctx.get_parameter_source("recipe") == ParameterSource.COMMANDLINE)
-    ticket = run_align(req)
+    announce_compiles()
+    with stage("align: matching the evidence against the memory and perf models"):
+        ticket = run_align(req)
     timings = ticket.pop("_timings", {})
     # everything rendered before anything is written: a failure leaves every existing file as it was
     ticket["figures"] = []

@@ -12,9 +12,11 @@ import click
 from ..devices.profiles import DEFAULT_DEVICE
 from ..errors import AuditInputError
 from .deployment import DeploymentCommand, launch_option
-from .options import (acceptance_option, capped, emit, graph_option, guard_output, output_options, plan_options,
+from .feedback import announce_compiles, stage
+from .options import (acceptance_option, capped, emit, formats_options, graph_option, guard_output, plan_options,
                       recipe_option)
 from .runtime_options import hf_overrides_option, runtime_options
+from .vocabulary import Length
 
 
 def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, osl: int, balance: bool = False,
@@ -67,8 +69,8 @@ def _parse_instance(text: str, what: str):
 @click.option("--decode-count", type=click.IntRange(1, 4096), default=1, show_default=True,
               help="P/D: how many decode instances")
 @click.option("--concurrency", type=capped("--concurrency"), required=True, help="--max-concurrency")
-@click.option("--isl", type=capped("--isl"), required=True, help="input tokens per request")
-@click.option("--osl", type=capped("--osl"), required=True, help="output tokens per request (ignore_eos)")
+@click.option("--isl", type=Length("--isl"), required=True, help="input tokens per request (4096, 64k, 128K)")
+@click.option("--osl", type=Length("--osl"), required=True, help="output tokens per request (ignore_eos)")
 @click.option("--num-prompts", type=capped("--num-prompts"), default=None,
               help="requests (default: 4 x concurrency)")
 @click.option("--request-rate", type=click.FloatRange(0.0, 1e9, min_open=True), default=None,
@@ -86,7 +88,7 @@ def _parse_instance(text: str, what: str):
 @graph_option
 @acceptance_option
 @hf_overrides_option
-@output_options
+@formats_options(("table", "json"))
 def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device_name, prefill_opts,
                   decode_opts, prefill_count, decode_count, concurrency, isl, osl, num_prompts, request_rate,
                   prefix_ratio, prefix_caching, prefix_warm_ranks, balance_scheduling, graph_tokens, acceptance, fmt,
@@ -120,8 +122,10 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     wl = BenchWorkload(concurrency, isl, osl, num_prompts or 4 * concurrency,
                        float("inf") if request_rate is None else request_rate, prefix_ratio, acceptance,
                        prefix_caching, warm_ranks=prefix_warm_ranks)
-    run = simulate(dep, wl)
-    lo, hi = kv_sensitivity(dep, wl)
+    announce_compiles()
+    with stage(f"bench: simulating {wl.num_prompts} requests through the scheduler"):
+        run = simulate(dep, wl)
+        lo, hi = kv_sensitivity(dep, wl)
     if at_kv_edge(lo, hi):
         run.notes.append(kv_edge_text(lo, hi) + "; the memory model's uncertainty decides this answer "
                          "(check the KV line of `audit memory` against the engine's log)")

@@ -14,6 +14,7 @@ from ..perf.calibrate import (DEFAULT_FIT, PARAMS, fit, git_head, load_scenarios
 from ..model.recipes import RECIPES
 from ..outputs import check_output_path
 from .deployment import DeploymentCommand, launch_option
+from .feedback import announce_compiles, quiet_option, stage
 from .options import capped, plan_options
 
 
@@ -39,6 +40,7 @@ from .options import capped, plan_options
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="calibrated device profile JSON to write (with --breakdown: the fitted constants as JSON)")
 @plan_options
+@quiet_option
 def calibrate_command(measurements: Path, model: str, recipe: str, mtp: int, batch: int, device_name: str,
                       fit_names: str, loo: bool, note: str, from_current: bool, output: Path, plan, engine: str,
                       breakdown: Path | None = None, **_: object) -> None:
@@ -75,7 +77,9 @@ def calibrate_command(measurements: Path, model: str, recipe: str, mtp: int, bat
                   "plan": plan.describe(), "mtp": mtp, "batch": batch, "fitted_on_commit": git_head()}
     if note:
         provenance["note"] = note
-    res = fit(scen, evaluate_fn, device, names, leave_one_out=loo, provenance=provenance)
+    announce_compiles()
+    with stage(f"calibrate: fitting {', '.join(names)} to {measurements.name}"):
+        res = fit(scen, evaluate_fn, device, names, leave_one_out=loo, provenance=provenance)
     write_device(res.device, output)
     click.echo(render_table(res), nl=False)
     click.echo(f"wrote {output}", err=True)

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from .feedback import quiet_option
 from .options import emit
 
 
@@ -14,7 +15,8 @@ from .options import emit
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
               help="one table, or every row with its prediction, observation and error as JSON")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="write the table to FILE instead of stdout")
+              help="write the table to FILE instead of stdout ('-': stdout)")
+@quiet_option
 def evidence_command(corpus, fmt, output) -> None:
     """Every row of the evidence corpus: audit's prediction (fits?, weights per rank, activation,
     non-torch, KV available with its range, KV tokens, concurrency), what was observed, the error."""

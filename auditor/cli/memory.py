@@ -8,6 +8,8 @@ import click
 
 from ..errors import AuditInputError
 from .deployment import DeploymentCommand, launch_option
+from .feedback import is_quiet
+from .refusal import lead_answer
 from .options import emit, guard_output, output_options, plan_options, recipe_option
 from .runtime_options import hf_overrides_option, runtime_options
 
@@ -70,7 +72,7 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
         if value is not None and value <= 0:
             raise AuditInputError(option, "must be a positive size")
     dev = load_device(device_name)
-    src = open_model(model, recipe, progress=progress)
+    src = open_model(model, recipe, progress=False if is_quiet() else progress)
     if mtp > 0 and not src.spec.mtp_layers:
         raise AuditInputError("--mtp", f"{src.spec.name} has no MTP layer (num_nextn_predict_layers = 0)")
     audit = run_memory_audit(src, plan, engine)
@@ -81,6 +83,7 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
     hbm = rank_budget(src.spec, audit.plan, engine, weights_bytes=stage_worst(audit.ledger.total, audit.plan),
                       device=dev, mtp=mtp, dsa_cp=audit.layout.dsa_cp, recipe=src.scheme_recipe, **runtime)
     attach_runtime(rep, hbm, dev)
+    lead_answer(rep)
     if fmt == "json":
         text = _to_json(rep)
     elif fmt == "csv":
@@ -96,9 +99,10 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
         from ..report.hbm_png import write_hbm_png
         write_hbm_png(rep, hbm_png)
         click.echo(f"wrote {hbm_png}", err=True)
-    shortfall = runtime["max_model_len"] is not None and hbm.error()
+    # what the engine says at start-up: one max_model_len request does not fit, or nothing is left for KV
+    # at all (the answer line's "the engine refuses to start (exit 3)")
+    shortfall = (runtime["max_model_len"] is not None or hbm.kv_available_bytes <= 0) and hbm.error()
     if shortfall:
-        # what the engine says at start-up: one max_model_len request does not fit
         click.echo(f"audit: {hbm.error()}", err=True)
     exit_on_findings(rep, strict)
     if shortfall:
@@ -125,6 +129,7 @@ def inventory_command(model, recipe, by, strict, progress, fmt, output):
     from ..source import open_model
 
     guard_output(output, model)
+    progress = False if is_quiet() else progress
     src = open_model(model, recipe, progress=progress)
     ct = classify(src.table, src.spec.Lyr, src.desc)
     rep = inventory_report(src, ct, by=by)

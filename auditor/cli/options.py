@@ -127,17 +127,31 @@ def acceptance_option(f: Callable) -> Callable:
 
 
 def output_options(f: Callable) -> Callable:
-    f = click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                     help="write the report to FILE instead of stdout")(f)
-    f = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-                     help="report format")(f)
-    return f
+    """``--format``, ``--output`` and ``--quiet`` (every command that writes a report takes all three)."""
+    return formats_options(FORMATS)(f)
+
+
+def formats_options(formats: tuple[str, ...]) -> Callable[[Callable], Callable]:
+    """``output_options`` for a command that renders only ``formats`` (it lists no format it cannot write)."""
+    def deco(f: Callable) -> Callable:
+        from .feedback import quiet_option
+        f = quiet_option(f)
+        f = click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                         help="write the report to FILE instead of stdout ('-': stdout)")(f)
+        return click.option("--format", "fmt", type=click.Choice(formats), default="table", show_default=True,
+                            help="report format")(f)
+    return deco
+
+
+def is_stdout(output: Path | None) -> bool:
+    """``--output -`` (or none) means stdout, as everywhere on the command line."""
+    return output is None or str(output) == "-"
 
 
 def emit(text: str, output: Path | None) -> None:
     """Print a report or write it to --output (never into a model directory by accident: the
     path is the user's explicit choice)."""
-    if output is None:
+    if is_stdout(output):
         click.echo(text, nl=not text.endswith("\n"))
     else:
         write_output(output, text if text.endswith("\n") else text + "\n", "--output")
@@ -159,6 +173,8 @@ def recipe_option(help_text: str) -> Callable[[Callable], Callable]:
 def guard_output(output: Path | None, model: str | None, what: str = "--output") -> None:
     """Check an output target before any work: writable (auditor.outputs rules), and never inside
     the model directory (audit is read-only on checkpoints)."""
+    if is_stdout(output) and what == "--output":
+        return
     if output is None:
         return
     check_output_path(output, what)

@@ -13,6 +13,8 @@ from ..errors import AuditInputError
 from ..limits import MAX_SWEEP_CONFIGS
 from ..parallel import ParallelPlan
 from .deployment import DeploymentCommand, launch_option
+from .feedback import announce_compiles, on_terminal, stage
+from .refusal import warn_refusal
 from .options import (acceptance_option, capped, emit, engine_option, graph_option, guard_output, output_options,
                       plan_options, recipe_option)
 from .runtime_options import hf_overrides_option, runtime_options
@@ -68,6 +70,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
     for path, what in ((output, "--output"), (trace, "--trace"), (png, "--png")):
         guard_output(path, model, what)
     src = open_model(model, recipe, tables=False)
+    refused = warn_refusal(src)
     spec = src.spec
     if mtp_drafter is False and mtp > 0:
         raise AuditInputError("--mtp", "speculative tokens need the MTP drafter (drop --no-mtp-drafter)")
@@ -83,11 +86,14 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
     # no capture sizes named: the engine's default for the max_num_seqs this workload implies (its batch)
     graph_tokens = dep.engine.graph_tokens(graph_tokens, batch, mtp, plan.max_num_batched_tokens)
     phases = {}
-    for ph in _phases(phase):
-        # decode continues the prefill it follows: its context defaults to the prefill length
-        ctx = context if context is not None else (tokens if ph == "decode" else 0)
-        wl = Workload(ph, tokens, ctx, batch, mtp, acceptance)
-        phases[ph] = dep.evaluate(wl, graph=graph, table=table, cache=kv_cache_dtype, graph_tokens=graph_tokens)
+    announce_compiles()
+    with stage(f"perf: modelling {' and '.join(_phases(phase))}"):
+        for ph in _phases(phase):
+            # decode continues the prefill it follows: its context defaults to the prefill length
+            ctx = context if context is not None else (tokens if ph == "decode" else 0)
+            wl = Workload(ph, tokens, ctx, batch, mtp, acceptance)
+            phases[ph] = dep.evaluate(wl, graph=graph, table=table, cache=kv_cache_dtype,
+                                      graph_tokens=graph_tokens)
     first = next(iter(phases.values()))
     res = PerfResult(spec.name, plan, dep.engine.key, dep.recipe, dep.device_name, graph, phases,
                      result_notes(first.program, plan, mtp, dep.engine))
@@ -112,6 +118,8 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
             text = text.rstrip("\n") + "\n\n" + growth_tables(growth, "github" if fmt == "markdown" else "simple")
         warn = "" if fit.fits else "WARNING: this configuration does not fit the device: "
         text = text.rstrip("\n") + f"\n\n{warn}{fit.summary()}\n"
+        if refused:
+            text = f"WARNING: the engine cannot start this: {refused}\n\n" + text
     emit(text, output)
     if not fit.fits:
         click.echo(f"audit: warning: does not fit: {fit.verdict()}", err=True)
@@ -198,7 +206,8 @@ def sweep_command(model, tps, dps, ep_mode, sp, dsa_cp, engine, role, tokens, co
     opts = dict(decode_follows_prefill=follow, util=runtime["util"], kv_cache_dtype=runtime["kv_cache_dtype"],
                 acceptance=acceptance, hccl_buffsize_mb=runtime["hccl_buffsize_mb"], dcp=runtime["dcp"],
                 max_model_len=runtime["max_model_len"])
-    if sys.stderr.isatty():
+    announce_compiles()
+    if on_terminal():   # sweep's own bar: a grid has a known length
         with click.progressbar(length=n_plans, label="sweep", file=sys.stderr) as bar:
             res = run_sweep(*args, progress=bar.update, **opts)
     else:

@@ -10,6 +10,8 @@ from ..errors import AuditInputError
 from ..limits import OPTION_CAPS
 from ..outputs import write_output
 from .options import acceptance_option, capped, capped_float, emit, engine_option, guard_output, output_options, recipe_option
+from .feedback import announce_compiles, stage
+from .refusal import warn_refusal
 from .runtime_options import hf_overrides_option
 from .vocabulary import Length
 
@@ -52,8 +54,8 @@ def _utils(text: str) -> tuple[float, ...]:
 @click.argument("model", required=False)
 @click.option("--dies", default="32", show_default=True, help="die budget, or a comma list of budgets")
 @click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True, help="device profile")
-@click.option("--isl", type=capped("--isl"), default=None, help="mean input length (prefill tokens)")
-@click.option("--osl", type=capped("--osl"), default=None, help="mean output length")
+@click.option("--isl", type=Length("--isl"), default=None, help="mean input length (prefill tokens; 4096, 64k, 128K)")
+@click.option("--osl", type=Length("--osl"), default=None, help="mean output length")
 @click.option("--workload", "workload_csv", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="CSV of requests (columns isl,osl) instead of --isl/--osl")
 @click.option("--ttft-ms", type=capped_float("--ttft-ms"), required=True, help="SLA: time to first token, ms")
@@ -137,6 +139,7 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
                                                  f"({wl.max_len:,} tokens)")
     mml = max_model_len or wl.max_len
     src = open_model(model, recipe, tables=False)
+    refused = warn_refusal(src)
     dev = load_device(device_name)
     sps = (True, False) if sp_mode is None else (bool(sp_mode),)
     space = PlanSpace(dies=_ints(dies, "--dies"), tps=tuple(tp_list), batches=tuple(batch_list),
@@ -144,19 +147,24 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
                       kv_cache_dtype=kv_cache_dtype, acceptance=acceptance, disaggregated=disagg,
                       prefill_tokens=chunks, simulate=n_sim, dcp=dcp != 1, dcp_only=bool(dcp and dcp > 1),
                       hccl_buffsize_mb=hccl_buffsize)
-    res = run_plan(src.spec, engine, src.scheme_recipe, dev, wl, space, ttft_ms, tpot_ms)
+    announce_compiles()
+    with stage(f"plan: searching {', '.join(map(str, space.dies))} dies (estimate, then simulate the shortlist)"):
+        res = run_plan(src.spec, engine, src.scheme_recipe, dev, wl, space, ttft_ms, tpot_ms)
     best = res.best(top)
     path = model_path(model, src.spec.name, src.scheme_recipe, src.kind == "preset")
     quantized = quantized_recipe(src.scheme_recipe)
-    launch = serve_launch(best[0], path, engine, max_model_len=mml, isl=wl.isl, kv_cache_dtype=kv_cache_dtype,
+    # a recipe the engine cannot start gets no launch line: it would fail at start-up
+    launch = [] if refused else serve_launch(best[0], path, engine, max_model_len=mml, isl=wl.isl, kv_cache_dtype=kv_cache_dtype,
                           quantized=quantized, hccl_buffsize_mb=hccl_buffsize) if best else []
     per_budget = {n: (serve_launch(c, path, engine, max_model_len=mml, isl=wl.isl, kv_cache_dtype=kv_cache_dtype,
-                                   quantized=quantized, hccl_buffsize_mb=hccl_buffsize) if c else [])
+                                   quantized=quantized, hccl_buffsize_mb=hccl_buffsize) if c and not refused else [])
                   for n, c in res.best_per_budget().items()}
     head = {"tool": "audit plan", "model": src.spec.name, "recipe": src.scheme_recipe, "kv_cache_dtype": kv_cache_dtype,
             "device": dev.name, "engine": str(engine), "dies": space.dies, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
             "mtp_acceptance": acceptance, "gpu_memory_utilization": list(utils), "model_path": path,
             "quantized": quantized, "max_batch": max(space.batches)}
+    if refused:
+        head["refused"] = refused
     emit(render_plan(res, fmt, top, launch, head, per_budget), output)
     if csv_path:
         write_output(csv_path, render_plan(res, "csv", top, launch, head), "--csv")

@@ -9,6 +9,7 @@ from ..errors import AuditInputError
 from ..limits import SYNTH_MAX_FILES
 from ..model.expected import WRITERS
 from ..model.recipes import DEFAULT_RECIPE
+from .feedback import quiet_option, stage
 from .options import recipe_option
 
 @click.command("synth", short_help="Write a header-exact checkpoint with sparse-hole tensor data.")
@@ -26,6 +27,7 @@ from .options import recipe_option
 @click.option("--overwrite", is_flag=True, help="write into a non-empty directory")
 @click.option("--allow-many-files", is_flag=True,
               help=f"write more than {SYNTH_MAX_FILES:,} files (a tiny --shard-size); refused otherwise")
+@quiet_option
 def synth_command(out_dir: Path, model: str, recipe: str | None, config_path: Path | None,
                   writer: str | None, shard_size: str, include_mtp: bool, overwrite: bool,
                   allow_many_files: bool) -> None:
@@ -43,7 +45,8 @@ def synth_command(out_dir: Path, model: str, recipe: str | None, config_path: Pa
     shard_bytes = parse_size(shard_size, "--shard-size")
     if shard_bytes <= 0:
         raise AuditInputError("--shard-size", f"must be positive, got {shard_size!r}")
-    result = synthesize(out_dir, model, recipe, config=config, shard_bytes=shard_bytes,
-                        include_mtp=include_mtp, writer=writer, overwrite=overwrite,
-                        max_files=None if allow_many_files else SYNTH_MAX_FILES)
+    with stage(f"synth: writing {model} {recipe} to {out_dir}"):
+        result = synthesize(out_dir, model, recipe, config=config, shard_bytes=shard_bytes,
+                            include_mtp=include_mtp, writer=writer, overwrite=overwrite,
+                            max_files=None if allow_many_files else SYNTH_MAX_FILES)
     click.echo(result.summary())

@@ -29,8 +29,10 @@ RECIPE_SCHEMES: dict[str, dict[str, str]] = {
 #: recipes written by msModelSlim: its GLM-5.1 recipes exclude the MTP layer (model.layers.{Lyr}.*)
 MTP_FLOAT_RECIPES = frozenset({"w8a8", "w8a8-dynamic", "w4a8"})
 
-#: the usual recipe of each built-in preset
-DEFAULT_RECIPE = {"glm-5.1": "w8a8", "glm-5": "w8a8", "glm-5.2": "w8a8", "deepseek-v3.2": "fp8-block", "dense-32b": "bf16"}
+#: the usual recipe of each built-in preset: the one vLLM-Ascend's tutorials serve (DeepSeek-V3.2:
+#: W8A8, docs/source/tutorials/models/DeepSeek-V3.2.md; its fp8-block release cannot start on the SFA
+#: backend, which asserts an unquantized kv_b_proj)
+DEFAULT_RECIPE = {"glm-5.1": "w8a8", "glm-5": "w8a8", "glm-5.2": "w8a8", "deepseek-v3.2": "w8a8", "dense-32b": "bf16"}
 
 
 def check_recipe(name: str, option: str = "--recipe") -> str:

@@ -149,7 +149,9 @@ def render_plan(res: PlanResult, fmt: str, top: int, launch: list[dict], head: d
         out.append(tabulate([_row(c) for c in best], COLUMNS, tablefmt=tf, disable_numparse=True))
     out += _mode_sections(res, best, tf)
     out += [""] + [f"binds: {binds(res, n, head, mb)}" for n in pb]
-    if best:
+    if best and head.get("refused"):
+        out += ["", f"no launch: the engine cannot start this: {head['refused']}"]
+    elif best:
         out += ["", f"launch ({best[0].dies} dies, {best[0].mode}, {best[0].plan}):"] + _launch_lines(launch)
         for n, c in pb.items():
             if c is not None and c is not best[0] and per_budget and per_budget.get(n):
