@@ -43,7 +43,7 @@ def test_bare_import_loads_no_command() -> None:
 
 
 def test_memory_loads_nothing_it_does_not_use() -> None:
-    rc, mods = loaded_by(["memory", "glm-5.1", "--format", "json", "-o", os.devnull])
+    rc, mods = loaded_by(["memory", "glm-5.1", "--tp", "16", "--ep", "16", "--format", "json", "-o", os.devnull])
     assert rc == 0
     assert "auditor.cli.memory" in mods          # the probe did run the command
     assert offenders(mods, NOT_FOR_MEMORY) == []
