@@ -41,9 +41,9 @@ def families() -> dict[str, type]:
 
 
 def _load_builtin() -> None:
-    if DEFAULT_FAMILY not in _FAMILIES:
-        import importlib
-        importlib.import_module(f"{__package__}.vllm_ascend")       # the family registers itself
+    import importlib
+    for folder in ("vllm_ascend", "vllm"):          # every family folder registers itself on import
+        importlib.import_module(f"{__package__}.{folder}")
 
 
 def parse_version(text: str) -> tuple[int, int, int, int, int] | None:

@@ -1,0 +1,66 @@
+"""Upstream vLLM's materializer on CUDA: the generic module walk plus what only this engine does.
+
+kv_b_proj is kept as an FP8 linear and W_UK_T/W_UV are added in bf16 (``kv_b``); the FP8 scale
+layout follows the GPU generation per module (``emit``); ``topk_indices_buffer`` and the rotary
+cache are model buffers counted with the weights (``buffers``). Rule tables are in ``rules.py``.
+The SM100 scale layout needs the GPU generation, which the generic ``Engine.materializer`` hook
+does not pass: without one, SM90's layout is used and the assumption is stated.
+"""
+from __future__ import annotations
+
+import math
+
+from ...model.spec import DTYPE_BYTES
+from ..bridge import C_BUFFERS
+from ..materialize import Materializer, Resident
+from . import rules as R
+from .kv import BLACKWELL, HOPPER
+
+#: DeepGEMM's per-module eligibility (``should_use_deepgemm_for_fp8_linear``, Part B §2.1)
+DEEPGEMM_N, DEEPGEMM_K = 64, 128
+
+
+class CudaMaterializer(Materializer):
+    R = R
+
+    def __init__(self, *args, arch: str = "", **kw) -> None:
+        super().__init__(*args, **kw)
+        # the generic linear() notes "vLLM-Ascend has no FP8 linear method" once; CUDA has one
+        self._fp8_noted = True
+        self.arch = arch or HOPPER
+        if not arch:
+            self.assumptions.append("FP8 scale layout of SM90 (fp32 128x128 blocks) assumed: the GPU generation is "
+                                    "not passed to the materializer; on SM100 DeepGEMM packs UE8M0 scales per "
+                                    "output row (about +0.78% of the fp8 bytes, UNCONFIRMED)")
+
+    def _packed_scales(self, env: dict) -> bool:
+        return (self.arch == BLACKWELL and "N" in env and "K" in env
+                and env["N"] % DEEPGEMM_N == 0 and env["K"] % DEEPGEMM_K == 0)
+
+    def emit(self, rule_set, *, conditions: dict, env: dict, **kw) -> None:
+        packed = self._packed_scales(env)
+        conditions = {**conditions, R.FP32_SCALES: not packed, R.UE8M0_SCALES: packed}
+        super().emit(rule_set, conditions=conditions, env=env, **kw)
+
+    def kv_b(self, layer: int, blk: str) -> None:
+        """kv_b_proj stays (ColumnParallel, sharded by heads) and one bf16 copy feeds W_UK_T/W_UV."""
+        s, L = self.spec, self.layout
+        self.linear(layer, blk, "self_attn.kv_b_proj", ["self_attn.kv_b_proj"], s.NH * (s.Dn + s.Dv), s.Lkv,
+                    "column", False)
+        env = {"Hl": L.heads_local, "Dn": s.Dn, "Dv": s.Dv, "Lkv": s.Lkv}
+        self.emit(self.R.KV_B, layer=layer, block=blk, module="self_attn.kv_b_proj", env=env, stored=[],
+                  placement="stage", naive_shard=None, module_cause=None, conditions={})
+
+    def buffers(self) -> None:
+        s, plan = self.spec, self.plan
+        rows: list[tuple[str, tuple[int, ...], str, str]] = []
+        if s.mla and s.max_position:
+            rows.append(("rotary_emb.cos_sin_cache", (s.max_position, s.Dr), s.pd,
+                         "one per rope key, shared (size and dtype UNCONFIRMED)"))
+        if s.dsa:
+            rows.append(("topk_indices_buffer", (plan.max_num_batched_tokens, s.topk_tokens), "I32",
+                         "DeepseekV2Model.__init__, shared with the MTP drafter"))
+        for name, shape, dt, note in rows:
+            self.rows.append(Resident(-1, "other", "buffers", name, "derived", dt, shape,
+                                      int(math.prod(shape) * DTYPE_BYTES[dt]), 0, "all", -1, C_BUFFERS,
+                                      "created", note))
