@@ -43,6 +43,8 @@ class VllmProfile:
     indexer_fused_wk: bool = True     # indexer.wk_weights_proj = wk + weights_proj, bf16 (deepseek_v2.py @002d6073)
     index_cache: bool = True          # skip-top-k layers build no indexer (#51209; deepseek_v2.py @002d6073)
     mtp_shares_embed: bool = True     # "Sharing target model embedding weights ... lm_head ... topk_indices_buffer"
+    #: upstream has no DSA context parallel; align's generic search reads this vLLM-Ascend field of every row
+    dsa_cp_trigger: str = "none"
 
 
 _V025_SITES = (("model_loading", "gpu_model_runner.py:5306"), ("cudagraph_profile", "gpu_model_runner.py:6534"),
