@@ -97,3 +97,21 @@ def test_parsers_never_raise_on_any_text(text):
 
 def test_overlong_line_is_not_a_log_line():
     assert loglines.parse("available_kv", "Available KV cache memory: 1.00 GiB" + " " * (1 << 16)) is None
+
+
+#: a newer build's breakdown, verbatim from a public log (search-index file 63441798540, 94.97 GiB SM120 card)
+CONSUMED = ("Free memory on device (91.64/94.97 GiB) on startup. Desired GPU memory utilization is (0.91, 86.42 GiB). "
+            "Actual usage is 64.44 GiB for consumed memory (weights + non-torch), 4.19 GiB for peak activation, and "
+            "0.25 GiB for CUDAGraph memory. Replace gpu_memory_utilization config with `--kv-cache-memory=18676332626` "
+            "(17.39 GiB) to fit into requested memory, or `--kv-cache-memory=24274632704` (22.61 GiB) to fully utilize "
+            "gpu memory. Current kv cache memory in use is 17.79 GiB.")
+
+
+def test_newer_breakdown_form_keeps_weights_and_non_torch_together():
+    assert loglines.parse_breakdown(CONSUMED) is None          # it lacks the generic weights / non-torch keys
+    got = loglines.parse_consumed_breakdown(CONSUMED)
+    assert got["form"] == "cuda-breakdown-consumed" and got["consumed_gib"] == 64.44
+    assert got["activation_gib"] == 4.19 and got["graph_gib"] == 0.25
+    assert got["total_gib"] == 94.97 and got["kv_cache_gib"] == 17.79
+    # the line's own arithmetic: requested 0.91 x 94.97 = 86.42; 86.42 - 64.44 - 4.19 - 0.25 = 17.54 <= 17.79 in use
+    assert round(0.91 * 94.97, 2) == got["requested_gib"]

@@ -137,6 +137,12 @@ PATTERNS: dict[str, re.Pattern] = {
                             rf"utilization is \(({NUM}), ({NUM}) GiB\)\. Actual usage is ({NUM}) GiB for weight, "
                             rf"({NUM}) GiB for peak activation, ({NUM}) GiB for non-torch memory, and ({NUM}) GiB for "
                             rf"CUDAGraph memory\.", re.ASCII),
+    # newer form: weights and non-torch reported together (gpu_worker.py:855 in a 2026-09 build, search-index
+    # file 63441798540; the upstream release that changed it is UNCONFIRMED)
+    "breakdown_consumed": re.compile(rf"Free memory on device \(({NUM})/({NUM}) GiB\) on startup\. Desired GPU memory "
+                                     rf"utilization is \(({NUM}), ({NUM}) GiB\)\. Actual usage is ({NUM}) GiB for "
+                                     rf"consumed memory \(weights \+ non-torch\), ({NUM}) GiB for peak activation, and "
+                                     rf"({NUM}) GiB for CUDAGraph memory\.", re.ASCII),
 }
 _KV_IN_USE = re.compile(rf"Current kv cache memory in use is ({NUM}) GiB", re.ASCII)
 
@@ -161,7 +167,9 @@ def parse(kind: str, line: str) -> tuple[float | str | None, ...] | None:
 
 
 def parse_breakdown(line: str) -> dict | None:
-    """The DEBUG suggestion line as the generic GiB keys (Engine.parse_breakdown), or None."""
+    """The DEBUG suggestion line as the generic GiB keys (Engine.parse_breakdown), or None. The newer
+    form that reports weights + non-torch as one sum is ``parse_consumed_breakdown``: it lacks the
+    generic keys, so it is not returned here."""
     vals = parse("breakdown", line)
     if vals is None:
         return None
@@ -169,4 +177,16 @@ def parse_breakdown(line: str) -> dict | None:
     kv = _KV_IN_USE.search(line)
     return {"form": "cuda-breakdown", "free_gib": free, "total_gib": total, "util": util, "requested_gib": req,
             "weights_gib": w, "activation_gib": a, "non_torch_gib": n, "graph_gib": g,
+            "kv_cache_gib": _num(kv.group(1)) if kv else None}
+
+
+def parse_consumed_breakdown(line: str) -> dict | None:
+    """The newer breakdown ("W GiB for consumed memory (weights + non-torch)"), or None."""
+    vals = parse("breakdown_consumed", line)
+    if vals is None:
+        return None
+    free, total, util, req, consumed, a, g = vals
+    kv = _KV_IN_USE.search(line)
+    return {"form": "cuda-breakdown-consumed", "free_gib": free, "total_gib": total, "util": util,
+            "requested_gib": req, "consumed_gib": consumed, "activation_gib": a, "graph_gib": g,
             "kv_cache_gib": _num(kv.group(1)) if kv else None}
