@@ -80,17 +80,10 @@ class Vllm(Engine):
         return tuple(estimates.ASSUMPTIONS) + tuple(self.profile.notes)
 
     # ------------------------------------------------------------ what it prints and takes
-    @property
-    def loglines(self) -> Any:
-        return loglines
-
-    @classmethod
-    def parse_breakdown(cls, line: str) -> dict | None:
-        return loglines.parse_breakdown(line)
-
-    @classmethod
-    def weights_patterns(cls) -> tuple:
-        return loglines.WEIGHTS_PATTERNS
+    #: the module of log-line formatters and readers (the base class's hooks, bound to this family's)
+    loglines = loglines
+    parse_breakdown = staticmethod(loglines.parse_breakdown)
+    weights_patterns = classmethod(lambda cls: loglines.WEIGHTS_PATTERNS)
 
     def launch(self, model: str, instance: Any, *, quantized: bool = False) -> dict[str, Any]:
         return launch.launch_instance(model, instance, default_gmu=self.profile.default_gmu)

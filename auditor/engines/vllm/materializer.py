@@ -8,11 +8,7 @@ does not pass: without one, SM90's layout is used and the assumption is stated.
 """
 from __future__ import annotations
 
-import math
-
-from ...model.spec import DTYPE_BYTES
-from ..bridge import C_BUFFERS
-from ..materialize import Materializer, Resident
+from ..materialize import Materializer
 from . import rules as R
 from .kv import BLACKWELL, HOPPER
 
@@ -53,14 +49,7 @@ class CudaMaterializer(Materializer):
 
     def buffers(self) -> None:
         s, plan = self.spec, self.plan
-        rows: list[tuple[str, tuple[int, ...], str, str]] = []
-        if s.mla and s.max_position:
-            rows.append(("rotary_emb.cos_sin_cache", (s.max_position, s.Dr), s.pd,
-                         "one per rope key, shared (size and dtype UNCONFIRMED)"))
-        if s.dsa:
-            rows.append(("topk_indices_buffer", (plan.max_num_batched_tokens, s.topk_tokens), "I32",
-                         "DeepseekV2Model.__init__, shared with the MTP drafter"))
-        for name, shape, dt, note in rows:
-            self.rows.append(Resident(-1, "other", "buffers", name, "derived", dt, shape,
-                                      int(math.prod(shape) * DTYPE_BYTES[dt]), 0, "all", -1, C_BUFFERS,
-                                      "created", note))
+        env = {"P": s.max_position, "Dr": s.Dr, "T": plan.max_num_batched_tokens, "topk": s.topk_tokens}
+        self.emit(self.R.BUFFERS, layer=-1, block="other", module="buffers", env=env, stored=[], placement="all",
+                  naive_shard=None, module_cause=None, conditions={"mla": bool(s.mla and s.max_position),
+                                                                   "dsa": s.dsa})

@@ -15,7 +15,7 @@ Shape variables as in the generic materializer (``N``/``K`` per rank, ``El``, ``
 """
 from __future__ import annotations
 
-from ..bridge import C_KVB, Rule
+from ..bridge import C_BUFFERS, C_KVB, Rule
 
 #: per-module conditions (CudaMaterializer.emit)
 FP32_SCALES, UE8M0_SCALES = "fp32_block_scales", "ue8m0_packed_scales"
@@ -65,3 +65,10 @@ EMBEDDING: tuple[Rule, ...] = (
     Rule("weight", "pd", "Vp/T,H", "float", from_suffix="weight", note="vocab padded to 64, TP-sharded"),
 )
 MLAPO: tuple[Rule, ...] = ()
+#: model buffers counted with the weights ("Model loading took" is a torch-allocated delta)
+BUFFERS: tuple[Rule, ...] = (
+    Rule("rotary_emb.cos_sin_cache", "pd", "P,Dr", "derived", source="created", cause=C_BUFFERS, when="mla",
+         note="one per rope key, shared (size and dtype UNCONFIRMED)"),
+    Rule("topk_indices_buffer", "I32", "T,topk", "derived", source="created", cause=C_BUFFERS, when="dsa",
+         note="DeepseekV2Model.__init__, shared with the MTP drafter"),
+)

@@ -52,54 +52,38 @@ _V025_SITES = (("model_loading", "gpu_model_runner.py:5306"), ("cudagraph_profil
                ("cudagraph_note", "gpu_worker.py:553"), ("kv_cache_size", "kv_cache_utils.py:2146"),
                ("max_concurrency", "kv_cache_utils.py:2147"))
 
-PROFILES: dict[str, VllmProfile] = {
-    "vllm@0.19": VllmProfile(
-        name="vllm@0.19", label="vLLM v0.19.0 (CUDA)", version="0.19.0",
-        default_gmu=0.9, default_gmu_confirmed=True, cudagraph_profiled=False,
-        kv_tokens_formula=KV_TOKENS_CONCURRENCY, blackwell_plain_fp8=False, blackwell_plain_fp8_confirmed=False,
-        notes=("default --gpu-memory-utilization 0.9 up to v0.19 (spec §0, vllm/config/cache.py)",
-               "CUDA-graph memory is not subtracted from the KV budget (profiling default since v0.21.0; in "
-               "v0.19.2rc1 dev builds VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS was a no-op, spec §1.2)",
-               "GPU KV cache size counted as concurrency x max_model_len (the version that changed it is "
-               "UNCONFIRMED; one uniform DSA group agrees with the older num_blocks x block_size)"),
-    ),
-    "vllm@0.21": VllmProfile(
-        name="vllm@0.21", label="vLLM v0.21.0 (CUDA)", version="0.21.0",
-        default_gmu=0.9, default_gmu_confirmed=False, cudagraph_profiled=True,
-        kv_tokens_formula=KV_TOKENS_CONCURRENCY, blackwell_plain_fp8=False, blackwell_plain_fp8_confirmed=False,
-        line_sites=(("kv_cache_size", "kv_cache_utils.py:1710"), ("max_concurrency", "kv_cache_utils.py:1711")),
-        notes=("CUDA-graph memory profiled and subtracted from the KV budget by default since v0.21.0 "
-               "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1; gpu_worker.py:553 message, spec §1.2)",
-               "default --gpu-memory-utilization on v0.21 is UNCONFIRMED (0.9 up to v0.19, 0.92 from v0.22): "
-               "0.9 assumed; give --gpu-memory-utilization to be sure"),
-    ),
-    "vllm@0.22": VllmProfile(
-        name="vllm@0.22", label="vLLM v0.22.0 (CUDA)", version="0.22.0",
-        default_gmu=0.92, default_gmu_confirmed=True, cudagraph_profiled=True,
-        kv_tokens_formula=KV_TOKENS_CONCURRENCY, blackwell_plain_fp8=False, blackwell_plain_fp8_confirmed=False,
-        line_sites=(("kv_cache_size", "kv_cache_utils.py:1744"), ("max_concurrency", "kv_cache_utils.py:1745")),
-        notes=("default --gpu-memory-utilization 0.92 from v0.22 (spec §0)",),
-    ),
-    "vllm@0.25": VllmProfile(
-        name="vllm@0.25", label="vLLM v0.25.0 (CUDA)", version="0.25.0",
-        default_gmu=0.92, default_gmu_confirmed=True, cudagraph_profiled=True,
-        kv_tokens_formula=KV_TOKENS_CONCURRENCY, blackwell_plain_fp8=False, blackwell_plain_fp8_confirmed=False,
-        line_sites=_V025_SITES,
-        notes=("vllm/config/cache.py: gpu_memory_utilization Field(default=0.92, gt=0, le=1) in v0.25.0 "
-               "(index ids 68450683231, 70976838443)",
-               "log-line sites as in a v0.25.0 start-up log (GPU-04)"),
-    ),
-    "vllm@0.28": VllmProfile(
-        name="vllm@0.28", label="vLLM v0.28.0 (CUDA)", version="0.28.0",
-        default_gmu=0.92, default_gmu_confirmed=True, cudagraph_profiled=True,
-        kv_tokens_formula=KV_TOKENS_CONCURRENCY, blackwell_plain_fp8=True, blackwell_plain_fp8_confirmed=True,
-        line_sites=_V025_SITES[:5],
-        notes=("--kv-cache-dtype fp8 on B200 is plain e4m3, 576 B/token/layer (FLASHINFER_MLA_SPARSE, "
-               "flashinfer_mla_sparse.py, index id 42223421; GPU-01 ratio 1.942)",
-               "GLM (deepseek_v2.py path) defaults to a bf16 KV cache (GPU-01; PR #53138 would change it)",
-               "MoE backend on B200 TP8 logged as FLASHINFER_TRTLLM (fp8.py:411, GPU-01)"),
-    ),
-}
+def _row(version: str, **kw) -> VllmProfile:
+    """One release's row: the v0.22+ behaviour unless ``kw`` says otherwise."""
+    key = "vllm@" + version.rsplit(".", 1)[0]
+    base = dict(default_gmu=0.92, default_gmu_confirmed=True, cudagraph_profiled=True,
+                kv_tokens_formula=KV_TOKENS_CONCURRENCY, blackwell_plain_fp8=False, blackwell_plain_fp8_confirmed=False)
+    return VllmProfile(name=key, label=f"vLLM v{version} (CUDA)", version=version, **{**base, **kw})
+
+
+PROFILES: dict[str, VllmProfile] = {p.name: p for p in (
+    _row("0.19.0", default_gmu=0.9, cudagraph_profiled=False,
+         notes=("default --gpu-memory-utilization 0.9 up to v0.19 (spec §0, vllm/config/cache.py)",
+                "CUDA-graph memory is not subtracted from the KV budget (profiling default since v0.21.0; in "
+                "v0.19.2rc1 dev builds VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS was a no-op, spec §1.2)",
+                "GPU KV cache size counted as concurrency x max_model_len (the version that changed it is "
+                "UNCONFIRMED; one uniform DSA group agrees with the older num_blocks x block_size)")),
+    _row("0.21.0", default_gmu=0.9, default_gmu_confirmed=False,
+         line_sites=(("kv_cache_size", "kv_cache_utils.py:1710"), ("max_concurrency", "kv_cache_utils.py:1711")),
+         notes=("CUDA-graph memory profiled and subtracted from the KV budget by default since v0.21.0 "
+                "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1; gpu_worker.py:553 message, spec §1.2)",
+                "default --gpu-memory-utilization on v0.21 is UNCONFIRMED (0.9 up to v0.19, 0.92 from v0.22): "
+                "0.9 assumed; give --gpu-memory-utilization to be sure")),
+    _row("0.22.0", line_sites=(("kv_cache_size", "kv_cache_utils.py:1744"), ("max_concurrency", "kv_cache_utils.py:1745")),
+         notes=("default --gpu-memory-utilization 0.92 from v0.22 (spec §0)",)),
+    _row("0.25.0", line_sites=_V025_SITES,
+         notes=("vllm/config/cache.py: gpu_memory_utilization Field(default=0.92, gt=0, le=1) in v0.25.0 "
+                "(index ids 68450683231, 70976838443)", "log-line sites as in a v0.25.0 start-up log (GPU-04)")),
+    _row("0.28.0", blackwell_plain_fp8=True, blackwell_plain_fp8_confirmed=True, line_sites=_V025_SITES[:5],
+         notes=("--kv-cache-dtype fp8 on B200 is plain e4m3, 576 B/token/layer (FLASHINFER_MLA_SPARSE, "
+                "flashinfer_mla_sparse.py, index id 42223421; GPU-01 ratio 1.942)",
+                "GLM (deepseek_v2.py path) defaults to a bf16 KV cache (GPU-01; PR #53138 would change it)",
+                "MoE backend on B200 TP8 logged as FLASHINFER_TRTLLM (fp8.py:411, GPU-01)")),
+)}
 
 #: ``--engine vllm`` alone is the newest modelled release (there is no development-head row)
 NEWEST = "vllm@0.28"
