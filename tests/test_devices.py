@@ -14,7 +14,7 @@ GiB = 1024 ** 3
 
 def test_builtin_profiles_present_and_loadable():
     names = device_names()
-    for required in ("a3-752t", "a3-560t", "a2-376t", "a2-313t", "a2-280t", "h200"):
+    for required in ("a3-752t", "a3-560t", "a2-376t", "a2-313t", "a2-280t", "h200", "b200", "h20", "gh200", "rtx-pro-6000"):
         assert required in names
     for n in names:
         dev = load_device(n)
@@ -91,8 +91,8 @@ def test_invalid_json_and_unknown_name(tmp_path):
     p.write_text("{ not json")
     with pytest.raises(AuditInputError, match="broken.json: not valid JSON"):
         load_device(p)
-    with pytest.raises(AuditInputError, match="unknown device 'b200'"):
-        load_device("b200")
+    with pytest.raises(AuditInputError, match="unknown device 'z9000'"):
+        load_device("z9000")
     with pytest.raises(AuditInputError, match="not found"):
         load_device(tmp_path / "absent.json")
 
@@ -109,3 +109,33 @@ def test_a3_calibration_stays_physically_plausible():
     assert dev.static_us["mma"] <= 5 * 5.0 and dev.static_us["gp"] <= 5 * 2.0
     assert all(name in cal["note"] for name in cal["fitted"])
     assert "absorb" in cal["note"]
+
+
+@pytest.mark.parametrize("name, usable_gib, fp8_sparse_tflops, bw_tb_s, link_gb_s_per_dir", [
+    # the total vLLM prints at start-up ("Free memory on device (F/T GiB)"), the data sheet's sparse FP8
+    # figure (halved for the dense peak), HBM/GDDR bandwidth and the intra-node link per direction
+    ("h200", 139.80, 3958, 4.8, 450),
+    ("b200", 178.35, 9000, 7.7, 900),
+    ("h20", 95.0, 592, 4.0, 450),
+    ("gh200", 96.0, 3958, 4.0, None),
+    ("rtx-pro-6000", 94.97, 2000, 1.792, 64),
+])
+def test_nvidia_profiles_carry_data_sheet_and_engine_figures(name, usable_gib, fp8_sparse_tflops, bw_tb_s,
+                                                             link_gb_s_per_dir):
+    d = load_device(name)
+    assert d.hbm_usable_bytes == pytest.approx(usable_gib * GiB, abs=GiB / 200)
+    assert d.hbm_usable_bytes <= d.hbm_capacity_bytes
+    assert d.mma_flops["F8"] == pytest.approx(fp8_sparse_tflops / 2 * 1e12)
+    assert d.mma_flops["BF16"] == pytest.approx(d.mma_flops["F8"] / 2, rel=1e-3)   # sheets round (989 vs 1979)
+    assert d.hbm_bytes_per_s == pytest.approx(bw_tb_s * 1e12)
+    if link_gb_s_per_dir is not None:
+        assert d.tiers[-1][0] == pytest.approx(link_gb_s_per_dir * 1e9)
+    assert "NVIDIA" in d.source and "sparsity" in d.source      # names the vendor figure and its sparsity
+
+
+def test_h200_is_what_the_engine_sees_not_nvidia_smi():
+    # nvidia-smi's 143,771 MiB is 140.40 GiB; torch and vLLM's own start-up line on an H200 say 139.80-139.81
+    h = load_device("h200")
+    assert 143_771 * 2 ** 20 / GiB == pytest.approx(140.40, abs=0.005)
+    assert h.hbm_usable_bytes < 143_771 * 2 ** 20 - GiB // 2
+    assert 139.795 <= h.hbm_usable_bytes / GiB < 139.815
