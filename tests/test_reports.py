@@ -98,20 +98,23 @@ def test_findings_grouped_by_message_and_template():
 
 
 def test_61_refusals_print_as_one_row(capsys, tmp_path):
-    rep = run_json(["memory", "deepseek-v3.2", "--tp", "16", "--dp", "2", "--ep", "32", "--sp"], tmp_path)
+    rep = run_json(["memory", "deepseek-v3.2", "--recipe", "fp8-block", "--tp", "16", "--dp", "2", "--ep", "32", "--sp"],
+                   tmp_path)
     refusals = [f for f in rep["findings"] if "refuses to start" in f["message"]]
     assert len(refusals) == 61                                # DeepSeek-V3.2: 61 decoder layers
     groups = [g for g in rep["finding_groups"] if "refuses to start" in g["message"]]
     assert len(groups) == 1 and groups[0]["layers"] == "0-60" and groups[0]["count"] == 61
-    assert main(["memory", "deepseek-v3.2", "--tp", "16", "--dp", "2", "--ep", "32", "--sp"]) == 0
+    assert main(["memory", "deepseek-v3.2", "--recipe", "fp8-block", "--tp", "16", "--dp", "2", "--ep", "32",
+                 "--sp"]) == 0
     out = capsys.readouterr().out
     assert sum("refuses to start" in ln for ln in out.splitlines()) == 1
 
 
 def test_strict_exit_code_memory():
     plan = ["--tp", "16", "--dp", "2", "--ep", "32", "--sp"]
-    assert main(["memory", "deepseek-v3.2", *plan]) == 0                  # errors reported, exit 0
-    assert main(["memory", "deepseek-v3.2", *plan, "--strict"]) == 4      # FP8 kv_b_proj: engine refuses
+    fp8 = ["--recipe", "fp8-block"]                                       # the HF release's FP8 kv_b_proj
+    assert main(["memory", "deepseek-v3.2", *fp8, *plan]) == 0             # errors reported, exit 0
+    assert main(["memory", "deepseek-v3.2", *fp8, *plan, "--strict"]) == 4  # FP8 kv_b_proj: engine refuses
     assert main(["memory", "glm-5.1", *plan, "--strict"]) == 0            # no error findings
 
 

@@ -360,7 +360,9 @@ def run_align(req: AlignRequest) -> dict:
     if req.profiles:
         profile = read_profiles(req.profiles, n_layers=source.spec.Lyr, hidden=source.spec.H, engine=req.engine)
     engine_note = None
-    engines = None
+    # unpinned: every version of the request's engine family (another family reads other logs and has
+    # other memory rules: its rows are no candidates for this log)
+    engines = tuple(type(as_engine(req.engine)).profiles)
     engine = req.engine
     if "engine" in req.pinned:
         eng = as_engine(req.engine)

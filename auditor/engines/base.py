@@ -74,8 +74,9 @@ class Engine:
 
     # ------------------------------------------------------------ runtime memory
     def kv_spec(self, spec: Any, plan: Any, *, variant: str = "bf16", dcp: int = 1, mtp: bool = False,
-                stage: int | None = None) -> Any:
-        """The KV cache of one worker (a KVCacheSpec)."""
+                stage: int | None = None, arch: str = "") -> Any:
+        """The KV cache of one worker (a KVSpec); ``arch`` is ``soc(device)`` (a cache layout may
+        depend on the device generation)."""
         raise NotImplementedError
 
     def kv_switches(self, variant: str) -> dict:
@@ -141,7 +142,8 @@ class Engine:
     default_hccl_buffsize_mb: ClassVar[int] = 200
     term_docs: ClassVar[dict[str, str]] = {}
     #: how the budget report names the engine's non-torch and graph terms
-    budget_labels: ClassVar[dict[str, str]] = {"non_torch": "communicators + runtime", "graph": "graph pool estimate"}
+    budget_labels: ClassVar[dict[str, str]] = {"non_torch": "communicators + runtime", "graph": "graph pool estimate",
+                                               "weights": "weights line"}
 
     def budget_assumptions(self) -> Sequence[str]:
         return ()

@@ -16,7 +16,7 @@ def budget_rows(rt: dict, engine: object = None) -> list[list[str]]:
     docs, labels = eng.term_docs, eng.budget_labels
     rows = [["total seen by the worker (M_total)", _g(rt["total_bytes"]), ""],
             [f"requested = {rt['gpu_memory_utilization']:g} x M_total", _g(rt["requested_bytes"]), ""],
-            ["- weights W (worst rank, ledger)", _g(rt["weights_bytes"]), "Loading model weights"],
+            ["- weights W (worst rank, ledger)", _g(rt["weights_bytes"]), labels["weights"]],
             ["- activation peak P_act (profile run)", _g(rt["activation_peak_bytes"]),
              f"T={rt['max_num_batched_tokens']:,} S={rt['max_num_seqs']} MTP={rt['mtp']}"]]
     for k, v in rt["activation_terms"].items():

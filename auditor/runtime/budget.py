@@ -206,7 +206,7 @@ def usable_total(device: Any) -> int:
 
 def kv_base(eng: Any, spec: ModelSpec, plan: ParallelPlan, *, total_bytes: float, util: float, tokens: Any, seqs: Any,
             mtp: Any, dsa_cp: bool, hccl_buffsize_mb: int, dcp: int = 1, soc: str | None = None,
-            prefill_mc2: bool = False, recipe: str | None = None) -> dict[str, Any]:
+            prefill_mc2: bool = False, recipe: str | None = None, max_model_len: int | None = None) -> dict[str, Any]:
     """The budget arithmetic, once, for one deployment (scalars) and for grids (numpy arrays of
     workloads): ``base = int(util x M_total) - P_act - N_nontorch - graph``, so that a rank with
     weights W has ``A_kv = base - W``. The activation terms broadcast over ``tokens``/``seqs``/
@@ -219,7 +219,8 @@ def kv_base(eng: Any, spec: ModelSpec, plan: ParallelPlan, *, total_bytes: float
     # the recipe's routed-expert scheme: the engine knows which ones run gate/up fused (no output at the peak)
     terms = eng.activation_terms(spec, tokens=tokens, seqs=seqs, mtp=mtp, tp=plan.tp, dp=plan.dp, ep=plan.ep,
                                  sp=plan.sp, dsa_cp=dsa_cp, expert_scheme=linear_scheme(recipe, "expert") if recipe
-                                 else None, combine_max_tokens=plan.combine_max_tokens or None, **state)
+                                 else None, combine_max_tokens=plan.combine_max_tokens or None,
+                                 max_model_len=max_model_len, **state)
     p_act = eng.activation_peak(terms)
     scalar = np.ndim(tokens) == 0 and np.ndim(seqs) == 0 and np.ndim(mtp) == 0
     nt_at = (dict(tokens=int(tokens), seqs=int(seqs), mtp=int(mtp)) if scalar else
@@ -283,7 +284,7 @@ def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, *, weig
     injected = []
     core = kv_base(eng, spec, plan, total_bytes=total_bytes, util=util, tokens=T, seqs=max_num_seqs, mtp=mtp,
                    dsa_cp=dsa_cp, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp, soc=soc, prefill_mc2=prefill_mc2,
-                   recipe=recipe)
+                   recipe=recipe, max_model_len=L)
     state = core["state"]
     terms = {k: float(v) for k, v in core["terms"].items()}
     if activation_bytes is None:
@@ -302,7 +303,7 @@ def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, *, weig
     best = None
     stage_blocks = []
     for s in range(plan.pp):
-        kv = eng.kv_spec(spec, plan, variant=kv_cache_dtype, dcp=dcp, mtp=mtp > 0, stage=s)
+        kv = eng.kv_spec(spec, plan, variant=kv_cache_dtype, dcp=dcp, mtp=mtp > 0, stage=s, arch=soc)
         avail = int(requested - ws[s] - p_act - n_nt - graph)
         blocks = max(0, avail // kv.page_block_bytes) if avail > 0 else 0
         stage_blocks.append(int(blocks))

@@ -101,14 +101,15 @@ def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe:
         dsa_cp = eng.placement(spec, plan).dsa_cp
     T = np.maximum(float(plan.max_num_batched_tokens), step_tokens)
     core = kv_base(eng, spec, plan, total_bytes=usable_total(device), util=util, tokens=T, seqs=batch, mtp=mtp,
-                   dsa_cp=dsa_cp, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp, soc=eng.soc(device), recipe=recipe)
+                   dsa_cp=dsa_cp, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp, soc=eng.soc(device), recipe=recipe,
+                   max_model_len=max_model_len)
     best = None
     for s in range(plan.pp):
         W = np.where(rows_mtp, float(w_mtp[s]), float(w_plain[s])) if mixed else float(w_mtp[s])
-        kv = eng.kv_spec(spec, wplan, variant=kv_cache_dtype, dcp=dcp, mtp=has_mtp, stage=s)
+        kv = eng.kv_spec(spec, wplan, variant=kv_cache_dtype, dcp=dcp, mtp=has_mtp, stage=s, arch=eng.soc(device))
         page = float(kv.page_block_bytes)
         if mixed:
-            kv0 = eng.kv_spec(spec, plan, variant=kv_cache_dtype, dcp=dcp, mtp=False, stage=s)
+            kv0 = eng.kv_spec(spec, plan, variant=kv_cache_dtype, dcp=dcp, mtp=False, stage=s, arch=eng.soc(device))
             page = np.where(rows_mtp, page, float(kv0.page_block_bytes))
         avail = core["base"] - W
         blocks = np.floor(np.maximum(avail, 0.0) / page)

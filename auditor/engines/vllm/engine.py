@@ -30,6 +30,8 @@ class Vllm(Engine):
     others_at_start_bytes: ClassVar[int] = estimates.HELD_BEFORE_SNAPSHOT_BYTES
     term_docs: ClassVar[dict[str, str]] = estimates.TERM_DOCS
     materializer_fields: ClassVar[tuple[str, ...]] = ("gate_dtype", "kv_b_kept", "indexer_fused_wk", "index_cache")
+    budget_labels: ClassVar[dict[str, str]] = {"non_torch": "non-torch increase", "graph": "CUDA graph estimate",
+                                               "weights": "Model loading took"}
 
     @property
     def default_gpu_memory_utilization(self) -> float:

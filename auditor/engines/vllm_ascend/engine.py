@@ -25,7 +25,8 @@ class VllmAscend(Engine):
     others_at_start_bytes: ClassVar[int] = budget_terms.OTHERS_AT_START_BYTES
     default_hccl_buffsize_mb: ClassVar[int] = hccl.DEFAULT_HCCL_BUFFSIZE_MB
     term_docs: ClassVar[dict[str, str]] = activation.TERM_DOCS
-    budget_labels: ClassVar[dict[str, str]] = {"non_torch": "HCCL + runtime", "graph": "ACL graph estimate"}
+    budget_labels: ClassVar[dict[str, str]] = {"non_torch": "HCCL + runtime", "graph": "ACL graph estimate",
+                                               "weights": "Loading model weights"}
     #: version-row fields ``AscendMaterializer`` reads (placement fields are keyed separately)
     materializer_fields: ClassVar[tuple[str, ...]] = ("gate_dtype", "indexer_fused_wk", "o_proj_dsa_cp",
                                                       "o_proj_gather_input_copy", "index_cache")
@@ -40,7 +41,7 @@ class VllmAscend(Engine):
 
     # ------------------------------------------------------------ runtime memory
     def kv_spec(self, spec: Any, plan: Any, *, variant: str = "bf16", dcp: int = 1, mtp: bool = False,
-                stage: int | None = None) -> Any:
+                stage: int | None = None, arch: str = "") -> Any:
         return kv.kv_spec(spec, plan, self.profile, variant=variant, dcp=dcp, mtp=mtp, stage=stage,
                           block_size=self.block_size)
 
@@ -48,8 +49,9 @@ class VllmAscend(Engine):
         return dict(self.profile.kv_switches.get(variant, {}))
 
     def activation_terms(self, spec: Any, expert_scheme: str | None = None, combine_max_tokens: int | None = None,
-                         **kw: Any) -> dict[str, Any]:
-        """``combine_max_tokens``: additional_config mega_moe_max_tokens (None: this version's default)."""
+                         max_model_len: int | None = None, **kw: Any) -> dict[str, Any]:
+        """``combine_max_tokens``: additional_config mega_moe_max_tokens (None: this version's default);
+        ``max_model_len`` changes nothing here: the profile run skips sparse attention."""
         return activation.activation_terms(
             spec, fused=activation.fused_gmm1(expert_scheme),
             combine_max_tokens=combine_max_tokens or self.profile.ffn_combine_max_tokens,
