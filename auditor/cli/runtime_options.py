@@ -29,8 +29,10 @@ def runtime_options(*, device: bool = True, mtp: bool = True, seqs: bool = True)
             opts.append(click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True,
                                      help="device profile name or JSON file (its usable HBM total is M_total)"))
         opts += [
-            click.option("--gpu-memory-utilization", "util", type=capped_float("--gpu-memory-utilization"), default=0.9, show_default=True,
-                         help="share of the device the engine may use (KV budget = util x total - the rest)"),
+            click.option("--gpu-memory-utilization", "util", type=capped_float("--gpu-memory-utilization"), default=None,
+                         help="share of the device the engine may use (KV budget = util x total - the rest); "
+                              "default: the engine version's own (vLLM-Ascend 0.9; vLLM 0.9 up to 0.21, 0.92 from "
+                              "0.22)"),
             click.option("--max-model-len", type=Length("--max-model-len"), default=None,
                          help="model length one request must fit (default: max_position_embeddings); "
                               "exit 3 with the engine's error when it does not fit"),
@@ -52,7 +54,10 @@ def runtime_options(*, device: bool = True, mtp: bool = True, seqs: bool = True)
 
         @functools.wraps(f)
         def wrapper(*args, **kw):
-            rt = {"util": kw.pop("util"), "max_model_len": kw.pop("max_model_len"),
+            util = kw.pop("util")
+            if util is None:            # the engine's own default (the --engine option resolved it already)
+                util = getattr(kw.get("engine"), "default_gpu_memory_utilization", 0.9)
+            rt = {"util": util, "max_model_len": kw.pop("max_model_len"),
                   "kv_cache_dtype": {"auto": "bf16"}.get(kw.get("kv_cache_dtype"), kw.pop("kv_cache_dtype")), "dcp": kw.pop("dcp"),
                   "hccl_buffsize_mb": kw.pop("hccl_buffsize")}
             if seqs:

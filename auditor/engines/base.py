@@ -108,6 +108,11 @@ class Engine:
         """The engine's device generation for a device profile (selects e.g. a comm path)."""
         return ""
 
+    @property
+    def default_gpu_memory_utilization(self) -> float:
+        """What ``--gpu-memory-utilization`` is when a launch names none."""
+        return 0.9
+
     def graph_max_tokens(self, max_num_seqs: int, mtp: int, max_num_batched_tokens: int) -> int:
         """The largest decode step (tokens per DP rank) a launch without explicit capture sizes replays
         from a captured graph; -1 = every decode step (an engine without graph limits)."""
