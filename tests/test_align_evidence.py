@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from auditor.align.evidence.bench import read_bench
-from auditor.align.evidence.profile import kernel_class, read_profiles
+from auditor.align.evidence.profile import read_profiles
+from auditor.engines.vllm_ascend.profiler import kernel_class
 from auditor.errors import AuditInputError
 
 HEADER = ("Device_id,Step Id,Model ID,Task ID,Stream ID,Name,Type,OP State,Accelerator Core,Start Time(us),"
