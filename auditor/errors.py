@@ -19,11 +19,3 @@ class AuditInputError(Exception):
     def one_line(self) -> str:
         text = f"{self.where}: {self.problem}" if self.where else self.problem
         return " ".join(text.split())
-
-
-def read_input_bytes(path: str | Path, what: str, cap: int | None = None) -> bytes:
-    """Bytes of a user-supplied regular file of at most ``cap`` bytes (default
-    ``inputs.OTHER_CAP``), or an AuditInputError naming it (a FIFO, device, socket or directory
-    is refused without blocking: auditor.inputs)."""
-    from .inputs import OTHER_CAP, read_capped
-    return read_capped(path, what, OTHER_CAP if cap is None else cap)

@@ -296,3 +296,10 @@ def csv_header(path: str | Path, what: str, cap: int):
     except csv.Error as exc:
         raise AuditInputError(path, f"line 1: malformed CSV: {exc}") from None
     return header, reader
+
+
+def read_input_bytes(path: str | Path, what: str, cap: int | None = None) -> bytes:
+    """Bytes of a user-supplied regular file of at most ``cap`` bytes (default
+    ``inputs.OTHER_CAP``), or an AuditInputError naming it (a FIFO, device, socket or directory
+    is refused without blocking: auditor.inputs)."""
+    return read_capped(path, what, OTHER_CAP if cap is None else cap)

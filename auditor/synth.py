@@ -19,7 +19,8 @@ from .limits import SYNTH_MAX_FILES
 from .model.config import load_config_file, spec_from_config
 from .model.expected import extra_files, expected_description, layout_rows, resolve_writer
 from .model.presets import preset_config
-from .model.spec import DTYPE_BITS, DTYPE_BYTES, ModelSpec
+from .dtypes import DTYPE_BITS, DTYPE_BYTES
+from .model.spec import ModelSpec
 from .outputs import check_output_dir, open_output, prepare_output_dir
 
 # safetensors sorts a file's tensors by dtype, largest enum value first, then by name; this is

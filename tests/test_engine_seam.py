@@ -134,7 +134,7 @@ def test_align_reads_the_toy_engines_log_line(toy, tmp_path, capsys):
 def test_deployment_context_resolves_once_and_hashes_by_key():
     """A context built from '0.23.0rc1' and one built from the resolved engine are the same key (the
     rc is its release's row), so caches keyed on it are shared; another version or device is not."""
-    from auditor.deployment import DeploymentContext
+    from auditor.context import DeploymentContext
     from auditor.devices.profiles import load_device
     from auditor.parallel import ParallelPlan
     spec, plan = preset_spec("glm-5.1"), ParallelPlan(tp=16, ep=16)

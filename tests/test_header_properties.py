@@ -20,7 +20,7 @@ import auditor.inventory.fast as fast
 from auditor.errors import AuditInputError
 from auditor.inventory.header import read_header
 from auditor.inventory.shards import read_headers
-from auditor.model.spec import DTYPE_BITS
+from auditor.dtypes import DTYPE_BITS
 
 EXAMPLES = int(os.environ.get("AUDIT_FUZZ_EXAMPLES", "150"))
 # our documented rules beyond the library's (README, bad input)

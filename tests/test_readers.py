@@ -26,7 +26,7 @@ from auditor.cli import main
 from auditor.errors import AuditInputError
 from auditor.inputs import CONFIG_CAP, CONFIG_MAX_DEPTH, DESCRIPTION_CAP, INDEX_CAP
 from auditor.inventory.header import MAX_DEPTH, read_header
-from auditor.model.spec import DTYPE_BITS
+from auditor.dtypes import DTYPE_BITS
 
 CONFIG = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 128,
           "intermediate_size": 128, "torch_dtype": "bfloat16", "max_position_embeddings": 4096}

@@ -32,7 +32,7 @@ from ..memory.audit import MemoryAudit, run_memory_audit
 from ..memory.ledger import experts_per_slot
 from ..memory.materialized import _PLACEMENT_WORDING, row_cache_key
 from ..model.classify import classify
-from ..model.spec import DTYPE_BYTES
+from ..dtypes import DTYPE_BYTES
 from ..parallel import ParallelPlan
 from ..source import ModelSource
 from .ranks import Observed

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..engines.registry import as_engine
 from ..parallel import ParallelPlan
-from ..report.ranges import ranges
+from ..layer_ranges import ranges
 from .evidence.bench import read_bench
 from .evidence.logs import LogEvidence, read_logs
 from .evidence.profile import read_profiles

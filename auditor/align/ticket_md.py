@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from ..report.ranges import ranges
+from ..layer_ranges import ranges
 from ..units import gib, signed_gib
 
 #: section headings, in order (the golden test checks them)

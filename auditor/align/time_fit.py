@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..report.ranges import ranges
+from ..layer_ranges import ranges
 from .evidence.bench import BenchEvidence
 from .evidence.profile import ProfileEvidence
 

@@ -78,7 +78,7 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
     audit = run_memory_audit(src, plan, engine)
     rep = memory_report(audit, by=by, observed=obs, budget=bud)
     if obs is not None:
-        from ..memory.explain import explain_observed
+        from ..align.explain import explain_observed
         rep["observed"]["closest_configurations"] = explain_observed(src, audit.plan, obs)
     hbm = rank_budget(src.spec, audit.plan, engine, weights_bytes=stage_worst(audit.ledger.total, audit.plan),
                       device=dev, mtp=mtp, dsa_cp=audit.layout.dsa_cp, recipe=src.scheme_recipe, **runtime)

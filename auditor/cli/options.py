@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import click
 
-from ..engines.registry import as_engine, engine_help
+from ..engines.registry import DEFAULT_ENGINE, as_engine, engine_help
 from ..errors import AuditInputError
 from ..limits import FLOAT_OPTION_CAPS, OPTION_CAPS
 from ..model.recipes import RECIPES
@@ -17,7 +17,6 @@ from ..parallel import ParallelPlan
 from .vocabulary import ExpertParallel, Length, ep_size
 
 FORMATS = ("table", "markdown", "json", "csv")
-DEFAULT_ENGINE = "vllm-ascend@main"
 
 
 class FiniteFloatRange(click.FloatRange):

@@ -61,7 +61,7 @@ def _phases(phase: str) -> list[str]:
 def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tokens, context, batch, mtp, acceptance,
                  contexts, device_name, runtime, recipe, graph, trace, png, measured, graph_tokens, fmt, output) -> None:
     """Per-op time model: token layout, FLOPs, bytes, collectives and time of every op of every layer."""
-    from ..deployment import DeploymentContext
+    from ..context import DeploymentContext
     from ..devices.profiles import load_device
     from ..perf.api import PerfResult, Workload, result_notes
     from ..report.perf_text import render

@@ -16,7 +16,8 @@ from typing import Any
 from ..inventory.quantdesc import QuantDescription
 from ..model import blueprint as B
 from ..model.classify import OFFSET_SUFFIXES, SCALE_SUFFIXES, Finding
-from ..model.spec import DTYPE_BYTES, ModelSpec
+from ..dtypes import DTYPE_BYTES
+from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan, stage_layers
 from .bridge import C_BUFFERS, C_DTYPE, C_KVB, C_LSHARD, C_MTPSHARE, C_OREP, C_PAD, C_QB, C_SCALES, C_SHARED
 from .stored import StoredIndex, StoredModule

@@ -19,6 +19,8 @@ if TYPE_CHECKING:        # pragma: no cover
 _VERSION_RE = re.compile(r"^v?(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?:rc(\d{0,4}))?$")
 _FAMILIES: dict[str, type] = {}
 DEFAULT_FAMILY = "vllm-ascend"
+#: what --engine is when not given
+DEFAULT_ENGINE = "vllm-ascend@main"
 
 
 def register(cls: type) -> type:

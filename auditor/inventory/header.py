@@ -43,7 +43,7 @@ import numpy as np
 
 from ..errors import AuditInputError
 from ..inputs import open_binary
-from ..model.spec import DTYPE_BITS
+from ..dtypes import DTYPE_BITS
 from .table import MAXDIM
 
 try:  # orjson is several times faster than json on multi-megabyte headers

@@ -8,7 +8,8 @@ import os
 import re
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from ..errors import AuditInputError, read_input_bytes
+from ..errors import AuditInputError
+from ..inputs import read_input_bytes
 from ..inputs import INDEX_CAP, open_regular
 from .fast.jsonspans import parse_index
 

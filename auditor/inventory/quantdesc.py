@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import AuditInputError, read_input_bytes
+from ..errors import AuditInputError
+from ..inputs import read_input_bytes
 from ..inputs import DESCRIPTION_CAP
 from .namespans import NameSpans
 

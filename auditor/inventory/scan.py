@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import AuditInputError, read_input_bytes
+from ..errors import AuditInputError
+from ..inputs import read_input_bytes
 from ..inputs import INDEX_CAP
 from .fast import index as fast_index
 from .fast.index import FastIndex

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.spec import DTYPE_BYTES
+from ..dtypes import DTYPE_BYTES
 from .namespans import NameSpans
 
 MAXDIM = 8

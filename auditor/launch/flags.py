@@ -22,8 +22,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..cli.options import DEFAULT_ENGINE
-from ..cli.vocabulary import parse_length
+from ..engines.registry import DEFAULT_ENGINE
+from ..lengths import parse_length
 from ..engines.base import Engine
 from ..engines.registry import EngineLike, as_engine
 from ..errors import AuditInputError

@@ -13,7 +13,7 @@ from ..engines.stored import StoredIndex
 from ..model.classify import CATEGORIES, ClassifiedTable, Finding, classify
 from ..model.names import BLOCKS
 from ..parallel import ParallelPlan
-from ..report.ranges import ranges
+from ..layer_ranges import ranges
 from ..source import ModelSource
 from .ledger import Ledger, build_ledger
 

@@ -6,10 +6,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..errors import AuditInputError, read_input_bytes
+from ..errors import AuditInputError
+from ..inputs import read_input_bytes
 from ..inputs import CONFIG_CAP, CONFIG_MAX_DEPTH, json_depth
 from ..limits import CONFIG_INT_CAPS, MAX_EXPERT_LAYERS, MAX_ROPE_FACTOR
-from .spec import ModelSpec, TORCH_DTYPE_TO_ST
+from ..dtypes import TORCH_DTYPE_TO_ST
+from .spec import ModelSpec
 
 REQUIRED_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 

@@ -12,7 +12,7 @@ from typing import Callable
 
 from tabulate import tabulate
 
-from .ranges import ranges
+from ..layer_ranges import ranges
 
 SEVERITY_ORDER = ("error", "warning", "info")
 

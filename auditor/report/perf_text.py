@@ -17,7 +17,7 @@ from auditor_kernels import kinds as K
 from tabulate import tabulate
 
 from ..perf.api import PerfResult, PhaseResult
-from .ranges import ranges
+from ..layer_ranges import ranges
 from ..units import binary
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ...model.spec import DTYPE_BYTES
+from ...dtypes import DTYPE_BYTES
 from ..bridge import C_BUFFERS, C_C8, C_LSHARD, C_OREP
 from ...model import blueprint as B
 from ..materialize import Materializer, Resident

@@ -16,7 +16,7 @@ from ..source import ModelSource
 
 def explain_observed(source: ModelSource, plan: ParallelPlan, observed: int, top: int = 3) -> list[dict]:
     """The ``top`` (engine, role) configurations whose worst rank is closest to ``observed``."""
-    from ..align.memory_fit import LedgerCache
+    from .memory_fit import LedgerCache
     cache = LedgerCache(source)
     out = []
     for cls in families().values():
