@@ -41,6 +41,8 @@ class InstancePlan:
     fused_mc2: int = 0
     #: additional_config mega_moe_max_tokens: dispatch_ffn_combine's max_output_size (0: the version's)
     combine_max_tokens: int = 0
+    #: additional_config finegrained_tp_config as (module, group size) pairs (``auditor.finegrained``)
+    finegrained_tp: tuple[tuple[str, int], ...] = ()
 
     @property
     def label(self) -> str:

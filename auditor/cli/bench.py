@@ -12,8 +12,8 @@ import click
 from ..devices.profiles import DEFAULT_DEVICE
 from ..errors import AuditInputError
 from .deployment import DeploymentCommand, launch_option
-from .options import (acceptance_option, capped, emit, graph_option, guard_output, output_options, plan_options,
-                      recipe_option)
+from .options import (acceptance_option, capped, emit, finegrained_option, graph_option, guard_output,
+                      output_options, plan_options, recipe_option)
 from .runtime_options import hf_overrides_option, runtime_options
 
 
@@ -27,12 +27,14 @@ def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, os
                         kv_role={"prefill": "kv_producer", "decode": "kv_consumer"}.get(name),
                         hccl_buffsize_mb=runtime["hccl_buffsize_mb"], dcp=runtime["dcp"],
                         balance_scheduling=balance and name == "aggregated", graph_tokens=graph_tokens,
-                        fused_mc2=plan.fused_mc2, combine_max_tokens=plan.combine_max_tokens)
+                        fused_mc2=plan.fused_mc2, combine_max_tokens=plan.combine_max_tokens,
+                        finegrained_tp=plan.finegrained_tp)
 
 
 @click.command("_instance", cls=DeploymentCommand, add_help_option=False)
 @launch_option
 @plan_options
+@finegrained_option
 @runtime_options(device=False)
 @graph_option
 def _instance_options(plan, engine, mtp_drafter, runtime, mtp, graph_tokens):
@@ -56,6 +58,7 @@ def _parse_instance(text: str, what: str):
 @launch_option
 @click.argument("model", required=False)
 @plan_options
+@finegrained_option
 @runtime_options(device=False)
 @recipe_option("quantization recipe (default: the checkpoint's / preset's own)")
 @click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True, help="device profile")

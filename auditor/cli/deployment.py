@@ -34,6 +34,7 @@ _RENDER: tuple[tuple[str, str, str], ...] = (
     ("max_num_seqs", "--max-num-seqs", "int"), ("kv_cache_dtype", "--kv-cache-dtype", "str"),
     ("dcp", "--dcp", "int"), ("hccl_buffsize", "--hccl-buffsize", "int"), ("mtp", "--mtp", "int"),
     ("hf_overrides", "--hf-overrides", "json"), ("graph_tokens", "--graph-max-tokens", "int"),
+    ("finegrained_tp", "--finegrained-tp", "pairs"),
 )
 
 
@@ -129,6 +130,10 @@ def _render(opts: Any, declared: dict[str, click.Parameter], skipped: list[str] 
         elif how == "json":
             if value:
                 out += [option, json.dumps(value, sort_keys=True)]
+        elif how == "pairs":
+            if value:
+                from ..finegrained import render
+                out += [option, render(value)]
         else:
             out += [option, f"{value:g}" if how == "float" else str(value)]
     return out

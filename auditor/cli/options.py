@@ -182,3 +182,22 @@ def graph_option(f: Any) -> Any:
              "cudagraph_capture_sizes (read from --compilation-config); a larger decode step runs eager and "
              "pays the eager host cost; 0 = --enforce-eager; -1 = the engine's default when a launch names no "
              "sizes (vLLM-Ascend: min(max_num_seqs x (1 + K), 512, max_num_batched_tokens))")(f)
+
+
+def finegrained_option(f: Callable) -> Callable:
+    """``--finegrained-tp lmhead=16[,embedding=N]``: vLLM-Ascend's finegrained_tp_config on the plan
+    (``auditor.finegrained``). Put it under ``@plan_options``: it edits ``kwargs['plan']``."""
+    from dataclasses import replace
+
+    @functools.wraps(f)
+    def wrapper(*args, **kw):
+        from ..finegrained import check, parse
+        text = kw.pop("finegrained_tp")
+        if text:
+            sizes = parse(text)
+            check(sizes, kw["plan"].dp, True)
+            kw["plan"] = replace(kw["plan"], finegrained_tp=sizes)
+        return f(*args, **kw)
+    return click.option("--finegrained-tp", "finegrained_tp", default="", metavar="MODULE=SIZE,...",
+                        help="additional_config finegrained_tp_config: lmhead=N shards lm_head, embedding=N "
+                             "embed_tokens over N DP ranks instead of TP (N divides DP)")(wrapper)

@@ -13,8 +13,8 @@ from ..errors import AuditInputError
 from ..limits import MAX_SWEEP_CONFIGS
 from ..parallel import ParallelPlan
 from .deployment import DeploymentCommand, launch_option
-from .options import (acceptance_option, capped, emit, engine_option, graph_option, guard_output, output_options,
-                      plan_options, recipe_option)
+from .options import (acceptance_option, capped, emit, engine_option, finegrained_option, graph_option, guard_output,
+                      output_options, plan_options, recipe_option)
 from .runtime_options import hf_overrides_option, runtime_options
 from .vocabulary import ExpertParallel, Length, parse_length_list
 
@@ -29,6 +29,7 @@ def _phases(phase: str) -> list[str]:
 @launch_option
 @click.argument("model", required=False)
 @plan_options
+@finegrained_option
 @click.option("--phase", type=click.Choice(["prefill", "decode", "both"]), default="both", show_default=True,
               help="which phase to model: prefill (TTFT), decode (one step), or both")
 @click.option("--tokens", type=Length("--tokens"), default=4096, show_default=True,

@@ -70,7 +70,8 @@ class StepCosts:
 def instance_plan(inst: InstancePlan) -> ParallelPlan:
     return ParallelPlan(tp=inst.tp, dp=inst.dp, ep=inst.ep, sp=inst.sp, role=PLAN_ROLE[inst.name], mtp=inst.mtp > 0,
                         max_num_batched_tokens=inst.max_num_batched_tokens, dcp=getattr(inst, "dcp", 1),
-                        fused_mc2=getattr(inst, "fused_mc2", 0), combine_max_tokens=getattr(inst, "combine_max_tokens", 0))
+                        fused_mc2=getattr(inst, "fused_mc2", 0), combine_max_tokens=getattr(inst, "combine_max_tokens", 0),
+                        finegrained_tp=tuple(getattr(inst, "finegrained_tp", ())))
 
 
 def step_costs(spec: Any, inst: InstancePlan, engine: Any, recipe: str, device: Any) -> StepCosts:
