@@ -296,6 +296,7 @@ class Materializer:
             env = {"Lkv": s.Lkv, "Dr": s.Dr, "Qr": s.Qr, "H": s.H, "Hl": L.heads_local, "Dq": s.Dq}
             self.emit(self.R.MLAPO, layer=layer, block=blk, module="self_attn.mlapo", env=env, stored=[],
                       placement="stage", naive_shard=None, module_cause=None, conditions={})
+            self.mlapo_drops(layer)
         # IndexCache per version row: a "shared" layer holds no Indexer from v0.23.0rc1 on
         if s.layer_has_indexer(layer, getattr(self.prof, "index_cache", True)):
             self.indexer(layer, "mtp" if mtp else "indexer")
@@ -435,6 +436,9 @@ class Materializer:
         """o_proj: a row-parallel linear, replicated where the placement says so."""
         L = self.layout
         self.module(layer, blk, B.O_MLA, L.o_proj_replicated, module_cause=C_OREP if L.o_proj_replicated else None)
+
+    def mlapo_drops(self, layer: int) -> None:
+        """Originals the engine releases once its MLAPO copies exist (none by default)."""
 
     def indexer_extras(self, layer: int, blk: str) -> None:
         """Engine-created tensors of an indexer besides its projections (none by default)."""
