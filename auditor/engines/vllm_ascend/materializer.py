@@ -35,11 +35,15 @@ class AscendMaterializer(Materializer):
     #: ``MLAPO_MAX_SUPPORTED_TOKENS`` (``attention/mla_v1.py:69``@182b75ea)
     MLAPO_MAX_TOKENS = 1024
 
+    @classmethod
+    def releases_mlapo_originals(cls, plan, layout) -> bool:
+        return layout.kv_role == "kv_consumer" and plan.max_num_batched_tokens <= cls.MLAPO_MAX_TOKENS
+
     def mlapo_drops(self, layer: int) -> None:
         """On a kv_consumer with max_num_batched_tokens <= 1024, MLAPO runs every step, so the engine sets the
         originals' fused_qkv_a_proj / q_proj (q_b) weight, deq_scale and quant_bias to None and empties the
         cache: they are not resident when the KV budget is measured."""
-        if self.layout.kv_role != "kv_consumer" or self.plan.max_num_batched_tokens > self.MLAPO_MAX_TOKENS:
+        if not self.releases_mlapo_originals(self.plan, self.layout):
             return
         for i, r in enumerate(self.rows):
             if r.layer == layer and (r.module, r.tensor) in self._MLAPO_RELEASED and r.bytes:
