@@ -43,6 +43,8 @@ class InstancePlan:
     combine_max_tokens: int = 0
     #: additional_config finegrained_tp_config as (module, group size) pairs (``auditor.finegrained``)
     finegrained_tp: tuple[tuple[str, int], ...] = ()
+    #: vLLM --async-scheduling: the per-step host work overlaps the device step (``perf.host``; bench)
+    async_scheduling: bool = False
 
     @property
     def label(self) -> str:

@@ -14,7 +14,7 @@ ROWS = Path(__file__).parent / "data" / "serving_published.json"
 
 
 def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, ranks=1, hit=0, warm=-1, balance=0,
-          arrival=None, seed=0, launches=0.0, hp=None, graph_tokens=-1, preempts=None, split=1.0):
+          arrival=None, seed=0, launches=0.0, hp=None, graph_tokens=-1, preempts=None, split=1.0, async_sched=0):
     """One instance with flat tables: decode step 10 ms, eager step 100 ms; no host time unless ``hp``
     (launch s, prefill-token s, decode-token s, step s) and ``launches`` per eager step are given."""
     from auditor_kernels.serving_core import simulate
@@ -30,9 +30,10 @@ def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, rank
     nlog = simulate(1, np.array([ranks]), np.array([seqs]), np.array([budget]), np.array([blocks]), np.array([128]),
                     np.array([k]), np.array([0]), np.array([float(launches)]), np.zeros(1), np.array([float(split)]),
                     ctx, tok, dec, rest,
-                    pctx, dctx, np.zeros(4) if hp is None else np.asarray(hp, dtype=np.float64), n, conc, isl,
-                    osl, hit, arr, acc, 0.0, send, first, done, log, warm, np.array([balance], np.int64), seed,
-                    np.array([graph_tokens], np.int64), np.zeros(1, np.int64) if preempts is None else preempts)
+                    pctx, dctx, np.zeros(5) if hp is None else np.asarray(hp, dtype=np.float64), n, conc, isl,
+                    osl, hit, arr, np.atleast_1d(np.asarray(acc, dtype=np.float64)), 0.0, send, first, done, log, warm,
+                    np.array([balance], np.int64), seed, np.array([graph_tokens], np.int64),
+                    np.zeros(1, np.int64) if preempts is None else preempts, np.array([async_sched], np.int64))
     return send, first, done, log[:nlog]
 
 
@@ -47,9 +48,9 @@ def _pd_core(n, isl, osl, hit, xfer, budgets, blocks, block_tokens):
     send, first, done = np.full(n, -1.0), np.full(n, -1.0), np.full(n, -1.0)
     simulate(2, np.array([1, 1]), np.array([4, 4]), np.array(budgets), np.array(blocks), np.array(block_tokens),
              np.array([0, 0]), np.array([1, 2]), np.zeros(2), np.zeros(2), np.ones(2), ctx, tok, dec, rest,
-             np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(4), n, n, isl, osl, hit, np.zeros(n), 1.0, xfer,
+             np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(5), n, n, isl, osl, hit, np.zeros(n), np.ones(1), xfer,
              send, first, done, np.zeros((1000, 5)), -1, np.array([0, 0], np.int64), 0, np.array([-1, -1], np.int64),
-             np.zeros(2, np.int64))
+             np.zeros(2, np.int64), np.zeros(2, np.int64))
     return first, done
 
 
@@ -163,7 +164,7 @@ def _edge_or_miss(row: dict, ratio: float | None = None) -> None:
     1.25x, ``serving.sim.kv_sensitivity``) when the measured figure lies inside that edge's span."""
     from auditor.serving.calibrate import deployment, workload
     from auditor.serving.sim import at_kv_edge, kv_edge_text, kv_sensitivity
-    lo, hi = kv_sensitivity(deployment(row), workload(row, 0.7))
+    lo, hi = kv_sensitivity(deployment(row), workload(row))
     if at_kv_edge(lo, hi):
         m = row["measured_output_tok_s"]
         # the measured figure must lie inside the edge's span, or the edge does not explain the miss
@@ -176,7 +177,7 @@ def test_published_serving_rows_within_1_3x(row):
     from auditor.serving.bench import metrics
     from auditor.serving.calibrate import deployment, workload
     from auditor.serving.sim import simulate
-    got = metrics(simulate(deployment(row), workload(row, 0.7)))["output_throughput"]
+    got = metrics(simulate(deployment(row), workload(row)))["output_throughput"]
     if not 1 / 1.3 <= got / row["measured_output_tok_s"] <= 1.3:
         _edge_or_miss(row)
     assert 1 / 1.3 <= got / row["measured_output_tok_s"] <= 1.3
@@ -190,7 +191,7 @@ def test_validation_serving_rows_within_1_6x(row):
     from auditor.serving.bench import metrics
     from auditor.serving.calibrate import deployment, workload
     from auditor.serving.sim import simulate
-    got = metrics(simulate(deployment(row), workload(row, 0.7)))["output_throughput"]
+    got = metrics(simulate(deployment(row), workload(row)))["output_throughput"]
     assert 1 / 1.6 <= got / row["measured_output_tok_s"] <= 1.6
 
 
@@ -313,7 +314,7 @@ def test_token_split_divides_the_prefill_token_host_work_in_the_simulation():
     """A 400-token prompt in one 100 ms eager step with 1 ms of host work per prefill token: 0.5 s to the
     first token when the rank runs all 400 tokens, 0.2 s when DSA-CP splits them over 4 ranks."""
     for split, at in ((1.0, 0.5), (4.0, 0.2)):
-        _, first, _, _ = _core(isl=400, osl=1, budget=1000, hp=[0.0, 1e-3, 0.0, 0.0], split=split)
+        _, first, _, _ = _core(isl=400, osl=1, budget=1000, hp=[0.0, 1e-3, 0.0, 0.0, 0.0], split=split)
         assert first[0] == pytest.approx(at)
 
 
@@ -321,7 +322,7 @@ def test_host_formula_in_numpy_matches_the_kernel():
     from auditor_kernels.serving_core import step_host
 
     from auditor.perf.host import HostModel
-    hm = HostModel(2000.0, 120.0, np.array([2e-4, 1.3e-4, 1e-6, 0.0135]))
+    hm = HostModel(2000.0, 120.0, np.array([2e-4, 1.3e-4, 1e-6, 0.0135, 1.5e-4]))    # its own drafter price
     for eager, t, d in ((True, 4096.0, 12.0), (False, 0.0, 64.0)):
         assert float(hm.steps_s(eager, t, d)) == step_host(eager, t, d, 2000.0, 120.0, hm.hp)
     split = HostModel(2000.0, 120.0, hm.hp, token_split=8.0)
@@ -384,9 +385,9 @@ def test_kv_edge_is_flagged_where_the_pool_decides(capsys):
     from auditor.serving.calibrate import deployment, workload
     from auditor.serving.sim import at_kv_edge, kv_sensitivity
     rows = {r["id"]: r for r in _published()["rows"]}
-    lo, hi = kv_sensitivity(deployment(rows["P8"]), workload(rows["P8"], 0.7))
+    lo, hi = kv_sensitivity(deployment(rows["P8"]), workload(rows["P8"]))
     assert at_kv_edge(lo, hi) and hi > 1.25 * lo
-    lo1, hi1 = kv_sensitivity(deployment(rows["P1"]), workload(rows["P1"], 0.7))
+    lo1, hi1 = kv_sensitivity(deployment(rows["P1"]), workload(rows["P1"]))
     assert not at_kv_edge(lo1, hi1)
     args = ["bench", "glm-5.1", "--tp", "4", "--dp", "8", "--ep", "32", "--sp", "--kv-cache-dtype", "c8-indexer",
             "--hf-overrides", '{"use_index_cache": true, "index_topk_freq": 4}', "--max-num-seqs", "6",
@@ -423,7 +424,7 @@ def test_decode_steps_above_the_largest_graph_run_eager(graph_tokens, done_at):
     1000 launches x 100 us host), then 4 decode steps of 1 token and 10 ms device. With graphs up to 1
     token (or no limit) they are replays (no host time here); with no graph (0, --enforce-eager) each
     pays the eager launches too."""
-    _, first, done, _ = _core(isl=10, osl=5, budget=100, launches=1000.0, hp=[100e-6, 0.0, 0.0, 0.0],
+    _, first, done, _ = _core(isl=10, osl=5, budget=100, launches=1000.0, hp=[100e-6, 0.0, 0.0, 0.0, 100e-6],
                               graph_tokens=graph_tokens)
     assert first[0] == pytest.approx(0.200) and done[0] == pytest.approx(done_at)
 
@@ -497,7 +498,7 @@ def test_bench_names_preemptions_when_the_pool_binds():
     from auditor.serving.calibrate import deployment, workload
     from auditor.serving.sim import scaled_pool, simulate
     row = {r["id"]: r for r in _published()["rows"]}["P5"]
-    dep, wl = deployment(row), workload(row, 0.7)
+    dep, wl = deployment(row), workload(row)
     blocks = dep.costs()[0].num_blocks
     assert blocks < 10 * -(-5000 // 128)
     run = simulate(dep, wl)

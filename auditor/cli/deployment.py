@@ -34,7 +34,7 @@ _RENDER: tuple[tuple[str, str, str], ...] = (
     ("max_num_seqs", "--max-num-seqs", "int"), ("kv_cache_dtype", "--kv-cache-dtype", "str"),
     ("dcp", "--dcp", "int"), ("hccl_buffsize", "--hccl-buffsize", "int"), ("mtp", "--mtp", "int"),
     ("hf_overrides", "--hf-overrides", "json"), ("graph_tokens", "--graph-max-tokens", "int"),
-    ("finegrained_tp", "--finegrained-tp", "pairs"),
+    ("finegrained_tp", "--finegrained-tp", "pairs"), ("async_scheduling", "--async-scheduling", "flag"),
 )
 
 

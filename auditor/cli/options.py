@@ -112,16 +112,35 @@ def engine_option() -> Callable[[Callable], Callable]:
                         metavar="FAMILY@VERSION", help=engine_help())
 
 
-#: per-draft MTP acceptance every command assumes unless told (vLLM-Ascend publishes none for these
-#: models; 0.7 is in the range public DeepSeek MTP reports give for the first draft)
+#: per-draft MTP acceptance where no public measurement exists for a model family (auditor.perf.acceptance)
 DEFAULT_ACCEPTANCE = 0.7
 
 
+class AcceptanceValue(click.ParamType):
+    """``A`` (per-draft acceptance) or ``p1,p2,...`` (acceptance rate per draft position)."""
+
+    name = "A|P1,P2,..."
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        lo, hi = FLOAT_OPTION_CAPS["--mtp-acceptance"]
+        try:
+            parts = [float(p) for p in value.split(",")]
+        except ValueError:
+            self.fail(f"{value[:40]!r} is not a number or a comma list of numbers", param, ctx)
+        if len(parts) > 16 or any(not (lo < p <= hi) for p in parts):
+            self.fail(f"{value[:40]!r}: each value must be in ({lo:g}, {hi:g}] (at most 16)", param, ctx)
+        return parts[0] if len(parts) == 1 else tuple(parts)
+
+
 def acceptance_option(f: Callable) -> Callable:
-    """``--mtp-acceptance A``: one name, range and default for perf, sweep, plan and bench."""
-    return click.option("--mtp-acceptance", "acceptance", type=capped_float("--mtp-acceptance"),
-                        default=DEFAULT_ACCEPTANCE, show_default=True,
-                        help="per-draft MTP acceptance a: a decode step yields 1 + a + ... + a^K tokens")(f)
+    """``--mtp-acceptance A | P1,P2,...``: one name and range for perf, sweep, plan and bench; the default is
+    the model family's published measurement (``auditor.perf.acceptance``)."""
+    return click.option("--mtp-acceptance", "acceptance", type=AcceptanceValue(), default=None,
+                        help="MTP acceptance: one per-draft a (a step yields 1 + a + ... + a^K tokens) or the "
+                             "rate per draft position p1,p2,... (1 + p1 + ... + pK); default: the model family's "
+                             "public measurement (GLM: 3.16 tokens/step at MTP 3, vLLM-Ascend #9803), else 0.7")(f)
 
 
 def output_options(f: Callable) -> Callable:
@@ -172,6 +191,13 @@ def refuse_model_dir(output: Path, model: str | None) -> None:
     if mdir == out.parent or mdir in out.parents:
         raise AuditInputError(output, "refusing to write into the model directory (audit never modifies a "
                                       "checkpoint); choose another --output")
+
+
+def async_option(f: Any) -> Any:
+    """``--async-scheduling``: vLLM's async scheduler, the per-step host work overlapped (bench)."""
+    return click.option("--async-scheduling/--no-async-scheduling", "async_scheduling", default=False,
+                        help="vLLM --async-scheduling: each step's scheduling and input preparation (step_ms) "
+                             "overlap the device step (bench)")(f)
 
 
 def graph_option(f: Any) -> Any:

@@ -153,8 +153,7 @@ FLAG_RULES: tuple[Rule, ...] = (
     I("--block-size", "int", "the SFA backend forces 128, audit's block size", assumes=(128,)),
     I("--dtype", "str", "audit assumes the bf16 model dtype", assumes=("auto", "bfloat16", "bf16")),
     # --- unmodelled: change memory or time, audit does not model them
-    U("--async-scheduling", "bool", "host scheduling overlapped with the device step: host time per step differs "
-      "from the calibration"),
+    M("--async-scheduling", "bool", "async_scheduling", "host scheduling overlapped with the device step (bench)"),
     U("--kv-cache-memory-bytes", "len", "a fixed KV cache size replaces the utilization budget"),
     U("--kv-cache-memory", "len", "a fixed KV cache size replaces the utilization budget"),
     U("--num-gpu-blocks-override", "int", "fixes the number of KV blocks"),
@@ -740,6 +739,7 @@ def _finish(ctx: _Ctx, launch: Launch, eng: Engine) -> DeploymentOptions:
         raise AuditInputError(where, f"VLLM_ASCEND_ENABLE_FUSED_MC2 must be 0, 1 or 2, got {fm!r}")
     o["fused_mc2"] = int(fm)
     o["balance_scheduling"] = bool(ctx.pick("balance_scheduling", False))
+    o["async_scheduling"] = bool(ctx.pick("async_scheduling", False))
     o["combine_max_tokens"] = ctx.pick("combine_max_tokens", 0)
     ftp = tuple(sorted((k[5:], int(v[0])) for k, v in ctx.special.items() if k.startswith("@ftp.") and int(v[0]) > 0))
     if ftp:

@@ -95,6 +95,7 @@ class DeploymentOptions:
     hccl_buffsize: int = 200            # MB
     mtp: int = 0                        # num_speculative_tokens
     balance_scheduling: bool = False    # additional_config.enable_balance_scheduling (bench's client side)
+    async_scheduling: bool = False      # --async-scheduling (bench's host model: step_ms overlaps the device)
     #: largest decode step (tokens per DP rank) replayed from a captured graph: the max of
     #: compilation_config.cudagraph_capture_sizes; 0 with --enforce-eager / cudagraph_mode NONE;
     #: -1 = not set (every decode step is captured)

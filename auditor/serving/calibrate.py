@@ -46,8 +46,11 @@ def deployment(row: dict, engine: Any = "vllm-ascend@main") -> Deployment:
     return Deployment(src.spec, as_engine(engine), src.scheme_recipe, load_device(row.get("device", "a3-752t")), insts)
 
 
-def workload(row: dict, acceptance: float) -> BenchWorkload:
-    return BenchWorkload(acceptance=acceptance, **row["workload"])
+def workload(row: dict, acceptance: Any = None) -> BenchWorkload:
+    """A row's client; ``acceptance`` None: the model family's measured default (``perf.acceptance``), the
+    same as ``audit bench`` takes: acceptance is an input of the fit, never one of its parameters."""
+    from ..perf.acceptance import resolve
+    return BenchWorkload(acceptance=resolve(row["model"], acceptance), **row["workload"])
 
 
 def step_ms(dep: Deployment, phase: str, query: int, context: int, host: np.ndarray) -> float:
@@ -82,7 +85,7 @@ class Evidence:
     device: str = CALIBRATED_DEVICE
 
 
-def evidence(rows: dict, acceptance: float = 0.7) -> list[Evidence]:
+def evidence(rows: dict, acceptance: Any = None) -> list[Evidence]:
     out = []
     lat_dep = deployment({"model": "glm-5.1", "recipe": "w4a8", "instances": [LATENCY_PLAN]})
     for r in rows["latency"]:
@@ -118,16 +121,19 @@ def left_out(e: Evidence) -> str:
 #: what the joint fit varies (the serving block keys, in HOST_KEYS units: us, us, us, ms); decode_token_us
 #: stays at the profile's value (0: the step tables already count per-token decode work)
 FIT_KEYS = ("launch_us", "prefill_token_us", "step_ms")
-_SCALE = {"launch_us": 1e-6, "prefill_token_us": 1e-6, "decode_token_us": 1e-6, "step_ms": 1e-3}
+_SCALE = {"launch_us": 1e-6, "prefill_token_us": 1e-6, "decode_token_us": 1e-6, "step_ms": 1e-3,
+          "draft_launch_us": 1e-6}
 LO = np.array([1.0, 1.0, 1.0])
 HI = np.array([1000.0, 1000.0, 200.0])
 
 
 def to_host(x: np.ndarray, base: np.ndarray | None = None, keys: tuple = FIT_KEYS) -> np.ndarray:
     """Fitted values (us / ms) -> the host vector ``host_params`` returns."""
-    h = np.zeros(4) if base is None else np.array(base, dtype=np.float64)
+    h = np.zeros(len(HOST_KEYS)) if base is None else np.array(base, dtype=np.float64)
     for v, k in zip(x, keys):
         h[HOST_KEYS.index(k)] = v * _SCALE[k]
+    if "draft_launch_us" not in keys and base is None:
+        h[HOST_KEYS.index("draft_launch_us")] = h[HOST_KEYS.index("launch_us")]    # host_params' rule
     return h
 
 
