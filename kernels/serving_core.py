@@ -33,8 +33,8 @@ What one step of one instance does (research/serving-facts.md §1, vLLM ``v1/cor
 * a decode step whose largest rank carries more tokens than ``graph_tokens[i]`` (the largest
   captured ACL graph size; -1 = no limit, 0 = eager) runs eager and pays the eager host cost;
 * ``--async-scheduling`` (``async_sched[i]``, vLLM's AsyncScheduler: EngineCore schedules step N+1 and
-  prepares its inputs while step N runs on the device) hides the per-step host term ``step_ms`` behind
-  the step's device time, up to that time;
+  prepares its inputs while step N runs on the device) hides the share ``hp[5]`` (``async_overlap``) of
+  the per-step host term ``step_ms`` behind the step's device time, up to that time;
 * balance scheduling (vLLM-Ascend ``enable_balance_scheduling``, ``balance[i]``): when any DP rank's
   running count reached ``max_num_seqs`` at the end of the previous step, no rank admits a waiting
   request (a global admission freeze; ``patch_balance_schedule.py:146-162``, ``:396-403``,
@@ -358,7 +358,7 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
         if async_sched[i] != 0:
             # --async-scheduling: the step's scheduling and input preparation (step_ms) run while the
             # device executes, so only what the device time does not cover is paid
-            dt -= min(hp[3], dt_dev)
+            dt -= hp[5] * min(hp[3], dt_dev)
         te = t + dt
         if nlog < step_log.shape[0]:
             step_log[nlog, 0] = t

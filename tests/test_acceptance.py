@@ -71,6 +71,6 @@ def test_async_scheduling_hides_the_step_host_term_behind_the_device():
     left over)."""
     from test_serving import _core
     for step, async_sched, want in ((0.004, 0, 0.014), (0.004, 1, 0.010), (0.012, 1, 0.012), (0.012, 0, 0.022)):
-        _, first, done, log = _core(isl=10, osl=11, budget=100, hp=[0.0, 0.0, 0.0, step, 0.0], async_sched=async_sched)
+        _, first, done, log = _core(isl=10, osl=11, budget=100, hp=[0.0, 0.0, 0.0, step, 0.0, 1.0], async_sched=async_sched)
         dec = log[log[:, 4] == 0]
         assert dec[:, 1] == pytest.approx(np.full(len(dec), want)), (step, async_sched)

@@ -18,6 +18,8 @@ def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, rank
     """One instance with flat tables: decode step 10 ms, eager step 100 ms; no host time unless ``hp``
     (launch s, prefill-token s, decode-token s, step s) and ``launches`` per eager step are given."""
     from auditor_kernels.serving_core import simulate
+
+    from auditor.perf.host import full_host
     ctx = np.array([0.0, 1e6])
     tok = np.array([1.0, 1e6])
     dec = np.full((1, seqs + 1, 2), 0.010)
@@ -30,7 +32,7 @@ def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, rank
     nlog = simulate(1, np.array([ranks]), np.array([seqs]), np.array([budget]), np.array([blocks]), np.array([128]),
                     np.array([k]), np.array([0]), np.array([float(launches)]), np.zeros(1), np.array([float(split)]),
                     ctx, tok, dec, rest,
-                    pctx, dctx, np.zeros(5) if hp is None else np.asarray(hp, dtype=np.float64), n, conc, isl,
+                    pctx, dctx, np.zeros(6) if hp is None else full_host(hp), n, conc, isl,
                     osl, hit, arr, np.atleast_1d(np.asarray(acc, dtype=np.float64)), 0.0, send, first, done, log, warm,
                     np.array([balance], np.int64), seed, np.array([graph_tokens], np.int64),
                     np.zeros(1, np.int64) if preempts is None else preempts, np.array([async_sched], np.int64))
@@ -48,7 +50,7 @@ def _pd_core(n, isl, osl, hit, xfer, budgets, blocks, block_tokens):
     send, first, done = np.full(n, -1.0), np.full(n, -1.0), np.full(n, -1.0)
     simulate(2, np.array([1, 1]), np.array([4, 4]), np.array(budgets), np.array(blocks), np.array(block_tokens),
              np.array([0, 0]), np.array([1, 2]), np.zeros(2), np.zeros(2), np.ones(2), ctx, tok, dec, rest,
-             np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(5), n, n, isl, osl, hit, np.zeros(n), np.ones(1), xfer,
+             np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(6), n, n, isl, osl, hit, np.zeros(n), np.ones(1), xfer,
              send, first, done, np.zeros((1000, 5)), -1, np.array([0, 0], np.int64), 0, np.array([-1, -1], np.int64),
              np.zeros(2, np.int64), np.zeros(2, np.int64))
     return first, done
@@ -449,7 +451,8 @@ def test_perf_decode_above_the_largest_graph_pays_the_eager_launches():
     _, n_draft = launch_counts(cached_program(dep.spec, c.plan, "vllm-ascend@main", dep.recipe, "decode", "expanded",
                                               True, "bf16").arrays(), 3)
     assert same.host_s == pytest.approx(graph.host_s)
-    assert eager.host_s - graph.host_s == pytest.approx((n_eager - n_draft) * hp[0])
+    # the graph step's drafter launches have their own price (hp[4], draft_launch_us; issue 29)
+    assert eager.host_s - graph.host_s == pytest.approx(n_eager * hp[0] - n_draft * hp[4])
     assert eager.time_s - eager.host_s == pytest.approx(graph.time_s - graph.host_s)
     assert eager.host_s == pytest.approx(step_host(True, 0.0, 32.0, c.launches_eager, c.launches_draft, hp))
 
@@ -498,7 +501,7 @@ def test_bench_names_preemptions_when_the_pool_binds():
     from auditor.serving.calibrate import deployment, workload
     from auditor.serving.sim import scaled_pool, simulate
     row = {r["id"]: r for r in _published()["rows"]}["P5"]
-    dep, wl = deployment(row), workload(row)
+    dep, wl = deployment(row), workload(row, 0.7)      # 2.53 tokens/step: requests hold their blocks longer
     blocks = dep.costs()[0].num_blocks
     assert blocks < 10 * -(-5000 // 128)
     run = simulate(dep, wl)

@@ -17,8 +17,9 @@ What runs decides what the host pays (research/serving-facts.md §6; docs/long-c
   profile does not name it, is ``launch_us``);
 * every step pays ``decode_token_us`` per decode token;
 * with ``--async-scheduling`` (vLLM's ``AsyncScheduler``: the next step is scheduled and its inputs
-  prepared while the device runs this one) ``step_ms`` overlaps the step's device time: the step pays
-  only what of it the device time does not cover (``serving_core.simulate``; bench only).
+  prepared while the device runs this one) the share ``async_overlap`` of ``step_ms`` overlaps the step's
+  device time (what does not overlap, e.g. sampling and the replay launch, stays on the critical path);
+  fitted on the rows whose launches set the flag (``serving_core.simulate``; bench only).
 
 The formula itself is ``kernels/serving_core.step_host`` (the simulation's inner loop calls it);
 this module counts the launches of a program and reads the constants.
@@ -33,8 +34,8 @@ from auditor_kernels import kinds as K
 
 #: host-model constants when a device profile has no ``serving`` block (uncalibrated guesses)
 DEFAULT_HOST = {"launch_us": 30.0, "prefill_token_us": 0.0, "decode_token_us": 0.0, "step_ms": 10.0,
-                "draft_launch_us": 30.0}
-HOST_KEYS = ("launch_us", "prefill_token_us", "decode_token_us", "step_ms", "draft_launch_us")
+                "draft_launch_us": 30.0, "async_overlap": 1.0}
+HOST_KEYS = ("launch_us", "prefill_token_us", "decode_token_us", "step_ms", "draft_launch_us", "async_overlap")
 
 
 def host_params(device: Any) -> np.ndarray:
@@ -44,13 +45,16 @@ def host_params(device: Any) -> np.ndarray:
     blk = {**DEFAULT_HOST, **own}
     draft = own.get("draft_launch_us", blk["launch_us"])
     return np.array([blk["launch_us"] * 1e-6, blk["prefill_token_us"] * 1e-6, blk["decode_token_us"] * 1e-6,
-                     blk["step_ms"] * 1e-3, draft * 1e-6])
+                     blk["step_ms"] * 1e-3, draft * 1e-6, blk["async_overlap"]])
 
 
 def full_host(hp: Any) -> np.ndarray:
-    """A host vector in the 5-slot form: a 4-slot one (no drafter price) prices the drafter at ``launch``."""
+    """A host vector in the 6-slot form: a 4-slot one (no drafter price) prices the drafter at ``launch``; a
+    missing async overlap share is 1 (all of step_ms hidden under --async-scheduling)."""
     hp = np.asarray(hp, dtype=np.float64)
-    return hp if hp.shape[0] >= 5 else np.append(hp, hp[0])
+    if hp.shape[0] < 5:
+        hp = np.append(hp, hp[0])
+    return hp if hp.shape[0] >= 6 else np.append(hp, 1.0)
 
 
 def _mult(mode: np.ndarray, mtp: int) -> np.ndarray:
