@@ -33,13 +33,11 @@ CI_ROWS: tuple[tuple[str, str, str, str | None, str, float], ...] = (
     ("E-A3-20", "E", "weekly/GLM-5.1-W8A8C8-A3_3.5k_1.5k_0_20.yaml", "perf_TPOT20", "glm-5.1", 321.4576),
     ("E-A3-50", "E", "weekly/GLM-5.1-W8A8C8-A3_3.5k_1.5k_0_50.yaml", "perf_TPOT50", "glm-5.1", 1267.2573),
     ("E-A3-64k", "E", "weekly/GLM-5.1-W8A8C8-A3_64k_90_50.yaml", "perf_64k", "glm-5.1", 687.4133),
-    ("E-DS16-4", "E", "weekly/DeepSeek-V3.2-W8A8_A3_weekly.yaml", "perf_16384_bs4", "deepseek-v3.2", 26.1),
-    ("E-DS16-16", "E", "weekly/DeepSeek-V3.2-W8A8_A3_weekly.yaml", "perf_16384_bs16", "deepseek-v3.2", 60.53),
-    ("E-DS32-4", "E", "weekly/DeepSeek-V3.2-W8A8_A3_weekly.yaml", "perf_32768_bs4", "deepseek-v3.2", 22.68),
-    ("E-DS32-8", "E", "weekly/DeepSeek-V3.2-W8A8_A3_weekly.yaml", "perf_32768_bs8", "deepseek-v3.2", 32.73),
-    ("E-DS64-4", "E", "weekly/DeepSeek-V3.2-W8A8_A3_weekly.yaml", "perf_65536_bs4", "deepseek-v3.2", 22.77),
-    ("E-DS64-8", "E", "weekly/DeepSeek-V3.2-W8A8_A3_weekly.yaml", "perf_65536_bs8", "deepseek-v3.2", 33.8),
-)
+) + tuple(
+    # the weekly DeepSeek-V3.2 file's six measured cases (its first test case; README section E)
+    (f"E-DS{ctx}-{bs}", "E", "weekly/DeepSeek-V3.2-W8A8_A3_weekly.yaml", f"perf_{ctx * 1024}_bs{bs}", "deepseek-v3.2",
+     tok) for ctx, bs, tok in ((16, 4, 26.1), (16, 16, 60.53), (32, 4, 22.68), (32, 8, 32.73), (64, 4, 22.77),
+                               (64, 8, 33.8)))
 
 #: P3a has no config file here (README section A: ``.../DeepSeek-V3_2-W8A8-EP.yaml``, not among the seven):
 #: its flags as section A writes them, its workload as section B does

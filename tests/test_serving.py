@@ -371,6 +371,24 @@ def test_latency_rows_within_15_percent(fitted, name):
     assert abs(fitted["loo"][name] - 1) <= 0.15
 
 
+def test_latency_growth_and_mean_within_10_percent():
+    """The latency CSV (glm-5.1-a3-latency-calibration.csv) as audit perf prices it with the shipped
+    constants: the mean error within 10 %, and the growth from the 3.5k rows to the 32k rows (prefill: a
+    3500-token chunk at context 0 -> a 4096-token chunk at 28000, measured 2295.99 / 1553.21 = 1.478;
+    decode: context 3500 -> 32000, measured 68.70 / 69.90 = 0.983) within 10 % of the measured growth."""
+    from auditor.perf.host import host_params
+    from auditor.serving.calibrate import step_ms
+    dep = _latency_deployment()
+    hp = host_params(dep.device)
+    rows = {r["scenario"]: r for r in _published()["latency"]}
+    got = {n: step_ms(dep, r["phase"], r["query_len"], r["context_len"], hp) for n, r in rows.items()}
+    err = [got[n] / r["measured_ms"] - 1 for n, r in rows.items()]
+    assert abs(sum(err) / len(err)) <= 0.10
+    for a, b in (("3.5k-prefill", "32k-prefill"), ("3.5k-decode", "32k-decode")):
+        measured = rows[b]["measured_ms"] / rows[a]["measured_ms"]
+        assert abs((got[b] / got[a]) / measured - 1) <= 0.10, (a, b, got[b] / got[a], measured)
+
+
 @pytest.mark.parametrize("row", _published()["rows"], ids=lambda r: r["id"])
 def test_published_rows_leave_one_out(fitted, row):
     """Each throughput row predicted by a fit that never saw it (refit from the full optimum) within 1.3x."""
