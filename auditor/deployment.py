@@ -47,6 +47,10 @@ class InstancePlan:
     nz_mode: int = 1
     shared_expert_dp: bool = False
     layer_sharding: tuple[str, ...] = ()
+    #: additional_config finegrained_tp_config as (module, group size) pairs (``auditor.finegrained``)
+    finegrained_tp: tuple[tuple[str, int], ...] = ()
+    #: vLLM --async-scheduling: the per-step host work overlaps the device step (``perf.host``; bench)
+    async_scheduling: bool = False
 
     #: instance name -> the parallel plan's role
     ROLES: ClassVar[dict[str, str]] = {"aggregated": "mixed", "prefill": "prefill", "decode": "decode"}
@@ -61,7 +65,7 @@ class InstancePlan:
                    fused_mc2=plan.fused_mc2, combine_max_tokens=plan.combine_max_tokens, dsa_cp=plan.dsa_cp,
                    redundant_experts=plan.redundant_experts, nz_mode=plan.nz_mode,
                    shared_expert_dp=plan.shared_expert_dp, layer_sharding=tuple(plan.layer_sharding),
-                   **{"kv_role": role, **runtime})
+                   finegrained_tp=tuple(plan.finegrained_tp), **{"kv_role": role, **runtime})
 
     def parallel_plan(self) -> Any:
         """The ParallelPlan this instance runs (the inverse of ``from_plan``), validated."""
@@ -71,7 +75,8 @@ class InstancePlan:
                             layer_sharding=tuple(self.layer_sharding), nz_mode=self.nz_mode,
                             shared_expert_dp=self.shared_expert_dp, redundant_experts=self.redundant_experts,
                             max_num_batched_tokens=self.max_num_batched_tokens, fused_mc2=self.fused_mc2,
-                            combine_max_tokens=self.combine_max_tokens, dcp=self.dcp).validate()
+                            combine_max_tokens=self.combine_max_tokens, dcp=self.dcp,
+                            finegrained_tp=tuple(self.finegrained_tp)).validate()
 
     @property
     def label(self) -> str:

@@ -33,6 +33,9 @@ class ParallelPlan:
     fused_mc2: int = 0          # VLLM_ASCEND_ENABLE_FUSED_MC2: 1 = dispatch_ffn_combine (expert scales, profile workspace)
     combine_max_tokens: int = 0  # additional_config.mega_moe_max_tokens: its max_output_size (0: the version's)
     dcp: int = 1                # decode context parallel (KV split over DCP = TP ranks; research serving-facts §5)
+    #: vLLM-Ascend additional_config finegrained_tp_config: (module, group size) pairs, e.g. (("lmhead", 16),):
+    #: that module is sharded over a group of DP ranks instead of TP (``auditor.finegrained``)
+    finegrained_tp: tuple[tuple[str, int], ...] = ()
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property

@@ -16,11 +16,11 @@ def main() -> None:
     from auditor.serving.calibrate import deployment, workload
     from auditor.serving.sim import kv_sensitivity, simulate
     rows = json.loads(ROWS.read_text())["rows"]
-    simulate(deployment(rows[0]), workload(rows[0], 0.7))       # compile / load the numba cache
+    simulate(deployment(rows[0]), workload(rows[0]))       # compile / load the numba cache
     worst = 0.0
     for r in rows:
         t = time.perf_counter()
-        dep, wl = deployment(r), workload(r, 0.7)
+        dep, wl = deployment(r), workload(r)
         m = metrics(simulate(dep, wl))
         kv_sensitivity(dep, wl)
         dt = time.perf_counter() - t

@@ -22,7 +22,7 @@ def bench_sweep(verbose: bool = True) -> dict[str, float]:
 
     spec = preset_spec("glm-5.1")
     dev = load_device("a3-752t")
-    base = ParallelPlan(sp=True)
+    base = ParallelPlan(sp=True, dsa_cp=True)          # FlashComm1 + enable_dsa_cp (DSA-CP)
     grid = dict(tps=[4, 8, 16], dps=[1, 2, 4], tokens=list(range(512, 16384 + 1, 512))[:20],
                 contexts=list(range(0, 64000, 3200)), batches=[1, 2, 4, 8, 16, 32, 48, 64, 96, 128],
                 mtps=[0, 1, 2, 3])

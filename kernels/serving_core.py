@@ -19,8 +19,9 @@ What one step of one instance does (research/serving-facts.md §1, vLLM ``v1/cor
   ``model_runner_v1.py:4905-4911``); the step takes the slowest rank's time;
 * requests are routed to the rank with the least ``4 x waiting + running``
   (``core_client.py:1350-1376``);
-* a decode step yields 1 + (accepted drafts) tokens per request for k drafts scheduled: each draft is
-  accepted with probability a after an accepted one (mean 1 + a + ... + a^k), sampled with ``seed``;
+* a decode step yields 1 + (accepted drafts) tokens per request for k drafts scheduled: draft i is
+  accepted with probability ``acc[i-1]`` after drafts 1..i-1 were (the conditional rates of
+  ``auditor.perf.acceptance``; one per-draft a gives mean 1 + a + ... + a^k), sampled with ``seed``;
 * prefix cache hits (``hit`` tokens, whole 128-token blocks) are computed already: only the suffix
   costs budget, but its chunks attend to the full context; the hit blocks are shared per rank. The
   cache is per DP rank (each DP rank is its own EngineCore with its own KV cache manager), and a
@@ -31,6 +32,9 @@ What one step of one instance does (research/serving-facts.md §1, vLLM ``v1/cor
   instance 0 hold the prefix before the run (a client warm-up prompt; -1 = every rank);
 * a decode step whose largest rank carries more tokens than ``graph_tokens[i]`` (the largest
   captured ACL graph size; -1 = no limit, 0 = eager) runs eager and pays the eager host cost;
+* ``--async-scheduling`` (``async_sched[i]``, vLLM's AsyncScheduler: EngineCore schedules step N+1 and
+  prepares its inputs while step N runs on the device) hides the share ``hp[5]`` (``async_overlap``) of
+  the per-step host term ``step_ms`` behind the step's device time, up to that time;
 * balance scheduling (vLLM-Ascend ``enable_balance_scheduling``, ``balance[i]``): when any DP rank's
   running count reached ``max_num_seqs`` at the end of the previous step, no rank admits a waiting
   request (a global admission freeze; ``patch_balance_schedule.py:146-162``, ``:396-403``,
@@ -100,20 +104,20 @@ def rank_time(i: int, eager: bool, t_pre: float, pre_ctx_s: float, nd: int, dtok
 @njit(cache=True)
 def step_host(eager: bool, t_pre: float, dtok: float, launches_eager: float, launches_draft: float,
               hp: np.ndarray, token_split: float = 1.0) -> float:
-    """Host seconds of one step: hp = (launch s, prefill-token s, decode-token s, step s); the
-    per-prefill-token work is a rank's, so ``t_pre`` counts for ``t_pre / token_split`` (DSA-CP splits
-    a step's tokens over TP, ``auditor.perf.host``)."""
+    """Host seconds of one step: hp = (launch s, prefill-token s, decode-token s, step s, drafter launch
+    s); the per-prefill-token work is a rank's, so ``t_pre`` counts for ``t_pre / token_split`` (DSA-CP
+    splits a step's tokens over TP, ``auditor.perf.host``)."""
     h = hp[3] + dtok * hp[2]
     if eager:
         return h + launches_eager * hp[0] + t_pre / token_split * hp[1]
-    return h + launches_draft * hp[0]
+    return h + launches_draft * hp[4]
 
 
 @njit(cache=True, nogil=True)     # plan runs independent simulations on two threads
 def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager, launches_draft, token_split,
              ctx, tok, dec, pre_rest, pre_ctx, dec_ctx, hp,
              n_req, conc, isl, osl, hit, arrival, acc, xfer,
-             rq_send, rq_first, rq_done, step_log, warm, balance, seed, graph_tokens, preempts):
+             rq_send, rq_first, rq_done, step_log, warm, balance, seed, graph_tokens, preempts, async_sched):
     """Run the whole benchmark; fills ``rq_send/first/done`` (seconds), ``step_log[s] = (start,
     dt, decoding requests, instance, eager)`` and ``preempts[i]`` (requests instance i preempted for KV
     blocks, each recomputed); returns the number of steps logged."""
@@ -351,6 +355,10 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
             any_pre = True
         dt = dt_dev + step_host(any_pre, t_pre_max, dtok_max, launches_eager[i], launches_draft[i], hp,
                                 token_split[i])
+        if async_sched[i] != 0:
+            # --async-scheduling: the step's scheduling and input preparation (step_ms) run while the
+            # device executes, so only what the device time does not cover is paid
+            dt -= hp[5] * min(hp[3], dt_dev)
         te = t + dt
         if nlog < step_log.shape[0]:
             step_log[nlog, 0] = t
@@ -377,12 +385,12 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
                             rq_first[j] = te
                         else:
                             comp[j] += n
-                            # rejection sampling accepts a chain of drafts: each next draft with
-                            # probability acc, stopping at the first rejection; seeded, so a run is
-                            # reproducible. The spread of finish times matters under DP lockstep and
-                            # balance scheduling (a rank waits for the slowest)
+                            # rejection sampling accepts a chain of drafts: draft m with probability
+                            # acc[m-1] (conditional on drafts 1..m-1 kept; the last one beyond),
+                            # stopping at the first rejection; seeded, so a run is reproducible. The
+                            # spread of finish times matters under DP lockstep and balance scheduling
                             m = 1
-                            while m < n and np.random.random() < acc:
+                            while m < n and np.random.random() < acc[min(m - 1, acc.shape[0] - 1)]:
                                 m += 1
                             out[j] += m
                     else:

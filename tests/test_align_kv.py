@@ -95,4 +95,40 @@ def test_kv_only_log_is_predicted_from_the_pinned_plan(tmp_path):
     assert t["kv"]["predicted"] is not None and t["kv"]["predicted"]["weights_bytes"] > 0
     assert [c["figure"] for c in t["kv"]["compared"]] == ["KV tokens"]
     assert any("the log has no weights line" in a for a in t["assumptions"])
-    assert t["verdict"]["explained"] is None
+    # 1,000 logged KV tokens against a pool of many thousands: the figure contradicts the pinned plan (issue 29)
+    assert t["verdict"]["explained"] is False and t["verdict"]["level"] == "unexplained"
+    assert t["verdict"]["contradictions"][0].startswith("KV tokens observed 1,000 vs predicted")
+
+
+# -- honest verdicts (issue 29): EXPLAINED needs every observed figure -----------------------------------
+
+def test_weights_explained_but_kv_off_is_partly_explained(tmp_path):
+    """The weights match (38.2 GB on every rank, the hand-checked P node above) but the log's KV token count is
+    a third of any pool the budget allows: the ticket names that figure and does not say EXPLAINED."""
+    _, t, md = _run(tmp_path, "kvoff", _weights_lines() + [
+        "(EngineCore_DP0 pid=9) INFO 05-20 09:51:01 [kv_cache_utils.py:1] GPU KV cache size: 40,000 tokens"])
+    v = t["verdict"]
+    assert v["level"] == "partly explained" and v["explained"] is False
+    assert v["summary"].startswith("PARTLY EXPLAINED") and "KV tokens observed 40,000" in v["summary"]
+    assert "PARTLY EXPLAINED" in md and "EXPLAINED:" not in md.replace("PARTLY EXPLAINED", "")
+
+
+def test_out_of_memory_contradicts_a_fitting_candidate(tmp_path):
+    _, t, _ = _run(tmp_path, "oom", _weights_lines() + [
+        "(Worker_DP0_TP0_EP0 pid=100) ERROR 05-20 09:51:00 [worker.py:1] RuntimeError: NPU out of memory. Tried to "
+        "allocate 4.00 GiB (NPU 0; 61.27 GiB total capacity; 58.00 GiB already allocated; 0.50 GiB free)"])
+    v = t["verdict"]
+    assert v["level"] == "partly explained"
+    assert any("runs out of memory (4.00 GiB allocation" in c and "where the best candidate fits" in c
+               for c in v["contradictions"])
+
+
+def test_a_cause_outside_the_model_is_one_it_cannot_tell(tmp_path):
+    """The thread blames a CANN regression: the weights match, but the ticket says audit cannot tell."""
+    _, t, md = _run(tmp_path, "cann", _weights_lines() + [
+        "after upgrading to CANN 9.0 the same launch regressed: weights grew per rank"])
+    v = t["verdict"]
+    assert v["level"] == "partly explained" and not v["contradictions"]
+    assert "cannot tell whether that is the cause" in v["reasons"][0] and "CANN 9.0" in v["reasons"][0]
+    _, t2, _ = _run(tmp_path, "plain", _weights_lines())
+    assert t2["verdict"]["level"] == "explained" and t2["verdict"]["explained"] is True

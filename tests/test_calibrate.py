@@ -188,7 +188,8 @@ def test_shipped_a3_profile_is_calibrated_for_current_model():
     assert mape < 10.0, f"shipped a3-752t constants give {mape:.1f} % mean error; {rerun}"
     from auditor.serving.calibrate import FIT_KEYS
     fitted = shipped.calibration["fitted"]
-    assert set(fitted) == set(FIT_KEYS) == {"launch_us", "prefill_token_us", "step_ms"}
+    assert set(fitted) == set(FIT_KEYS) == {"launch_us", "prefill_token_us", "step_ms", "draft_launch_us",
+                                            "async_overlap"}
     for name, entry in fitted.items():
         assert shipped.serving[name] == pytest.approx(entry["value"], rel=1e-4)
 

@@ -121,7 +121,7 @@ def test_glm51_two_node_script():
         fused_mc2=True, max_num_batched_tokens=4096, util=0.92, max_model_len=133120, max_num_seqs=6,
         kv_cache_dtype="c8-indexer", hccl_buffsize=400, dp_local=4, quantization="ascend", prefix_caching=True,
         hf_overrides={"use_index_cache": True, "index_topk_freq": 4}, balance_scheduling=True,
-        compilation={"cudagraph_mode": "FULL_DECODE_ONLY"})
+        compilation={"cudagraph_mode": "FULL_DECODE_ONLY"}, async_scheduling=True)
     assert named(opts.ignored) >= {"--host", "--port", "--seed", "--data-parallel-start-rank",
                                    "--data-parallel-address", "--data-parallel-rpc-port", "--tool-call-parser",
                                    "--reasoning-parser", "--enable-auto-tool-choice", "--trust-remote-code",
@@ -130,9 +130,9 @@ def test_glm51_two_node_script():
     # IndexCache's --hf-overrides keys are applied to config.json (neither ignored nor unmodelled)
     assert not {"hf_overrides.use_index_cache", "hf_overrides.index_topk_freq"} & (named(opts.unmodelled)
                                                                                    | named(opts.ignored))
-    assert named(opts.unmodelled) == {"--async-scheduling",
-                                      "additional_config.multistream_overlap_shared_expert",
+    assert named(opts.unmodelled) == {"additional_config.multistream_overlap_shared_expert",
                                       "HCCL_OP_EXPANSION_MODE", "PYTORCH_NPU_ALLOC_CONF"}
+    assert opts.async_scheduling                                        # bench's host overlap (issue 29)
     assert opts.unknown == ()
     assert {"tp", "dp", "ep", "sp", "dsa_cp", "kv_cache_dtype", "mtp", "util"} <= opts.explicit
     assert "max_num_seqs" in opts.explicit and "nz_mode" not in opts.explicit
@@ -424,7 +424,8 @@ def test_published_128k_config_reads_as_expected(shared_dir: Path):
                   fused_mc2=True, max_num_batched_tokens=4096, util=0.92, max_model_len=133120, max_num_seqs=6,
                   kv_cache_dtype="c8-indexer", hccl_buffsize=400, dp_local=4, quantization="ascend",
                   prefix_caching=True, hf_overrides={"use_index_cache": True, "index_topk_freq": 4},
-                  balance_scheduling=True, compilation={"cudagraph_mode": "FULL_DECODE_ONLY"})
+                  balance_scheduling=True, compilation={"cudagraph_mode": "FULL_DECODE_ONLY"},
+                  async_scheduling=True)          # the yaml's --async-scheduling (:45, :76)
     assert node0.values() == want
     assert node1.values() == dict(want, util=0.9)
     assert "--headless" in named(node1.ignored)
@@ -436,7 +437,8 @@ def test_the_table_lists_are_disjoint_and_named():
     assert {"--tensor-parallel-size", "--enable-expert-parallel", "VLLM_ASCEND_ENABLE_FLASHCOMM1",
             "additional_config.enable_sparse_li_c8", "kv_transfer_config.kv_role"} <= mapped
     assert {"--host", "--port", "--seed", "--served-model-name", "--trust-remote-code"} <= ignored
-    assert {"--async-scheduling", "--kv-cache-memory-bytes", "HCCL_OP_EXPANSION_MODE"} <= unmodelled
+    assert {"--kv-cache-memory-bytes", "HCCL_OP_EXPANSION_MODE"} <= unmodelled
+    assert {"--async-scheduling", "additional_config.finegrained_tp_config.lmhead_tensor_parallel_size"} <= mapped
     for r in RULES.values():
         # a row without a field is ignored or unmodelled; one with a field sets an option (a JSON row
         # such as --compilation-config is recorded whole and read by what uses it: bench's graph size)

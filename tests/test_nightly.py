@@ -262,6 +262,106 @@ def test_published_config_benches_as_its_serving_row(shared_dir: Path, capsys, r
     assert main(["bench", row["model"], "--launch", str(f), "--format", "json", *extra]) == 0
     out = capsys.readouterr()
     got = json.loads(out.out)["output_throughput"]
-    want = metrics(simulate(deployment(row), workload(row, 0.7)))["output_throughput"]
+    want = metrics(simulate(deployment(row), workload(row)))["output_throughput"]
     assert math.isclose(got, want, rel_tol=1e-9), (got, want)
     assert f"baseline {row['measured_output_tok_s']:g} output tok/s" in out.err
+
+
+# -- every test case, warm-ups by role, the model's fallback (issue 29) ---------------------------------
+
+TWO_TESTS = """
+_cmd: &cmd ["--tensor-parallel-size", "8", "--data-parallel-size", "2", "--enable-expert-parallel",
+            "--max-num-seqs", "8", "--max-model-len", "70000"]
+_bench: &bench
+  perf_a: {case_type: performance, dataset_path: x/GSM8K_prefix0_in16384_bs1, num_prompts: 4, max_out_len: 64,
+           batch_size: 1, request_rate: 0, baseline: 26.1}
+test_cases:
+  - name: "plain"
+    model: "vllm-ascend/DeepSeek-V3.2-W8A8"
+    envs: {VLLM_USE_MODELSCOPE: "true"}
+    server_cmd: *cmd
+    benchmarks: {<<: *bench}
+  - name: "mix"
+    model: "vllm-ascend/DeepSeek-V3.2-W8A8"
+    server_cmd: *cmd
+    server_cmd_extra: ["--async-scheduling", "--max-num-batched-tokens", "2048"]
+    benchmarks:
+      <<: *bench
+      perf_b: {case_type: performance, dataset_path: x/GSM8K-in2048-bs4, num_prompts: 8, max_out_len: 32,
+               batch_size: 4, request_rate: 0, baseline: 220}
+"""
+
+
+def test_every_test_case_is_read_with_its_extra_arguments(tmp_path):
+    cfg = read_nightly(_write(tmp_path, "w.yaml", TWO_TESTS))
+    assert [t.name for t in cfg.tests] == ["plain", "mix"]
+    plain, mix = cfg.tests
+    assert mix.nodes[0].argv == plain.nodes[0].argv + ("--async-scheduling", "--max-num-batched-tokens", "2048")
+    assert set(mix.cases) == {"perf_a", "perf_b"} and set(plain.cases) == {"perf_a"}
+    # --case: a benchmark name (the first test case that has it), TEST/BENCH, or a test case's name
+    sel, bench = cfg.select("perf_a")
+    assert sel.tests == (plain,) and bench == "perf_a" and "mix also has a case 'perf_a'" in sel.notes[-1]
+    sel, bench = cfg.select("mix/perf_a")
+    assert sel.nodes == mix.nodes and bench == "perf_a"
+    sel, bench = cfg.select("perf_b")
+    assert sel.nodes == mix.nodes and sel.performance_case(bench).isl == 2048
+    sel, bench = cfg.select("plain")
+    assert sel.performance_case(bench).baseline == 26.1                 # its only measured case
+    with pytest.raises(AuditInputError, match="3 performance cases have a baseline.*mix/perf_b"):
+        cfg.select(None)
+    with pytest.raises(AuditInputError, match="no performance case 'nope'"):
+        cfg.select("nope")
+
+
+def test_a_warm_up_is_known_by_its_role_not_its_baseline(tmp_path):
+    """The weekly 64k config gives its warm-up a baseline of 1 (GLM-5.1-W8A8C8-A3_64k_90_50.yaml:92): the
+    measured case is still the default."""
+    text = SINGLE.replace("warm:", "perf_64k_warmup:").replace("baseline: 0", "baseline: 1")
+    cfg = read_nightly(_write(tmp_path, "w.yaml", text))
+    assert cfg.cases["perf_64k_warmup"].warmup and not cfg.cases["perf"].warmup
+    assert cfg.performance_case(None) is cfg.cases["perf"]
+    assert cfg.cases["perf"].warm_prompts == 3                          # the warm-up still primes the cache
+
+
+@pytest.mark.parametrize("name, preset", [
+    ("Eco-Tech/GLM-5.1-w8a8", "glm-5.1"), ("Eco-Tech/GLM-5.1-w8a8c8", "glm-5.1"), ("zai-org/GLM-5", "glm-5"),
+    ("vllm-ascend/DeepSeek-V3.2-W8A8", "deepseek-v3.2"), ("x/GLM-5.2-W4A8C8", "glm-5.2"),
+    ("deepseek-ai/DeepSeek-V3", "deepseek-v3"), ("x/Qwen3-32B", None)])
+def test_implied_preset(name, preset):
+    from auditor.launch.nightly import implied_preset
+    assert implied_preset(name) == preset
+
+
+def test_unreachable_model_falls_back_to_its_preset_and_says_so(tmp_path, capsys, monkeypatch):
+    """No MODEL given and the checkpoint cannot be read: the preset the name implies, named on stderr;
+    VLLM_USE_MODELSCOPE in the node's environment makes the name a ModelScope one."""
+    import auditor.source as source
+    seen = []
+
+    def unreachable(model, *a, **k):
+        seen.append(str(model))
+        if "/" in str(model):
+            raise AuditInputError(str(model), "cannot reach the hub")
+        return real(model, *a, **k)
+    real = source.open_model
+    monkeypatch.setattr(source, "open_model", unreachable)
+    f = _write(tmp_path, "w.yaml", TWO_TESTS)
+    assert main(["bench", "--launch", str(f), "--case", "plain", "--format", "json"]) == 0
+    out = capsys.readouterr()
+    assert seen[0] == "ms://vllm-ascend/DeepSeek-V3.2-W8A8"
+    assert "models the preset deepseek-v3.2, which the name implies" in out.err
+    assert json.loads(out.out)["model_id"] == "deepseek-v3.2"
+    assert main(["bench", "--launch", str(f), "--case", "mix/perf_b"]) == 0
+    out = capsys.readouterr().out                                       # its server_cmd_extra: --async-scheduling
+    assert "vllm-ascend/DeepSeek-V3.2-W8A8" in seen and "TP8 DP2 EP16 async MTP0 seqs 8 batched 2048" in out
+
+
+def test_published_weekly_configs_give_their_measured_case(shared_dir: Path, capsys):
+    """Every weekly config of section E reads with --case as the README names it, and the case's baseline
+    is the README's figure."""
+    weekly = shared_dir / "data" / "published" / "weekly"
+    for name, case, want in (("GLM-5.1-W8A8C8-A3_64k_90_50.yaml", None, 687.4133),
+                             ("GLM-5.1-W8A8C8-64k-1k-90-50-PD.yaml", None, 2722.6),
+                             ("DeepSeek-V3.2-W8A8_A3_weekly.yaml", "perf_32768_bs8", 32.73)):
+        cfg, bench = read_nightly(weekly / name).select(case)
+        assert cfg.performance_case(bench).baseline == want, name

@@ -118,14 +118,15 @@ def test_no_disaggregated_config_is_said_with_the_closest_instance(capsys):
 
 
 def test_no_disaggregated_config_names_the_sla_side(capsys):
-    """At 32 dies P and D both fit, but at TPOT 28 ms no D instance is fast enough (the fastest, TP16 at batch
-    1 with MTP 3, takes 29.7 ms with the host constants derived from the serving block): the verdict says
-    TPOT, and the fastest D it names is slower than 28 ms per token."""
-    assert main(ISSUE[:-1] + ["28", "--tp", "8,16", "--no-sp", "--batch", "1,4", "--mtp", "0,3"]) in (0, 3)
+    """At 32 dies P and D both fit, but at TPOT 20 ms no D instance is fast enough: the fastest, TP16 at batch
+    1 with MTP 3, is the latency CSV's decode step (69.9 ms at 3.5k context) over GLM-5 MTP 3's 3.16 tokens
+    per step (vLLM-Ascend #9803) = 22.1 ms per token. The verdict says TPOT, and the fastest D it names is
+    slower than 20 ms per token."""
+    assert main(ISSUE[:-1] + ["20", "--tp", "8,16", "--no-sp", "--batch", "1,4", "--mtp", "0,3"]) in (0, 3)
     out = capsys.readouterr().out
     line = next(l for l in out.splitlines() if l.startswith("disaggregated (P/D): none within 32 dies"))
-    assert "meets TPOT 28 ms" in line
-    assert float(line.split("takes ")[1].split(" ms")[0]) > 28
+    assert "meets TPOT 20 ms" in line
+    assert float(line.split("takes ")[1].split(" ms")[0]) > 20
 
 
 def test_plan_takes_the_runtime_options(capsys):

@@ -122,9 +122,10 @@ def test_bad_launch_file_is_one_line(tmp_path, capsys):
 
 
 def test_unmodelled_setting_is_named(capsys):
-    code, _, err = _run(["memory", "glm-5.1", "--tp", "16", "--max-model-len", "8K", "--async-scheduling"], capsys)
+    code, _, err = _run(["memory", "glm-5.1", "--tp", "16", "--max-model-len", "8K", "--num-gpu-blocks-override",
+                         "100"], capsys)
     assert code == 0
-    assert "NOT modelled" in err and "--async-scheduling" in err
+    assert "NOT modelled" in err and "--num-gpu-blocks-override" in err
 
 
 def test_launch_hf_overrides_reach_the_model(tmp_path, capsys):

@@ -230,12 +230,47 @@ def rank_differences(groups: list[dict]) -> list[str]:
     return out
 
 
-def verdict(memory: dict | None, logs: LogEvidence | None, recipe: str | None) -> dict:
-    """Whether the best candidate reproduces the weights within EXPLAINED on every rank; when not, what
-    could explain them, said first in the ticket."""
+#: a KV figure (available bytes, tokens, concurrency, shortfall) further off than this contradicts a candidate
+#: (the evidence corpus' tolerance for the engine's logged KV memory, ``auditor.evidence.KV_AVAILABLE_REL_TOL``)
+def _kv_tolerance() -> float:
+    from ..evidence import KV_AVAILABLE_REL_TOL
+    return KV_AVAILABLE_REL_TOL
+
+
+def contradictions(kv: dict | None, logs: LogEvidence | None) -> list[str]:
+    """Observed figures the best candidate does not reproduce: a KV figure outside its tolerance, and an
+    out-of-memory where the candidate predicts the deployment fits."""
+    out = []
+    tol = _kv_tolerance()
+    for c in (kv or {}).get("compared") or []:
+        rel = c.get("relative")
+        if rel is not None and abs(rel) > tol:
+            out.append(f"{c['figure']} observed {c['observed']:,.6g} vs predicted {c['predicted']:,.6g} {c['unit']} "
+                       f"({rel * 100:+.1f}%, tolerance {tol * 100:g}%; {c.get('where', '')})")
+    pred = (kv or {}).get("predicted") or {}
+    if logs is not None and logs.ooms and pred.get("available_kv_bytes", 0) > 0:
+        o = logs.ooms[0]
+        out.append(f"the log runs out of memory ({o.tried_bytes / GiB:.2f} GiB allocation, {o.where}) where the best "
+                   f"candidate fits with {pred['available_kv_bytes'] / GiB:.2f} GiB of KV cache")
+    return out
+
+
+def verdict(memory: dict | None, logs: LogEvidence | None, recipe: str | None, kv: dict | None = None) -> dict:
+    """EXPLAINED only when the best candidate reproduces the weights within EXPLAINED on every rank AND every
+    other observed figure (KV lines, an out-of-memory) within its tolerance; a contradicting figure is named and
+    makes it PARTLY EXPLAINED; a cause the text itself names that audit does not model (a CANN regression) is
+    said to be one the model cannot tell. When unexplained, what could explain the figures, said first."""
+    contra = contradictions(kv, logs)
+    outside = [f"{text} ({where})" for text, where in (logs.outside if logs is not None else [])][:3]
+    cannot = ([f"the evidence itself names a cause outside audit's model: {outside[0]}; audit models neither CANN, "
+               "driver nor firmware versions, so it cannot tell whether that is the cause"] if outside else [])
     if memory is None:
-        return {"explained": None, "summary": "no weights line: nothing to explain (predictions use the "
-                                              "pinned or inferred plan)", "reasons": [], "rank_notes": []}
+        level = "unexplained" if contra else None
+        summary = ("no weights line: nothing to explain (predictions use the pinned or inferred plan)" if not contra
+                   else "UNEXPLAINED: no weights line, and the observed figures contradict the pinned / inferred "
+                        "plan's prediction")
+        return {"explained": None if not contra else False, "level": level, "summary": summary,
+                "reasons": cannot, "contradictions": contra, "rank_notes": []}
     best = memory["candidates"][0]
     worst = max((abs(g["relative"]) for g in memory["groups"] if g["relative"] is not None), default=0.0)
     explained = worst <= EXPLAINED
@@ -250,9 +285,15 @@ def verdict(memory: dict | None, logs: LogEvidence | None, recipe: str | None) -
         notes.append("rank groupings disagree: the log's ranks split into groups the best candidate does not "
                      "reproduce (see the memory table)")
     notes += rank_differences(memory["groups"])
-    if explained:
+    if explained and not contra and not outside:
         summary = (f"EXPLAINED: {best['label']} reproduces every rank within {worst * 100:.2f}% "
-                   f"(limit {EXPLAINED * 100:g}%)")
+                   f"(limit {EXPLAINED * 100:g}%) and every other observed figure within its tolerance")
+    elif explained:
+        what = (f"{len(contra)} observed figure(s) contradict it: " + "; ".join(contra)) if contra else \
+            "but the evidence names a cause outside the model"
+        summary = (f"PARTLY EXPLAINED: {best['label']} reproduces the weights on every rank within "
+                   f"{worst * 100:.2f}%, {what}")
+        reasons += cannot
     else:
         summary = (f"UNEXPLAINED: no searched configuration reproduces the weights within {EXPLAINED * 100:g}% "
                    f"(best: {best['label']}, {worst * 100:.1f}% off)")
@@ -262,12 +303,15 @@ def verdict(memory: dict | None, logs: LogEvidence | None, recipe: str | None) -
                            "re-run with --recipe to try one)")
         else:
             reasons.append("a recipe outside " + ", ".join(searched["recipes"]))
+        reasons[:0] = cannot
         reasons += ["a CANN / driver regression (vllm-ascend #9422: CANN 9.0 raised GLM-5.1 w8a8 weights from "
                     "25 GB to 36 GB per rank with the same engine options)",
                     "an engine build audit does not model (a vLLM-Ascend version newer than its profiles, or "
                     "local patches)",
                     "engine options outside the searched space (see Candidate configurations)"]
-    return {"explained": explained, "summary": summary, "reasons": reasons, "rank_notes": notes,
+    ok = explained and not contra and not outside
+    return {"explained": ok, "level": "explained" if ok else ("partly explained" if explained else "unexplained"),
+            "summary": summary, "reasons": reasons, "contradictions": contra, "rank_notes": notes,
             "worst_relative": worst}
 
 
@@ -439,7 +483,7 @@ def run_align(req: AlignRequest) -> dict:
                      for f in (audit.findings if audit is not None else [])][:20],
     }
     ticket["parsed"] = parsed_lines(logs) if logs is not None else []
-    ticket["verdict"] = verdict(memory, logs, source.recipe or source.scheme_recipe)
+    ticket["verdict"] = verdict(memory, logs, source.recipe or source.scheme_recipe, kv)
     if profile is not None:
         ticket["assumptions"] = list(dict.fromkeys(ticket["assumptions"] + profile.notes))
     ticket["tolerance"] = tolerance_check(ticket, req.tolerance)

@@ -13,14 +13,14 @@ from ..devices.profiles import DEFAULT_DEVICE
 from ..errors import AuditInputError
 from .deployment import DeploymentCommand, launch_option
 from .feedback import announce_compiles, stage
-from .options import (acceptance_option, capped, emit, formats_options, graph_option, guard_output, plan_options,
-                      recipe_option)
+from .options import (acceptance_option, async_option, capped, emit, finegrained_option, formats_options, graph_option,
+                      guard_output, plan_options, recipe_option)
 from .runtime_options import hf_overrides_option, runtime_options
 from .vocabulary import Length
 
 
 def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, osl: int, balance: bool = False,
-              graph_tokens: int = -1):
+              graph_tokens: int = -1, async_scheduling: bool = False):
     from ..deployment import InstancePlan
     mml = runtime["max_model_len"] or (isl + osl)
     role = {"aggregated": "mixed"}.get(name, name)
@@ -28,16 +28,19 @@ def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, os
                                   max_num_seqs=runtime["max_num_seqs"], max_model_len=mml,
                                   gpu_memory_utilization=runtime["util"], mtp=mtp,
                                   kv_cache_dtype=runtime["kv_cache_dtype"], hccl_buffsize_mb=runtime["hccl_buffsize_mb"],
-                                  balance_scheduling=balance and name == "aggregated", graph_tokens=graph_tokens)
+                                  balance_scheduling=balance and name == "aggregated", graph_tokens=graph_tokens,
+                                  async_scheduling=async_scheduling)
 
 
 @click.command("_instance", cls=DeploymentCommand, add_help_option=False)
 @launch_option
 @plan_options
+@finegrained_option
 @runtime_options(device=False)
 @graph_option
-def _instance_options(plan, engine, mtp_drafter, runtime, mtp, graph_tokens):
-    return plan, runtime, mtp, graph_tokens
+@async_option
+def _instance_options(plan, engine, mtp_drafter, runtime, mtp, graph_tokens, async_scheduling):
+    return plan, runtime, mtp, graph_tokens, async_scheduling
 
 
 def _parse_instance(text: str, what: str):
@@ -57,6 +60,7 @@ def _parse_instance(text: str, what: str):
 @launch_option
 @click.argument("model", required=False)
 @plan_options
+@finegrained_option
 @runtime_options(device=False)
 @recipe_option("quantization recipe (default: the checkpoint's / preset's own)")
 @click.option("--device", "device_name", default=DEFAULT_DEVICE, show_default=True, help="device profile")
@@ -86,12 +90,14 @@ def _parse_instance(text: str, what: str):
               help="vLLM-Ascend additional_config enable_balance_scheduling: no rank admits while any DP rank "
                    "is at max_num_seqs (PD-mixed only)")
 @graph_option
+@async_option
 @acceptance_option
 @hf_overrides_option
 @formats_options(("table", "json"))
 def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device_name, prefill_opts,
                   decode_opts, prefill_count, decode_count, concurrency, isl, osl, num_prompts, request_rate,
-                  prefix_ratio, prefix_caching, prefix_warm_ranks, balance_scheduling, graph_tokens, acceptance, fmt,
+                  prefix_ratio, prefix_caching, prefix_warm_ranks, balance_scheduling, graph_tokens, async_scheduling,
+                  acceptance, fmt,
                   output) -> None:
     """Simulate vLLM's scheduler (token budget, max_num_seqs, KV admission and preemption, DP
     lockstep, MTP, prefix cache, P/D with KV transfer) over the perf model's step costs and print the
@@ -107,20 +113,23 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     src = open_model(model, recipe, tables=False)
     dev = load_device(device_name)
     if prefill_opts is not None:
-        pp, prt, pm, pg = _parse_instance(prefill_opts, "--prefill")
-        dp_, drt, dm, dg = _parse_instance(decode_opts, "--decode")
-        insts = [_instance("prefill", prefill_count, pp, prt, pm, isl, osl, graph_tokens=pg),
-                 _instance("decode", decode_count, dp_, drt, dm, isl, osl, graph_tokens=dg)]
+        pp, prt, pm, pg, pa = _parse_instance(prefill_opts, "--prefill")
+        dp_, drt, dm, dg, da = _parse_instance(decode_opts, "--decode")
+        insts = [_instance("prefill", prefill_count, pp, prt, pm, isl, osl, graph_tokens=pg, async_scheduling=pa),
+                 _instance("decode", decode_count, dp_, drt, dm, isl, osl, graph_tokens=dg, async_scheduling=da)]
     else:
-        insts = [_instance("aggregated", 1, plan, runtime, mtp, isl, osl, balance_scheduling, graph_tokens)]
+        insts = [_instance("aggregated", 1, plan, runtime, mtp, isl, osl, balance_scheduling, graph_tokens,
+                           async_scheduling)]
     for i in insts:
         if i.mtp and not src.spec.mtp_layers:
             raise AuditInputError("--mtp", f"{src.spec.name} has no MTP layer")
         if i.max_model_len < isl + (osl if i.name != "prefill" else 1):
             raise AuditInputError("--max-model-len", f"{i.max_model_len} is shorter than isl + osl = {isl + osl}")
     dep = Deployment(src.spec, engine, src.scheme_recipe, dev, insts)
+    from ..perf.acceptance import resolve
+    acc = resolve(src.spec, acceptance)
     wl = BenchWorkload(concurrency, isl, osl, num_prompts or 4 * concurrency,
-                       float("inf") if request_rate is None else request_rate, prefix_ratio, acceptance,
+                       float("inf") if request_rate is None else request_rate, prefix_ratio, acc,
                        prefix_caching, warm_ranks=prefix_warm_ranks)
     announce_compiles()
     with stage(f"bench: simulating {wl.num_prompts} requests through the scheduler"):
@@ -133,23 +142,29 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     if fmt == "json":
         # each instance's memory as `audit memory` gives it for the same flags (its budget's figures;
         # KV tokens as "GPU KV cache size" counts them: concurrency x max_model_len)
+        k = max(i.mtp for i in insts)
         pools = [{"name": c.inst.name, "count": c.inst.count, "weights_bytes": int(round(c.weights_gib * 2**30)),
                   "kv_blocks_per_rank": int(c.num_blocks),
                   "kv_tokens": int(c.num_blocks / -(-c.inst.max_model_len // c.block_tokens) * c.inst.max_model_len)}
                  for c in dep.costs()]
         text = json.dumps({"model_id": model or src.spec.name, "backend": "vllm", "endpoint_type": "vllm",
-                           "label": "audit bench", **m, "notes": run.notes, "instances": pools}, indent=2) + "\n"
+                           "label": "audit bench", **m,
+                           "mtp_acceptance": {"per_position": [acc.rate(i) for i in range(1, k + 1)],
+                                              "tokens_per_step": acc.tokens_per_step(k), "source": acc.source},
+                           "notes": run.notes, "instances": pools}, indent=2) + "\n"
     else:
         shape = " + ".join(f"{i.count} x {i.name} TP{i.tp} DP{i.dp}" + (f" EP{i.ep}" if i.ep > 1 else "")
                            + (" PP%d" % i.pp if i.pp > 1 else "") + (" SP" if i.sp else "")
                            + (" DSA-CP" if engine.placement(src.spec, i.parallel_plan()).dsa_cp else "")
+                           + (" async" if i.async_scheduling else "")
                            + f" MTP{i.mtp} seqs {i.max_num_seqs} "
                            f"batched {i.max_num_batched_tokens}" for i in insts)
         costs = dep.costs()
         kv = ", ".join(f"{c.inst.name} {c.num_blocks:,} blocks/rank" for c in costs)
         text = (f"audit bench: {src.spec.name} ({src.scheme_recipe}) on {dev.name}, {engine}: {shape}\n"
                 f"workload: concurrency {concurrency}, {wl.num_prompts} prompts, isl {isl}, osl {osl}, "
-                f"prefix {prefix_ratio:g} (hit {wl.hit_tokens} tokens), MTP acceptance {acceptance:g}; "
+                f"prefix {prefix_ratio:g} (hit {wl.hit_tokens} tokens), MTP acceptance "
+                f"{acc.text(max(i.mtp for i in insts))}; "
                 f"KV {kv}; {run.dies} dies\n\n" + render_block(m)
                 + f"output tokens/s per die: {m['output_throughput_per_die']:.2f}\n"
                 + "".join(f"note: {n}\n" for n in run.notes))

@@ -34,6 +34,7 @@ _RENDER: tuple[tuple[str, str, str], ...] = (
     ("max_num_seqs", "--max-num-seqs", "int"), ("kv_cache_dtype", "--kv-cache-dtype", "str"),
     ("dcp", "--dcp", "int"), ("hccl_buffsize", "--hccl-buffsize", "int"), ("mtp", "--mtp", "int"),
     ("hf_overrides", "--hf-overrides", "json"), ("graph_tokens", "--graph-max-tokens", "int"),
+    ("finegrained_tp", "--finegrained-tp", "pairs"), ("async_scheduling", "--async-scheduling", "flag"),
 )
 
 
@@ -129,6 +130,10 @@ def _render(opts: Any, declared: dict[str, click.Parameter], skipped: list[str] 
         elif how == "json":
             if value:
                 out += [option, json.dumps(value, sort_keys=True)]
+        elif how == "pairs":
+            if value:
+                from ..finegrained import render
+                out += [option, render(value)]
         else:
             out += [option, f"{value:g}" if how == "float" else str(value)]
     return out
@@ -199,7 +204,7 @@ def _expand_nightly(own: list[str], vllm: list[str], path: str, picks: dict[str,
 
     from ..launch.flags import to_options
     from ..launch.nightly import read_nightly
-    cfg = read_nightly(path)
+    cfg, case_name = read_nightly(path).select(picks.get("--case"))
     for n in cfg.notes:
         click.echo(f"audit: note: {path}: {n}", err=True)
     engine = _engine_arg(own)
@@ -251,7 +256,7 @@ def _expand_nightly(own: list[str], vllm: list[str], path: str, picks: dict[str,
     else:
         raise AuditInputError(path, f"nodes of roles {', '.join(sorted(chosen))}: give --node N")
     if "--concurrency" in declared:
-        rendered += _case_options(cfg, picks.get("--case"), [opts[k] for k in chosen.values()])
+        rendered += _case_options(cfg, case_name, [opts[k] for k in chosen.values()])
     elif "--case" in picks:
         click.echo(f"audit: note: --case is not used by `audit {command.name}` (it has no client)", err=True)
     recipe = _recipe_in_name(cfg.model)
@@ -259,7 +264,45 @@ def _expand_nightly(own: list[str], vllm: list[str], path: str, picks: dict[str,
         click.echo(f"audit: note: {path}: recipe {recipe} from the config's model name {cfg.model} (--recipe "
                    "overrides)", err=True)
         rendered += ["--recipe", recipe]
-    return rendered + own, (cfg.model or None)
+    return rendered + own, (_config_model(cfg.model, path, nodes[next(iter(chosen.values()))].env)
+                            if cfg.model else None)
+
+
+class ConfigModel(str):
+    """A nightly config's model name, with the preset its name implies for when the checkpoint cannot be
+    read (the CI pulls it from a hub audit may not reach)."""
+
+    fallback: str | None = None
+    where: str = ""
+
+
+def _config_model(model: str, path: str, env: dict[str, str]) -> ConfigModel:
+    """The config's model as audit opens it: ``ms://`` when the node sets ``VLLM_USE_MODELSCOPE`` (vLLM then
+    downloads from ModelScope, ``vllm/envs.py`` VLLM_USE_MODELSCOPE), with its implied preset as fallback."""
+    from ..launch.nightly import implied_preset
+    from ..remote.refs import scheme_of
+    name = model
+    if env.get("VLLM_USE_MODELSCOPE", "").strip().lower() in ("1", "true", "yes") and scheme_of(model) is None \
+            and model.count("/") == 1:
+        name = "ms://" + model
+    out = ConfigModel(name)
+    out.fallback, out.where = implied_preset(model), path
+    return out
+
+
+def _open_or_fallback(model: ConfigModel) -> str:
+    """``model`` when audit can read it; else the preset its name implies, said on stderr (or the read's
+    own error when the name implies none)."""
+    from ..source import open_model
+    try:
+        open_model(str(model), tables=False)
+        return str(model)
+    except AuditInputError as exc:
+        if model.fallback is None:
+            raise
+        click.echo(f"audit: note: {model.where}: model {model} is not readable here ({str(exc)[:160]}); audit "
+                   f"models the preset {model.fallback}, which the name implies (give MODEL to choose)", err=True)
+        return model.fallback
 
 
 def _recipe_in_name(model: str) -> str | None:
@@ -330,7 +373,7 @@ class DeploymentCommand(click.Command):
         new_args, model = expand(list(args), self)
         rest = super().parse_args(ctx, new_args)
         if model and "model" in ctx.params and ctx.params["model"] is None:
-            ctx.params["model"] = model
+            ctx.params["model"] = _open_or_fallback(model) if isinstance(model, ConfigModel) else model
         return rest
 
 

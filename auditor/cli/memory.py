@@ -10,7 +10,7 @@ from ..errors import AuditInputError
 from .deployment import DeploymentCommand, launch_option
 from .feedback import is_quiet
 from .refusal import lead_answer
-from .options import emit, guard_output, output_options, plan_options, recipe_option
+from .options import emit, finegrained_option, guard_output, output_options, plan_options, recipe_option
 from .runtime_options import hf_overrides_option, runtime_options
 
 BY_CHOICES = ("summary", "layer", "tensor", "all")
@@ -25,6 +25,7 @@ def _to_json(rep: dict) -> str:
 @click.argument("model", required=False)
 @recipe_option("quant recipe for presets / config-only dirs (default: the preset's usual one)")
 @plan_options
+@finegrained_option
 @click.option("--by", type=click.Choice(BY_CHOICES), default="summary", show_default=True,
               help="extra breakdown: per layer, per tensor, or both")
 @click.option("--observed", default=None, help="per-rank figure the engine reported, e.g. 38GiB: prints the "

@@ -113,16 +113,35 @@ def engine_option() -> Callable[[Callable], Callable]:
                         metavar="FAMILY@VERSION", help=engine_help())
 
 
-#: per-draft MTP acceptance every command assumes unless told (vLLM-Ascend publishes none for these
-#: models; 0.7 is in the range public DeepSeek MTP reports give for the first draft)
+#: per-draft MTP acceptance where no public measurement exists for a model family (auditor.perf.acceptance)
 DEFAULT_ACCEPTANCE = 0.7
 
 
+class AcceptanceValue(click.ParamType):
+    """``A`` (per-draft acceptance) or ``p1,p2,...`` (acceptance rate per draft position)."""
+
+    name = "A|P1,P2,..."
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        lo, hi = FLOAT_OPTION_CAPS["--mtp-acceptance"]
+        try:
+            parts = [float(p) for p in value.split(",")]
+        except ValueError:
+            self.fail(f"{value[:40]!r} is not a number or a comma list of numbers", param, ctx)
+        if len(parts) > 16 or any(not (lo < p <= hi) for p in parts):
+            self.fail(f"{value[:40]!r}: each value must be in ({lo:g}, {hi:g}] (at most 16)", param, ctx)
+        return parts[0] if len(parts) == 1 else tuple(parts)
+
+
 def acceptance_option(f: Callable) -> Callable:
-    """``--mtp-acceptance A``: one name, range and default for perf, sweep, plan and bench."""
-    return click.option("--mtp-acceptance", "acceptance", type=capped_float("--mtp-acceptance"),
-                        default=DEFAULT_ACCEPTANCE, show_default=True,
-                        help="per-draft MTP acceptance a: a decode step yields 1 + a + ... + a^K tokens")(f)
+    """``--mtp-acceptance A | P1,P2,...``: one name and range for perf, sweep, plan and bench; the default is
+    the model family's published measurement (``auditor.perf.acceptance``)."""
+    return click.option("--mtp-acceptance", "acceptance", type=AcceptanceValue(), default=None,
+                        help="MTP acceptance: one per-draft a (a step yields 1 + a + ... + a^K tokens) or the "
+                             "rate per draft position p1,p2,... (1 + p1 + ... + pK); default: the model family's "
+                             "public measurement (GLM: 3.16 tokens/step at MTP 3, vLLM-Ascend #9803), else 0.7")(f)
 
 
 def output_options(f: Callable) -> Callable:
@@ -191,6 +210,13 @@ def refuse_model_dir(output: Path, model: str | None) -> None:
                                       "checkpoint); choose another --output")
 
 
+def async_option(f: Any) -> Any:
+    """``--async-scheduling``: vLLM's async scheduler, the per-step host work overlapped (bench)."""
+    return click.option("--async-scheduling/--no-async-scheduling", "async_scheduling", default=False,
+                        help="vLLM --async-scheduling: each step's scheduling and input preparation (step_ms) "
+                             "overlap the device step (bench)")(f)
+
+
 def graph_option(f: Any) -> Any:
     """``--graph-max-tokens``: the largest decode step replayed from a captured ACL graph (bench, perf)."""
     return click.option(
@@ -199,3 +225,22 @@ def graph_option(f: Any) -> Any:
              "cudagraph_capture_sizes (read from --compilation-config); a larger decode step runs eager and "
              "pays the eager host cost; 0 = --enforce-eager; -1 = the engine's default when a launch names no "
              "sizes (vLLM-Ascend: min(max_num_seqs x (1 + K), 512, max_num_batched_tokens))")(f)
+
+
+def finegrained_option(f: Callable) -> Callable:
+    """``--finegrained-tp lmhead=16[,embedding=N]``: vLLM-Ascend's finegrained_tp_config on the plan
+    (``auditor.finegrained``). Put it under ``@plan_options``: it edits ``kwargs['plan']``."""
+    from dataclasses import replace
+
+    @functools.wraps(f)
+    def wrapper(*args, **kw):
+        from ..finegrained import check, parse
+        text = kw.pop("finegrained_tp")
+        if text:
+            sizes = parse(text)
+            check(sizes, kw["plan"].dp, True)
+            kw["plan"] = replace(kw["plan"], finegrained_tp=sizes)
+        return f(*args, **kw)
+    return click.option("--finegrained-tp", "finegrained_tp", default="", metavar="MODULE=SIZE,...",
+                        help="additional_config finegrained_tp_config: lmhead=N shards lm_head, embedding=N "
+                             "embed_tokens over N DP ranks instead of TP (N divides DP)")(wrapper)

@@ -15,8 +15,8 @@ from ..parallel import ParallelPlan
 from .deployment import DeploymentCommand, launch_option
 from .feedback import announce_compiles, on_terminal, stage
 from .refusal import warn_refusal
-from .options import (acceptance_option, capped, emit, engine_option, graph_option, guard_output, output_options,
-                      plan_options, recipe_option)
+from .options import (acceptance_option, capped, emit, engine_option, finegrained_option, graph_option, guard_output,
+                      output_options, plan_options, recipe_option)
 from .runtime_options import hf_overrides_option, runtime_options
 from .vocabulary import ExpertParallel, Length, parse_length_list
 
@@ -31,6 +31,7 @@ def _phases(phase: str) -> list[str]:
 @launch_option
 @click.argument("model", required=False)
 @plan_options
+@finegrained_option
 @click.option("--phase", type=click.Choice(["prefill", "decode", "both"]), default="both", show_default=True,
               help="which phase to model: prefill (TTFT), decode (one step), or both")
 @click.option("--tokens", type=Length("--tokens"), default=4096, show_default=True,
@@ -85,18 +86,22 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
         table = load_kernel_table(measured)
     # no capture sizes named: the engine's default for the max_num_seqs this workload implies (its batch)
     graph_tokens = dep.engine.graph_tokens(graph_tokens, batch, mtp, plan.max_num_batched_tokens)
+    from ..perf.acceptance import resolve
+    acc = resolve(spec, acceptance)
     phases = {}
     announce_compiles()
     with stage(f"perf: modelling {' and '.join(_phases(phase))}"):
         for ph in _phases(phase):
             # decode continues the prefill it follows: its context defaults to the prefill length
             ctx = context if context is not None else (tokens if ph == "decode" else 0)
-            wl = Workload(ph, tokens, ctx, batch, mtp, acceptance)
+            wl = Workload(ph, tokens, ctx, batch, mtp, acc.equivalent(mtp))
             phases[ph] = dep.evaluate(wl, graph=graph, table=table, cache=kv_cache_dtype,
                                       graph_tokens=graph_tokens)
     first = next(iter(phases.values()))
     res = PerfResult(spec.name, plan, dep.engine.key, dep.recipe, dep.device_name, graph, phases,
                      result_notes(first.program, plan, mtp, dep.engine))
+    if mtp > 0:
+        res.notes.append(f"MTP acceptance {acc.text(mtp)}")
     fit = _workload_fit(dep, phases, mtp, runtime)
     res.hbm = fit.to_json()
     if trace:
@@ -186,6 +191,10 @@ def sweep_command(model, tps, dps, ep_mode, sp, dsa_cp, engine, role, tokens, co
     for path, what in ((output, "--output"), (csv_path, "--csv"), (png, "--png")):
         guard_output(path, model, what)
     src = open_model(model, recipe, tables=False)
+    from ..perf.acceptance import resolve
+    if isinstance(acceptance, tuple):
+        raise AuditInputError("--mtp-acceptance", "sweep takes one per-draft value (per-position rates: bench, perf)")
+    acceptance = resolve(src.spec, acceptance).equivalent(1)
     follow = context is None
     if ep_mode not in ("on", 1):
         raise AuditInputError("--ep", f"sweep takes --ep on or off (EP = DP x TP in every row), got {ep_mode}")

@@ -120,7 +120,9 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
         raise AuditInputError("--isl/--osl", "give both --isl and --osl, or --workload CSV")
     else:
         wl = from_lengths(isl, osl)
-    if not 0 < acceptance <= 1:
+    if isinstance(acceptance, tuple):
+        raise AuditInputError("--mtp-acceptance", "plan takes one per-draft value (per-position rates: bench, perf)")
+    if acceptance is not None and not 0 < acceptance <= 1:
         raise AuditInputError("--mtp-acceptance", f"must be in (0, 1], got {acceptance}")
     utils = _utils(util)
     batch_list = _ints(batches, "--batch")
@@ -140,6 +142,8 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
     mml = max_model_len or wl.max_len
     src = open_model(model, recipe, tables=False)
     refused = warn_refusal(src)
+    from ..perf.acceptance import resolve
+    acceptance = resolve(src.spec, acceptance).equivalent(1)
     dev = load_device(device_name)
     sps = (True, False) if sp_mode is None else (bool(sp_mode),)
     space = PlanSpace(dies=_ints(dies, "--dies"), tps=tuple(tp_list), batches=tuple(batch_list),

@@ -30,6 +30,7 @@ C_ACLNN = "aclnn_input_* expansions (W8A8 static)"
 C_KVB = "kv_b_proj -> W_UK_T / W_UV"
 C_OPROJ = "o_proj under DSA-CP (pool, copies)"
 C_MLAPO = "MLAPO fused copies"
+C_MLAPO_DROP = "MLAPO drops the originals (decode node)"
 C_NORMBIAS = "RMSNorm biases (norm.bias in description)"
 C_BUFFERS = "rotary caches and model buffers"
 C_C8 = "indexer C8 rotations"
@@ -45,5 +46,5 @@ C_REDUNDANT = "redundant experts (EPLB)"
 C_MISSING = "modules missing from checkpoint (modelled from config)"
 
 BRIDGE_ORDER = (C_DTYPE, C_SCALES, C_QPARAM, C_FP32, C_ACLNN, C_QB, C_KVB, C_OPROJ, C_OREP,
-                C_SHARED, C_MLAPO, C_NORMBIAS, C_PAD, C_BUFFERS, C_C8, C_REDUNDANT, C_LSHARD,
+                C_SHARED, C_MLAPO, C_MLAPO_DROP, C_NORMBIAS, C_PAD, C_BUFFERS, C_C8, C_REDUNDANT, C_LSHARD,
                 C_MTPSHARE, C_MISSING)

@@ -297,6 +297,7 @@ class Materializer:
             env = {"Lkv": s.Lkv, "Dr": s.Dr, "Qr": s.Qr, "H": s.H, "Hl": L.heads_local, "Dq": s.Dq}
             self.emit(self.R.MLAPO, layer=layer, block=blk, module="self_attn.mlapo", env=env, stored=[],
                       placement="stage", naive_shard=None, module_cause=None, conditions={})
+            self.mlapo_drops(layer)
         # IndexCache per version row: a "shared" layer holds no Indexer from v0.23.0rc1 on
         if s.layer_has_indexer(layer, getattr(self.prof, "index_cache", True)):
             self.indexer(layer, "mtp" if mtp else "indexer")
@@ -394,9 +395,10 @@ class Materializer:
         for n in ("enorm", "hnorm", "shared_head.norm"):
             self.norm(layer, "mtp", n, s.H)
         self.module(layer, "mtp", B.EH_PROJ, True, force_float=True)
-        for m in ("shared_head.head", "embed_tokens"):
+        from ..finegrained import module_tp
+        for m, group in (("shared_head.head", "lmhead"), ("embed_tokens", "embedding")):
             sm = self.stored.get(layer, m)
-            naive = sm.weight_bytes // self.plan.tp if sm else 0
+            naive = sm.weight_bytes // module_tp(self.plan, group) if sm else 0
             if naive:
                 self.rows.append(Resident(layer, "mtp", m, "weight (shared with target)", "float", sm.weight_dtype,
                                           (0,), 0, naive, "stage", -1, C_MTPSHARE, "stored",
@@ -409,13 +411,17 @@ class Materializer:
     # ---------------------------------------------------------------- globals
     def globals_(self) -> None:
         s, plan = self.spec, self.plan
-        env = {"Vp": s.V_padded, "T": plan.tp, "H": s.H}
-        for module, block, placement in (("model.embed_tokens", "embedding", "first"), ("lm_head", "lm_head", "last")):
+        from ..finegrained import module_tp
+        # finegrained_tp_config shards each vocabulary table over its own group of DP ranks instead of TP
+        # (AscendVocabParallelEmbedding, ops/vocab_parallel_embedding.py:64-73@182b75ea; auditor.finegrained)
+        for module, block, placement, group in (("model.embed_tokens", "embedding", "first", "embedding"),
+                                                ("lm_head", "lm_head", "last", "lmhead")):
             sms = [self.lookup(-1, module)]
             if module == "lm_head" and s.tie_embeddings and sms[0] is None:
                 continue
-            self.emit(self.R.EMBEDDING, layer=-1, block=block, module=module, env=env, stored=sms, placement=placement,
-                      naive_shard=plan.tp, module_cause=None, conditions={})
+            g = module_tp(plan, group)
+            self.emit(self.R.EMBEDDING, layer=-1, block=block, module=module, env={"Vp": s.V_padded, "T": g, "H": s.H},
+                      stored=sms, placement=placement, naive_shard=g, module_cause=None, conditions={})
             if self.has_desc and sms[0] is not None and f"{module}.weight" not in self.desc:
                 self.findings.append(Finding("error", f"{module}.weight",
                                              "missing from quant_model_description.json: the engine raises KeyError"))
@@ -431,6 +437,9 @@ class Materializer:
         """o_proj: a row-parallel linear, replicated where the placement says so."""
         L = self.layout
         self.module(layer, blk, B.O_MLA, L.o_proj_replicated, module_cause=C_OREP if L.o_proj_replicated else None)
+
+    def mlapo_drops(self, layer: int) -> None:
+        """Originals the engine releases once its MLAPO copies exist (none by default)."""
 
     def indexer_extras(self, layer: int, blk: str) -> None:
         """Engine-created tensors of an indexer besides its projections (none by default)."""

@@ -29,7 +29,7 @@ _INT_FLAGS = {"--tp": "tp", "--dp": "dp", "--ep": "ep", "--pp": "pp", "--dcp": "
               "--max-num-seqs": "max_num_seqs", "--mtp": "mtp", "--hccl-buffsize": "hccl_buffsize_mb",
               "--fused-mc2": "fused_mc2"}
 _STR_FLAGS = {"--recipe": "recipe", "--device": "device", "--role": "role", "--kv-cache-dtype": "kv_cache_dtype",
-              "--engine": "engine"}
+              "--engine": "engine", "--finegrained-tp": "finegrained_tp"}
 _BOOL_FLAGS = {"--sp": ("sp", True), "--no-sp": ("sp", False), "--dsa-cp": ("dsa_cp", True),
                "--no-dsa-cp": ("dsa_cp", False)}
 
@@ -143,6 +143,11 @@ def predict(row: Row) -> dict[str, Any] | None:
     plan = ParallelPlan(tp=f.get("tp", 1), dp=f.get("dp", 1), ep=f.get("ep", 1), pp=f.get("pp", 1),
                         sp=f.get("sp", False), dsa_cp=f.get("dsa_cp"), role=f.get("role", "mixed"), mtp=mtp > 0,
                         max_num_batched_tokens=T, fused_mc2=f.get("fused_mc2", 0))
+    if f.get("finegrained_tp"):
+        from dataclasses import replace as _replace
+
+        from ..finegrained import parse
+        plan = _replace(plan, finegrained_tp=parse(f["finegrained_tp"], f"{row.id}: --finegrained-tp"))
     device = load_device(f.get("device", "a3-752t"))
     W = plan_weights(spec, plan, eng, recipe)
     if row.weights_from_log and row.observed.get("weights_gib"):

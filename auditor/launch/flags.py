@@ -153,8 +153,7 @@ FLAG_RULES: tuple[Rule, ...] = (
     I("--block-size", "int", "the SFA backend forces 128, audit's block size", assumes=(128,)),
     I("--dtype", "str", "audit assumes the bf16 model dtype", assumes=("auto", "bfloat16", "bf16")),
     # --- unmodelled: change memory or time, audit does not model them
-    U("--async-scheduling", "bool", "host scheduling overlapped with the device step: host time per step differs "
-      "from the calibration"),
+    M("--async-scheduling", "bool", "async_scheduling", "host scheduling overlapped with the device step (bench)"),
     U("--kv-cache-memory-bytes", "len", "a fixed KV cache size replaces the utilization budget"),
     U("--kv-cache-memory", "len", "a fixed KV cache size replaces the utilization budget"),
     U("--num-gpu-blocks-override", "int", "fixes the number of KV blocks"),
@@ -260,8 +259,17 @@ JSON_RULES: tuple[Rule, ...] = (
     U(f"{_A}.enable_mc2_hierarchy_comm", "j_any", "hierarchical MC2: communication time"),
     M(f"{_A}.mega_moe_max_tokens", "j_int", "combine_max_tokens",
       "dispatch_ffn_combine's max_output_size: its workspace is in the profile peak", cap="--mega-moe-max-tokens"),
-    U(f"{_A}.finegrained_tp_config", "j_any",
-      "per-module TP sizes (o_proj, lm_head, embedding, MLP) change what a rank holds"),
+    Rule(f"{_A}.finegrained_tp_config", "j_dict", None, "mapped",
+         "per-module TP sizes (rows additional_config.finegrained_tp_config.*; auditor/finegrained.py)"),
+    M(f"{_A}.finegrained_tp_config.lmhead_tensor_parallel_size", "j_int", "@ftp.lmhead",
+      "lm_head sharded over this many DP ranks (ops/vocab_parallel_embedding.py:64-73@182b75ea)", cap="--dp"),
+    M(f"{_A}.finegrained_tp_config.embedding_tensor_parallel_size", "j_int", "@ftp.embedding",
+      "embed_tokens sharded over this many DP ranks (ops/vocab_parallel_embedding.py:64-73@182b75ea)", cap="--dp"),
+    U(f"{_A}.finegrained_tp_config.mlp_tensor_parallel_size", "j_any", "dense-MLP TP group: its layout",
+      assumes=(0,)),
+    U(f"{_A}.finegrained_tp_config.oproj_tensor_parallel_size", "j_any", "o_proj TP group (decode, graph mode, TP 1)",
+      assumes=(0,)),
+    U(f"{_A}.finegrained_tp_config.olora_tensor_parallel_size", "j_any", "o_proj LoRA TP group", assumes=(0,)),
     U(f"{_A}.enable_pcp_o_proj_weight_sharding", "j_any", "PCP o_proj sharding"),
     U(f"{_A}.mlapo_keep_prefill_weights", "j_any", "MLAPO keeps the original weights on decode nodes"),
     U(f"{_A}.sparse_kv_offload_config", "j_any", "sparse KV offload to host memory"),
@@ -731,7 +739,14 @@ def _finish(ctx: _Ctx, launch: Launch, eng: Engine) -> DeploymentOptions:
         raise AuditInputError(where, f"VLLM_ASCEND_ENABLE_FUSED_MC2 must be 0, 1 or 2, got {fm!r}")
     o["fused_mc2"] = int(fm)
     o["balance_scheduling"] = bool(ctx.pick("balance_scheduling", False))
+    o["async_scheduling"] = bool(ctx.pick("async_scheduling", False))
     o["combine_max_tokens"] = ctx.pick("combine_max_tokens", 0)
+    ftp = tuple(sorted((k[5:], int(v[0])) for k, v in ctx.special.items() if k.startswith("@ftp.") and int(v[0]) > 0))
+    if ftp:
+        from ..finegrained import check
+        check(ftp, o["dp"], True, f"{where}: additional_config.finegrained_tp_config")
+        ctx.explicit.add("finegrained_tp")
+    o["finegrained_tp"] = ftp
     for s in o["layer_sharding"]:
         if s not in ("q_b_proj", "o_proj"):
             raise AuditInputError(where, f"additional_config.layer_sharding: unknown series {s!r} (q_b_proj, o_proj)")

@@ -6,8 +6,10 @@ should take one as it is: ``audit bench MODEL --launch config.yaml --case perf``
 
 Three layouts exist at 182b75ea, all read here:
 
-* ``single_node/models/configs/*.yaml``: ``test_cases[]`` of ``{name, model, envs, server_cmd: [args],
-  benchmarks}`` (the first test case is read; a file with more says so);
+* ``single_node/models/configs/*.yaml`` (and the weekly suite's): ``test_cases[]`` of ``{name, model, envs,
+  server_cmd: [args], server_cmd_extra: [args], benchmarks}``; every test case is read (the CI launches
+  ``server_cmd + server_cmd_extra``), and ``--case`` picks one: a test case's name, a benchmark's name (the
+  first test case that has it), or ``TEST/BENCH``;
 * ``multi_node/internal_dp/config/*.yaml``: ``model``, ``deployment[]`` of ``{envs, server_cmd: "vllm
   serve MODEL ..."}`` (one entry per node) and top-level ``benchmarks``;
 * ``multi_node/external_dp/config/*.yaml``: ``config[]`` of per-node ``{node_index, dp_size, tp_size,
@@ -19,8 +21,9 @@ Each node becomes a :class:`Launch` (its environment and ``vllm serve`` argument
 A performance case becomes a :class:`Case`: the aisbench dataset name carries the input length
 (``in131072``) and the shared-prefix share (``prefix90``), ``max_out_len`` is the output length,
 ``batch_size`` the client's concurrency, ``request_rate`` below 0.1 sends everything at once (aisbench),
-and the performance cases before it on the same dataset (warm-ups) are prompts whose prefix is cached
-when it starts. YAML through PyYAML's safe loader (the files use anchors and merge keys); the file
+and the performance cases before it on the same dataset are prompts whose prefix is cached when it
+starts. A warm-up case is known by its role, which the CI writes in its name (``perf_64k_warmup``,
+``perf_warmup``), not by its baseline (the files give warm-ups 0 or 1): it is never the default case. YAML through PyYAML's safe loader (the files use anchors and merge keys); the file
 through the project's one opener and its cap.
 """
 from __future__ import annotations
@@ -60,6 +63,17 @@ class Case:
     warm_prompts: int               # prompts of earlier performance cases on the same dataset
     baseline: float                 # output tok/s the CI holds the deployment to (0: none)
     dataset: str
+    warmup: bool = False            # the case's role is warming the cache (its name says so)
+
+
+@dataclass(frozen=True)
+class TestCase:
+    """One ``test_cases`` entry: its own launch and its own benchmarks."""
+
+    name: str
+    model: str
+    nodes: tuple[Launch, ...]
+    cases: dict[str, "Case"]
 
 
 @dataclass(frozen=True)
@@ -69,15 +83,49 @@ class Nightly:
     nodes: tuple[Launch, ...]       # one per node, in the file's order
     cases: dict[str, Case]
     notes: tuple[str, ...] = ()
+    tests: tuple[TestCase, ...] = ()        # a test_cases file: every entry (nodes/cases are the first's)
+
+    def select(self, name: str | None) -> tuple["Nightly", str | None]:
+        """The test case ``--case`` names (``TEST``, ``TEST/BENCH``, or a benchmark's name) as a config of
+        its own, and the benchmark name left to pick within it. One test case (or none): unchanged."""
+        if len(self.tests) < 2:
+            return self, name
+        by_name = {t.name: t for t in self.tests}
+        test, bench = None, name
+        if name is not None and "/" in name and name.split("/", 1)[0] in by_name:
+            test, bench = by_name[name.split("/", 1)[0]], name.split("/", 1)[1]
+        elif name is not None and name in by_name:
+            test, bench = by_name[name], None
+        elif name is not None:
+            having = [t for t in self.tests if name in t.cases]
+            if not having:
+                raise AuditInputError(self.where, f"no performance case {name!r}; the file has: "
+                                                  f"{', '.join(self._choices()) or 'none'}")
+            test = having[0]
+        else:
+            measured = [(t, c) for t in self.tests for c in t.cases.values() if c.baseline > 0 and not c.warmup]
+            if len(measured) != 1:
+                raise AuditInputError(self.where, f"{len(measured)} performance cases have a baseline; give --case "
+                                                  f"(one of {', '.join(self._choices()) or 'none'})")
+            test = measured[0][0]
+        others = [t.name for t in self.tests if t is not test and bench is not None and bench in t.cases]
+        note = f"test case {test.name} ({self.tests.index(test) + 1} of {len(self.tests)})" + (
+            f"; {', '.join(others)} also has a case {bench!r} (--case TEST/{bench} picks it)" if others else "")
+        return Nightly(self.where, test.model, test.nodes, test.cases, self.notes + (note,), (test,)), bench
+
+    def _choices(self) -> list[str]:
+        if len(self.tests) < 2:
+            return list(self.cases)
+        return [f"{t.name}/{c}" for t in self.tests for c in t.cases]
 
     def performance_case(self, name: str | None) -> Case:
-        """The case ``name``, or with no name the only case that has a baseline."""
+        """The case ``name``, or with no name the only measured case (a baseline, and not a warm-up)."""
         if name is not None:
             if name not in self.cases:
                 raise AuditInputError(self.where, f"no performance case {name!r}; the file has: "
                                                   f"{', '.join(self.cases) or 'none'}")
             return self.cases[name]
-        measured = [c for c in self.cases.values() if c.baseline > 0]
+        measured = [c for c in self.cases.values() if c.baseline > 0 and not c.warmup]
         if len(measured) != 1:
             raise AuditInputError(self.where, f"{len(measured)} performance cases have a baseline; give --case "
                                               f"(one of {', '.join(self.cases) or 'none'})")
@@ -106,13 +154,12 @@ def read_nightly(path: str | Path) -> Nightly:
         tcs = _list(doc["test_cases"], where, "test_cases")
         if not tcs:
             raise AuditInputError(where, "test_cases is empty")
-        tc = _map(tcs[0], where, "test_cases[0]")
-        if len(tcs) > 1:
-            notes.append(f"{len(tcs)} test cases; the first ({tc.get('name', '?')}) is read")
-        model = _text(tc.get("model"), where, "test_cases[0].model")
-        args = [_scalar(a, where, "server_cmd") for a in _list(tc.get("server_cmd"), where, "test_cases[0].server_cmd")]
-        nodes = (_launch(f"{where}: test case {tc.get('name', 0)}", model, _env(tc.get("envs"), where), args),)
-        cases = _cases(tc.get("benchmarks"), where)
+        tests = tuple(_test_case(_map(tc, where, f"test_cases[{i}]"), i, where) for i, tc in enumerate(tcs))
+        names = [t.name for t in tests]
+        if len(set(names)) != len(names):
+            raise AuditInputError(where, "two test_cases have the same name")
+        first = tests[0]
+        return Nightly(where, first.model, first.nodes, first.cases, tuple(notes), tests)
     elif "deployment" in doc:
         model = str(doc.get("model") or "")
         nodes = tuple(_serve_node(_map(d, where, f"deployment[{i}]"), i, where, model)
@@ -135,6 +182,19 @@ def read_nightly(path: str | Path) -> Nightly:
 
 
 # ------------------------------------------------------------------ nodes
+
+def _test_case(tc: dict, i: int, where: str) -> TestCase:
+    """single_node / weekly: one ``test_cases`` entry, launched as ``server_cmd + server_cmd_extra``."""
+    name = str(tc.get("name", i))
+    model = _text(tc.get("model"), where, f"test_cases[{i}].model")
+    args = [_scalar(a, where, "server_cmd") for a in _list(tc.get("server_cmd"), where, f"test_cases[{i}].server_cmd")]
+    extra = tc.get("server_cmd_extra")
+    if extra is not None:
+        args += [_scalar(a, where, "server_cmd_extra")
+                 for a in _list(extra, where, f"test_cases[{i}].server_cmd_extra")]
+    nodes = (_launch(f"{where}: test case {name}", model, _env(tc.get("envs"), where), args),)
+    return TestCase(name, model, nodes, _cases(tc.get("benchmarks"), where))
+
 
 def _serve_node(d: dict, i: int, where: str, model: str) -> Launch:
     """internal_dp: ``server_cmd`` is one ``vllm serve MODEL ...`` command line."""
@@ -172,6 +232,27 @@ def _launch(where: str, model: str, env: dict[str, str], args: list[str]) -> Lau
 
 # ------------------------------------------------------------------ cases
 
+def is_warmup(name: str) -> bool:
+    """A case whose role is warming the prefix cache: the CI names them so (``perf_64k_warmup``,
+    ``perf_128k_warmup``, ``perf_warmup``, ``perf_short_warmup``)."""
+    return "warm" in name.lower()
+
+
+#: hub names of the checkpoints the CI serves -> audit's preset (the first match wins, newest first)
+_PRESET_NAMES = (("glm-5.2", r"glm-?5[._]2"), ("glm-5.1", r"glm-?5[._]1"), ("glm-5", r"glm-?5(?![._]?\d)"),
+                 ("deepseek-v3.2", r"deepseek-v3[._]2"), ("deepseek-v3", r"deepseek-v3(?![._]?\d)"))
+
+
+def implied_preset(model: str) -> str | None:
+    """The preset a checkpoint's hub name implies (``Eco-Tech/GLM-5.1-w8a8`` -> glm-5.1,
+    ``vllm-ascend/DeepSeek-V3.2-W8A8`` -> deepseek-v3.2), or None."""
+    low = model.lower().rsplit("/", 1)[-1]
+    for preset, pat in _PRESET_NAMES:
+        if re.search(pat, low):
+            return preset
+    return None
+
+
 def _cases(benchmarks: Any, where: str) -> dict[str, Case]:
     if benchmarks is None:
         return {}
@@ -201,7 +282,8 @@ def _cases(benchmarks: Any, where: str) -> dict[str, Case]:
                          _capped(_num(b.get("batch_size"), where, what + ".batch_size"), "--concurrency", where,
                                  what + ".batch_size"), prompts,
                          None if rate < ALL_AT_ONCE_RATE else rate, prefix, seen.get(ds, 0),
-                         float(_num(b.get("baseline", 0) or 0, where, what + ".baseline")), ds)
+                         float(_num(b.get("baseline", 0) or 0, where, what + ".baseline")), ds,
+                         is_warmup(str(name)))
         seen[ds] = seen.get(ds, 0) + prompts
     return out
 

@@ -84,6 +84,7 @@ class DeploymentOptions:
     redundant_experts: int = 0
     fused_mc2: int = 0              # VLLM_ASCEND_ENABLE_FUSED_MC2 (1: dispatch_ffn_combine)
     combine_max_tokens: int = 0     # additional_config.mega_moe_max_tokens (0: the version's default)
+    finegrained_tp: tuple[tuple[str, int], ...] = ()     # additional_config.finegrained_tp_config (modelled keys)
     max_num_batched_tokens: int = 8192
     # runtime budget (auditor.cli.runtime_options)
     util: float = 0.9
@@ -94,6 +95,7 @@ class DeploymentOptions:
     hccl_buffsize: int = 200            # MB
     mtp: int = 0                        # num_speculative_tokens
     balance_scheduling: bool = False    # additional_config.enable_balance_scheduling (bench's client side)
+    async_scheduling: bool = False      # --async-scheduling (bench's host model: step_ms overlaps the device)
     #: largest decode step (tokens per DP rank) replayed from a captured graph: the max of
     #: compilation_config.cudagraph_capture_sizes; 0 with --enforce-eager / cudagraph_mode NONE;
     #: -1 = not set (every decode step is captured)
@@ -127,7 +129,8 @@ class DeploymentOptions:
                             nz_mode=self.nz_mode, shared_expert_dp=self.shared_expert_dp,
                             redundant_experts=self.redundant_experts,
                             max_num_batched_tokens=self.max_num_batched_tokens, fused_mc2=self.fused_mc2,
-                            combine_max_tokens=self.combine_max_tokens).validate()
+                            combine_max_tokens=self.combine_max_tokens,
+                            finegrained_tp=self.finegrained_tp).validate()
 
     def runtime(self) -> dict[str, Any]:
         """The ``runtime`` dict ``cli.runtime_options`` builds (``rank_budget`` keyword arguments)."""

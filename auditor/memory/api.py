@@ -111,8 +111,12 @@ def module_bytes(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
     if spec.mtp_layers and not plan.mtp:
         plan = replace(plan, mtp=True)
     plan.validate()
-    # max_num_batched_tokens sizes only process buffers (skipped here), so every value shares a pass
-    plan = replace(plan, max_num_batched_tokens=_DEFAULT_BATCHED)
+    # max_num_batched_tokens sizes only process buffers (skipped here), so every value shares a pass, unless
+    # the engine's materializer reads it (vLLM-Ascend: MLAPO's release on a decode node within its token limit)
+    from .materialized import placement_key
+    norm = replace(plan, max_num_batched_tokens=_DEFAULT_BATCHED)
+    if placement_key(spec, norm, engine) == placement_key(spec, plan, engine):
+        plan = norm
     ref = reference_plan(plan, spec, engine)
     _, arrays = _materialize(spec, ref, engine, recipe)
     keys, row_i, key_i, num, den = _module_table(spec, ref, engine, recipe)

@@ -32,13 +32,17 @@ from .ledger import RowArrays, row_arrays
 _ROW_CACHES: dict[tuple, dict] = {}
 
 
-#: Placement fields that only word notes (kv_role only words an MLAPO note)
+#: Placement fields that only word notes, or that the materializer reads only through the engine's
+#: ``materializer_plan_key`` (kv_role: vLLM-Ascend's MLAPO release on a decode node)
 _PLACEMENT_WORDING = {"assumptions", "findings", "kv_role"}
 
 
-def _placement_key(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike) -> tuple:
-    pl = as_engine(engine).placement(spec, plan)
-    return tuple(getattr(pl, f.name) for f in fields(pl) if f.name not in _PLACEMENT_WORDING)
+def placement_key(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike) -> tuple:
+    eng = as_engine(engine)
+    pl = eng.placement(spec, plan)
+    extra = getattr(eng, "materializer_plan_key", None)
+    return tuple(getattr(pl, f.name) for f in fields(pl) if f.name not in _PLACEMENT_WORDING) + (
+        extra(plan, pl) if extra is not None else ())
 
 
 def reference_plan(plan: ParallelPlan, spec: ModelSpec | None = None, engine: EngineLike | None = None) -> ParallelPlan:
@@ -51,12 +55,12 @@ def reference_plan(plan: ParallelPlan, spec: ModelSpec | None = None, engine: En
         ref_dp = 2 if plan.tp == 1 else 1          # the smallest DP that keeps EP = DP x TP on
         ref = replace(plan, dp=ref_dp, ep=plan.tp * ref_dp, redundant_experts=0)
     if spec is not None and engine is not None:
-        own = _placement_key(spec, ref, engine)
+        own = placement_key(spec, ref, engine)
         for role in ROLES:
             if role == ref.role:
                 break
             other = replace(ref, role=role)
-            if _placement_key(spec, other, engine) == own:
+            if placement_key(spec, other, engine) == own:
                 return other
     return ref
 

@@ -87,6 +87,9 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
     Param("static", 0.05, 20.0, "multiplier of the per-kernel fixed cost (static_us mma and gp)"),
     Param("launch_us", 1.0, 1000.0, "host time per kernel or collective launched in an eager step (every "
                                     "prefill or mixed step; the GLM MTP drafter's K passes in a decode step), us"),
+    Param("draft_launch_us", 1.0, 1000.0, "host time per kernel or collective of an eager MTP drafter pass run "
+          "behind a replayed decode graph (GLM), us"),
+    Param("async_overlap", 0.01, 1.0, "share of step_ms that --async-scheduling overlaps with the device step"),
     Param("prefill_token_us", 1.0, 1000.0, "host/uncounted time per prefill token of an eager step, us"),
     Param("decode_token_us", 0.01, 5000.0, "time per decode token of any step, us"),
     Param("step_ms", 0.1, 500.0, "host time per engine step (graph replay, scheduling, sampling), ms"),

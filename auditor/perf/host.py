@@ -12,8 +12,14 @@ What runs decides what the host pays (research/serving-facts.md §6; docs/long-c
   tokens / TP), plus ``step_ms``;
 * a graph decode step pays ``step_ms`` (replay, scheduling, sampling) and, on GLM models, whose MTP
   drafter is forced eager (``llm_base_proposer.py:178-197``), the drafter's kernels K times at
-  ``launch_us``;
-* every step pays ``decode_token_us`` per decode token.
+  ``draft_launch_us``: a price of its own, since the drafter's small kernels are launched back to back
+  behind a replayed graph, not between the long kernels of an eager prefill step (its default, when a
+  profile does not name it, is ``launch_us``);
+* every step pays ``decode_token_us`` per decode token;
+* with ``--async-scheduling`` (vLLM's ``AsyncScheduler``: the next step is scheduled and its inputs
+  prepared while the device runs this one) the share ``async_overlap`` of ``step_ms`` overlaps the step's
+  device time (what does not overlap, e.g. sampling and the replay launch, stays on the critical path);
+  fitted on the rows whose launches set the flag (``serving_core.simulate``; bench only).
 
 The formula itself is ``kernels/serving_core.step_host`` (the simulation's inner loop calls it);
 this module counts the launches of a program and reads the constants.
@@ -27,15 +33,28 @@ import numpy as np
 from auditor_kernels import kinds as K
 
 #: host-model constants when a device profile has no ``serving`` block (uncalibrated guesses)
-DEFAULT_HOST = {"launch_us": 30.0, "prefill_token_us": 0.0, "decode_token_us": 0.0, "step_ms": 10.0}
-HOST_KEYS = ("launch_us", "prefill_token_us", "decode_token_us", "step_ms")
+DEFAULT_HOST = {"launch_us": 30.0, "prefill_token_us": 0.0, "decode_token_us": 0.0, "step_ms": 10.0,
+                "draft_launch_us": 30.0, "async_overlap": 1.0}
+HOST_KEYS = ("launch_us", "prefill_token_us", "decode_token_us", "step_ms", "draft_launch_us", "async_overlap")
 
 
 def host_params(device: Any) -> np.ndarray:
-    """[launch s, prefill-token s, decode-token s, step s] from the device profile's serving block."""
-    blk = {**DEFAULT_HOST, **(getattr(device, "serving", None) or {})}
+    """[launch s, prefill-token s, decode-token s, step s, drafter launch s] from the device profile's
+    serving block (a block without ``draft_launch_us`` prices the drafter's launches at ``launch_us``)."""
+    own = getattr(device, "serving", None) or {}
+    blk = {**DEFAULT_HOST, **own}
+    draft = own.get("draft_launch_us", blk["launch_us"])
     return np.array([blk["launch_us"] * 1e-6, blk["prefill_token_us"] * 1e-6, blk["decode_token_us"] * 1e-6,
-                     blk["step_ms"] * 1e-3])
+                     blk["step_ms"] * 1e-3, draft * 1e-6, blk["async_overlap"]])
+
+
+def full_host(hp: Any) -> np.ndarray:
+    """A host vector in the 6-slot form: a 4-slot one (no drafter price) prices the drafter at ``launch``; a
+    missing async overlap share is 1 (all of step_ms hidden under --async-scheduling)."""
+    hp = np.asarray(hp, dtype=np.float64)
+    if hp.shape[0] < 5:
+        hp = np.append(hp, hp[0])
+    return hp if hp.shape[0] >= 6 else np.append(hp, 1.0)
 
 
 def _mult(mode: np.ndarray, mtp: int) -> np.ndarray:
@@ -73,16 +92,16 @@ class HostModel:
     def step_s(self, eager: bool, prefill_tokens: float, decode_tokens: float) -> float:
         from auditor_kernels.serving_core import step_host
         return float(step_host(eager, float(prefill_tokens), float(decode_tokens), self.launches_eager,
-                               self.launches_draft, self.hp, self.token_split))
+                               self.launches_draft, full_host(self.hp), self.token_split))
 
     def steps_s(self, eager: bool, prefill_tokens: np.ndarray, decode_tokens: np.ndarray) -> np.ndarray:
         """``step_s`` over arrays (the sweep's rows); the same formula as ``serving_core.step_host``
         (a test checks them against each other)."""
-        hp = self.hp
+        hp = full_host(self.hp)
         h = hp[3] + np.asarray(decode_tokens, dtype=np.float64) * hp[2]
         if eager:
             return h + self.launches_eager * hp[0] + np.asarray(prefill_tokens, dtype=np.float64) / self.token_split * hp[1]
-        return h + self.launches_draft * hp[0]
+        return h + self.launches_draft * hp[4]
 
 
 def host_model(spec: Any, pre: Any, dec: Any, mtp: int, device: Any, hp: np.ndarray | None = None) -> HostModel:
@@ -90,8 +109,8 @@ def host_model(spec: Any, pre: Any, dec: Any, mtp: int, device: Any, hp: np.ndar
     n_eager, _ = launch_counts(pre.arrays(), mtp)
     _, n_draft = launch_counts(dec.arrays(), mtp)
     return HostModel(n_eager, n_draft if eager_drafter(spec) else 0.0,
-                     host_params(device) if hp is None else np.asarray(hp, dtype=np.float64),
+                     host_params(device) if hp is None else full_host(hp),
                      float(pre.token_split))
 
 
-__all__ = ["DEFAULT_HOST", "HOST_KEYS", "host_params", "launch_counts", "eager_drafter", "HostModel", "host_model"]
+__all__ = ["DEFAULT_HOST", "HOST_KEYS", "host_params", "full_host", "launch_counts", "eager_drafter", "HostModel", "host_model"]

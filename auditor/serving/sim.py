@@ -25,7 +25,7 @@ class BenchWorkload:
     num_prompts: int
     request_rate: float = float("inf")     # inf: all requests at time 0 (bounded by concurrency)
     prefix_ratio: float = 0.0              # share of every prompt that is one shared prefix
-    acceptance: float = 0.7                # per-draft MTP acceptance
+    acceptance: Any = 0.7                  # per-draft MTP acceptance, or an ``perf.acceptance.Acceptance``
     prefix_caching: bool = True
     seed: int = 0
     #: DP ranks (of the first instance) whose cache holds the shared prefix before the timed run:
@@ -87,6 +87,13 @@ class BenchRun:
     preemptions: np.ndarray | None = None      # per instance: requests preempted for KV blocks (recomputed)
 
 
+def _chain(acceptance: Any, k: int) -> np.ndarray:
+    """The conditional acceptance of draft 1..K the kernel samples (``perf.acceptance``)."""
+    from ..perf.acceptance import given
+    acc = acceptance if hasattr(acceptance, "conditional") else given(acceptance)
+    return acc.conditional(k)
+
+
 def graph_tokens(engine: Any, inst: Any) -> int:
     """The largest decode step an instance replays from a graph: the launch's own (its capture sizes,
     0 when eager) or, when it names none (-1), the engine's default for its max_num_seqs and K."""
@@ -128,7 +135,8 @@ def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None)
         tmp = np.array([np.interp(ctx, c.ctx, r) for r in c.pre_ctx])
         pre_ctx[i] = np.array([np.interp(tok, c.tok, tmp[:, q]) for q in range(len(ctx))]).T
         dec_ctx[i] = np.interp(ctx, c.ctx, c.dec_ctx)
-    hp = host_params(dep.device) if host is None else np.asarray(host, dtype=np.float64)
+    from ..perf.host import full_host
+    hp = host_params(dep.device) if host is None else full_host(host)
     N = wl.num_prompts
     if wl.request_rate == float("inf"):
         arrival = np.zeros(N)
@@ -145,10 +153,12 @@ def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None)
     preempts = np.zeros(n, np.int64)
     nlog = core(n, ranks, seqs, budget, blocks, btok, kk, role, le, ld, split, ctx, tok, dec, pre_rest, pre_ctx,
                 dec_ctx, hp,
-                N, wl.concurrency, wl.isl, wl.osl, hit, arrival, wl.acceptance, xfer, send, first, done, log,
+                N, wl.concurrency, wl.isl, wl.osl, hit, arrival, _chain(wl.acceptance, int(kk.max())), xfer, send,
+                first, done, log,
                 -1 if wl.warm_ranks is None else int(wl.warm_ranks),
                 np.array([1 if getattr(c.inst, "balance_scheduling", False) else 0 for c in costs], np.int64),
-                int(wl.seed), np.array([graph_tokens(dep.engine, c.inst) for c in costs], np.int64), preempts)
+                int(wl.seed), np.array([graph_tokens(dep.engine, c.inst) for c in costs], np.int64), preempts,
+                np.array([1 if getattr(c.inst, "async_scheduling", False) else 0 for c in costs], np.int64))
     notes = []
     if (done < 0).any():
         notes.append(f"{int((done < 0).sum())} requests never finished: a prompt larger than the KV pool")

@@ -165,12 +165,14 @@ class LogEvidence:
     npu_smi: list[NpuSmiProcess] = field(default_factory=list)
     non_default: list[NonDefaultArgs] = field(default_factory=list)
     mlapo_disabled: list[Where] = field(default_factory=list)
+    #: causes the text itself names that audit does not model (a CANN / driver / firmware regression)
+    outside: list[tuple[str, Where]] = field(default_factory=list)
     workers: dict[tuple, Worker] = field(default_factory=dict)
     lines: int = 0
 
     def extend(self, other: "LogEvidence") -> None:
         for name in ("files", "weights", "kv_available", "kv_tokens", "concurrency", "shortfalls", "ooms",
-                     "breakdowns", "configs", "npu_smi", "non_default", "mlapo_disabled"):
+                     "breakdowns", "configs", "npu_smi", "non_default", "mlapo_disabled", "outside"):
             getattr(self, name).extend(getattr(other, name))
         self.workers.update(other.workers)
         self.lines += other.lines
@@ -401,8 +403,18 @@ def _shortfall(ev: LogEvidence, chk: _Checker, m, where: Where, n: int) -> None:
                                      chk.count(m.group(6), n, "estimated max len") if m.group(6) else None, where))
 
 
+#: a cause outside audit's model, as a thread or log names it: the CANN toolkit, the NPU driver or firmware,
+#: torch_npu, with a regression / upgrade word within the same line (bounded, ASCII)
+_OUTSIDE = re.compile(r"\b(CANN|driver|firmware|torch_npu|HDK)\b[^\n]{0,120}?\b(regress\w{0,6}|upgrad\w{0,4}|"
+                      r"downgrad\w{0,4})|\b(regress\w{0,6})\b[^\n]{0,120}?\b(CANN|driver|firmware|torch_npu|HDK)\b",
+                      _A | re.IGNORECASE)
+
+
 def _line(ev: LogEvidence, chk: _Checker, worker, line: str, n: int, name: str) -> None:
     where = Where(name, n)
+    m = _OUTSIDE.search(line) if len(line) < 4096 else None
+    if m:
+        ev.outside.append((line[max(0, m.start() - 40):m.end() + 40].strip()[:200], where))
     for pattern, form, marker in _weights_patterns():
         if marker not in line:
             continue

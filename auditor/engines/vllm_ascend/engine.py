@@ -39,6 +39,11 @@ class VllmAscend(Engine):
                      row_cache: dict | None = None) -> AscendMaterializer:
         return AscendMaterializer(spec, plan, self.profile, layout, stored, desc, row_cache)
 
+    def materializer_plan_key(self, plan: Any, layout: Any) -> tuple:
+        """What the materializer reads from the plan and placement besides the placement's decisions: whether
+        MLAPO releases the originals (a decode node within MLAPO's token limit; ``AscendMaterializer.mlapo_drops``)."""
+        return (AscendMaterializer.releases_mlapo_originals(plan, layout),)
+
     # ------------------------------------------------------------ runtime memory
     def kv_spec(self, spec: Any, plan: Any, *, variant: str = "bf16", dcp: int = 1, mtp: bool = False,
                 stage: int | None = None, arch: str = "") -> Any:

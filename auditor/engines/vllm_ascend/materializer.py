@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from ...dtypes import DTYPE_BYTES
-from ..bridge import C_BUFFERS, C_C8, C_LSHARD, C_OREP
+from ..bridge import C_BUFFERS, C_C8, C_LSHARD, C_MLAPO_DROP, C_OREP
 from ...model import blueprint as B
 from ..materialize import Materializer, Resident
 from . import rules as R
@@ -26,12 +26,32 @@ class AscendMaterializer(Materializer):
                 self.assumptions.append("MLAPO not modelled: it needs RMSNorm biases (no 'norm.bias' key in the "
                                         "description)")
             return False
-        if self.layout.kv_role == "kv_consumer" and self.plan.max_num_batched_tokens <= 1024:
-            # originals' weight/deq_scale/quant_bias are dropped; keep it simple: note it
-            if layer == 0:
-                self.assumptions.append("MLAPO on a pure decode node with max_num_batched_tokens <= 1024 drops the "
-                                        "original fused_qkv_a/q_b weights; not subtracted here")
         return True
+
+    #: what MLAPO's weight preparation releases on a decode node (``sfa_v1.py:822-836``@182b75ea, the same at
+    #: releases/v0.18.0 ``:607-621`` and v0.23.0 ``:977-991``): the originals' weight, deq_scale and quant_bias
+    _MLAPO_RELEASED = {("self_attn.fused_qkv_a_proj", t) for t in ("weight", "deq_scale", "quant_bias")} | \
+        {("self_attn.q_b_proj", t) for t in ("weight", "deq_scale", "quant_bias")}
+    #: ``MLAPO_MAX_SUPPORTED_TOKENS`` (``attention/mla_v1.py:69``@182b75ea)
+    MLAPO_MAX_TOKENS = 1024
+
+    @classmethod
+    def releases_mlapo_originals(cls, plan, layout) -> bool:
+        return layout.kv_role == "kv_consumer" and plan.max_num_batched_tokens <= cls.MLAPO_MAX_TOKENS
+
+    def mlapo_drops(self, layer: int) -> None:
+        """On a kv_consumer with max_num_batched_tokens <= 1024, MLAPO runs every step, so the engine sets the
+        originals' fused_qkv_a_proj / q_proj (q_b) weight, deq_scale and quant_bias to None and empties the
+        cache: they are not resident when the KV budget is measured."""
+        if not self.releases_mlapo_originals(self.plan, self.layout):
+            return
+        for i, r in enumerate(self.rows):
+            if r.layer == layer and (r.module, r.tensor) in self._MLAPO_RELEASED and r.bytes:
+                self.rows[i] = Resident(**{**r.__dict__, "bytes": 0, "cause": C_MLAPO_DROP,
+                                           "note": "released by MLAPO on a decode node (sfa_v1.py:822-836)"})
+        if layer == 0:
+            self.assumptions.append("MLAPO on a pure decode node (max_num_batched_tokens <= 1024) releases the "
+                                    "original fused_qkv_a / q_b weights and their scales (sfa_v1.py:822-836)")
 
     def o_proj(self, layer: int, blk: str, mtp: bool) -> None:
         s, L = self.spec, self.layout
