@@ -27,7 +27,7 @@ from ..cli.vocabulary import parse_length
 from ..engines.base import Engine
 from ..engines.registry import EngineLike, as_engine
 from ..errors import AuditInputError
-from ..limits import FLOAT_OPTION_CAPS, OPTION_CAPS
+from ..limits import FLOAT_OPTION_CAPS, MAX_COMMAND_WORDS, OPTION_CAPS
 from ..parallel import NZ_MODES
 from .records import DeploymentOptions, Launch, Note, Setting
 
@@ -652,6 +652,9 @@ def to_options(launch: Launch, engine: EngineLike = DEFAULT_ENGINE) -> Deploymen
     in ``ignored`` / ``unmodelled`` / ``unknown``. AuditInputError (naming the launch and the line)
     for a value vLLM or audit would refuse."""
     where = launch.where
+    if len(launch.argv) > MAX_COMMAND_WORDS:
+        raise AuditInputError(where, f"{len(launch.argv):,} arguments, over audit's cap of {MAX_COMMAND_WORDS:,} words "
+                                     "for one launch command")
     eng = as_engine(engine)
     ctx = _Ctx(where)
     if eng.note:
