@@ -230,13 +230,13 @@ class Http:
         if worker.is_alive():
             cancelled.set()
             sock = box.get("socket")
-            if sock is not None:
+            if sock is not None:                    # reading the body: stop it before its caller cleans up
                 import socket
                 try:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
-            worker.join(5.0)
+                worker.join(5.0)
             raise AuditInputError(where, f"no complete answer within {deadline:.0f} s (the server sends too "
                                          f"slowly or not at all)")
         if "error" in box:
