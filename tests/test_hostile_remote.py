@@ -279,3 +279,63 @@ def test_a_redirected_listing_is_read_without_the_token(origins, capfd) -> None:
     check_contract(run, "error", ("no config.json",))
     assert [s.path.split("?")[0] for s in other.log] == [f"/api/models/acme/tiny/tree/{SHA}"]
     assert other.log[0].authorization is None and other.log[0].cookie is None
+
+
+# -- the cache a hostile run (or another user) left behind --------------------------------------------------
+
+@pytest.fixture
+def standin_repo(tmp_path, monkeypatch):
+    from test_remote_standin import Repo, StandIn, tiny_repo
+    hub = StandIn()
+    point_at(hub, tmp_path, monkeypatch)
+    hub.repos["acme/tiny"] = Repo(tiny_repo(tmp_path / "tiny"))
+    yield hub
+    hub.close()
+
+
+def _snapshot(tmp_path: Path) -> Path:
+    (snap,) = sorted((tmp_path / "cache" / "remote").glob("*/*/*/*/snapshots/*"))
+    return snap
+
+
+@pytest.mark.parametrize("damage", ["manifest-deep", "manifest-null", "manifest-fifo", "snapshot-is-a-file",
+                                    "ref-deep", "ref-fifo"])
+def test_a_damaged_cache_is_fetched_again(damage: str, standin_repo, tmp_path: Path, capfd) -> None:
+    import os
+    first = run_in_process(["inventory", "hf://acme/tiny"], capfd)
+    check_contract(first, "ok")
+    snap = _snapshot(tmp_path)
+    (ref,) = sorted((tmp_path / "cache" / "remote").glob("*/*/*/*/refs/*.json"))
+    if damage == "manifest-deep":
+        (snap / "manifest.json").write_bytes(deep(100_000))
+    elif damage == "manifest-null":
+        (snap / "manifest.json").write_bytes(b"null")
+    elif damage == "manifest-fifo":
+        (snap / "manifest.json").unlink()
+        os.mkfifo(snap / "manifest.json")
+    elif damage == "snapshot-is-a-file":
+        import shutil
+        shutil.rmtree(snap)
+        snap.write_text("not a snapshot")
+    elif damage == "ref-deep":
+        ref.write_bytes(deep(100_000))
+    else:
+        ref.unlink()
+        os.mkfifo(ref)
+    standin_repo.clear()
+    again = run_in_process(["inventory", "hf://acme/tiny"], capfd)
+    check_contract(again, "ok")
+    assert again.out == first.out
+    if damage.startswith(("manifest", "snapshot")):
+        assert standin_repo.file_reads()              # read again from the hub
+    assert _snapshot(tmp_path).is_dir()
+
+
+def test_a_sparse_4gb_ref_in_a_hub_cache_is_refused(tmp_path: Path, capfd) -> None:
+    root = tmp_path / "models--acme--tiny"
+    (root / "refs").mkdir(parents=True)
+    (root / "snapshots" / ("a" * 40)).mkdir(parents=True)
+    with open(root / "refs" / "main", "wb") as fh:
+        fh.truncate(4 << 30)
+    run = run_in_process(["inventory", str(root)], capfd)
+    check_contract(run, "error", ("refs/main", "cap"))
