@@ -5,10 +5,11 @@ origin (a second server on another port). Each case runs ``audit memory hf://...
 bad-input contract of tests/hostile_harness.py, and the second origin's log proves no token reached it."""
 from __future__ import annotations
 
-import gzip
+import functools
 import json
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -128,11 +129,16 @@ def endless(h, path):
         h.wfile.write(chunk)
 
 
-BOMB = gzip.compress(b" " * (256 << 20), compresslevel=9)      # 256 MiB of spaces, ~250 kB on the wire
+@functools.lru_cache(maxsize=1)
+def bomb() -> bytes:
+    """256 MiB of spaces gzipped (~250 kB on the wire), compressed 1 MiB at a time (never held whole)."""
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = b" " * (1 << 20)
+    return b"".join([*(z.compress(block) for _ in range(256)), z.flush()])
 
 
 def gzip_bomb(h, path):
-    send(h, 200, BOMB, {"Content-Type": "application/json", "Content-Encoding": "gzip"})
+    send(h, 200, bomb(), {"Content-Type": "application/json", "Content-Encoding": "gzip"})
 
 
 def slow_headers(h, path):
