@@ -89,6 +89,23 @@ def _check_parent(text: str, what: str, real: str) -> None:
         raise _fail(text, what, f"directory {parent} is not writable")
 
 
+def _keep_mode(tmp: str, real: str) -> None:
+    """The temporary file gets the target's mode (a new target: the umask's)."""
+    try:
+        keep = stat.S_IMODE(os.stat(real).st_mode)
+    except FileNotFoundError:
+        keep = _new_file_mode()
+    os.chmod(tmp, keep)
+
+
+def _open_in_place(real: str) -> int:
+    """A device or pipe opened for writing; O_NONBLOCK: a pipe nobody reads is refused (ENXIO) instead
+    of blocking forever."""
+    fd = os.open(real, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    os.set_blocking(fd, True)
+    return fd
+
+
 def _new_file_mode() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -158,9 +175,7 @@ def _commit(tx: _Transaction) -> None:
         for st in tx.staged:
             if st.data is not None:
                 try:
-                    fd = os.open(st.real, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-                    os.set_blocking(fd, True)
-                    with os.fdopen(fd, "wb") as f:
+                    with os.fdopen(_open_in_place(st.real), "wb") as f:
                         f.write(st.data)
                         f.flush()
                 except OSError as exc:
@@ -225,11 +240,7 @@ def _staged_output(tx: _Transaction, path: str | Path, what: str, text: bool) ->
             yield f
             f.flush()
             os.fsync(f.fileno())
-        try:
-            keep = stat.S_IMODE(os.stat(real).st_mode)
-        except FileNotFoundError:
-            keep = _new_file_mode()
-        os.chmod(tmp, keep)
+        _keep_mode(tmp, real)
     except OSError as exc:
         raise _fail(path, what, _reason(exc)) from None
 
@@ -250,10 +261,7 @@ def open_output(path: str | Path, what: str = "--output", text: bool = False, du
     enc = {"encoding": "utf-8", "newline": ""} if text else {}
     try:
         if in_place:
-            # O_NONBLOCK: a pipe nobody reads is refused (ENXIO) instead of blocking forever
-            fd = os.open(real, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-            os.set_blocking(fd, True)
-            with os.fdopen(fd, mode, **enc) as f:
+            with os.fdopen(_open_in_place(real), mode, **enc) as f:
                 yield f
                 f.flush()
             return
@@ -265,11 +273,7 @@ def open_output(path: str | Path, what: str = "--output", text: bool = False, du
                 f.flush()
                 if durable:
                     os.fsync(f.fileno())
-            try:
-                keep = stat.S_IMODE(os.stat(real).st_mode)
-            except FileNotFoundError:
-                keep = _new_file_mode()
-            os.chmod(tmp, keep)
+            _keep_mode(tmp, real)
             os.replace(tmp, real)
         except BaseException:
             with contextlib.suppress(OSError):

@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import functools
 import json
-import threading
 import time
 import zlib
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
 from hostile_harness import check_contract, run_in_process
-from test_remote_standin import SHA, point_at
+from test_remote_standin import SHA, LocalServer, point_at
 
 TOKEN = "hf_secret_hostile_token"
 MS_TOKEN = "ms-secret-hostile"
@@ -31,14 +30,12 @@ class Seen:
     cookie: str | None
 
 
-@dataclass
-class Hostile:
+class Hostile(LocalServer):
     """One server on 127.0.0.1:<ephemeral>; ``answer(handler, path)`` writes the whole response."""
 
-    answer: Callable | None = None
-    log: list[Seen] = field(default_factory=list)
-
-    def __post_init__(self):
+    def __init__(self, answer: Callable | None = None) -> None:
+        self.answer = answer
+        self.log: list[Seen] = []
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -54,22 +51,7 @@ class Hostile:
                 except (BrokenPipeError, ConnectionResetError, OSError):
                     self.close_connection = True
 
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-
-            def handle_error(self, request, client_address):
-                pass
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 def send(h, status: int, body: bytes = b"", headers: dict | None = None) -> None:
