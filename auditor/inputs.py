@@ -299,9 +299,11 @@ def parse_number(text: str, where: str | Path, what: str, *, lo: float, hi: floa
 
 def csv_header(path: str | Path, what: str, cap: int):
     """(stripped header, reader over the remaining rows) of a CSV read through ``iter_lines``; an
-    empty file or a malformed first row is one line naming the file. ``reader.line_num`` counts rows."""
+    empty file or a malformed first row is one line naming the file. ``reader.line_num`` counts rows.
+    Strict: an unterminated quote or text after a closing quote is a csv.Error, not a field read to
+    the end of the file."""
     import csv
-    reader = csv.reader(text for _, text in iter_lines(path, what, cap))
+    reader = csv.reader((text for _, text in iter_lines(path, what, cap)), strict=True)
     try:
         header = [h.strip() for h in next(reader)]
     except StopIteration:

@@ -100,7 +100,9 @@ case("prof-na-everything", "k.csv", (KD + "N/A,N/A,N/A,N/A\n").encode(), align_p
 case("prof-negative-dim", "k.csv", (KD + 'MatMulV2,5,"4,-6144",0\n').encode(), align_prof, needles=("Input Shapes",))
 case("prof-huge-duration", "k.csv", (KD + "MatMulV2,1e26,,0\n").encode(), align_prof, needles=("plausible",))
 case("prof-device-overflow", "k.csv", (KD + "MatMulV2,1,,99999999\n").encode(), align_prof, needles=("Device_id",))
-case("prof-bad-quote", "k.csv", (KD + 'MatMulV2,1,"4,6\n').encode(), align_prof, "any")
+case("prof-bad-quote", "k.csv", (KD + 'MatMulV2,1,"4,6\n').encode(), align_prof, needles=("malformed CSV",))
+case("prof-text-after-quote", "k.csv", (KD + 'MatMulV2,1,"4,6"x,0\n').encode(), align_prof, needles=("malformed CSV",))
+case("workload-bad-quote", "w.csv", b'isl,osl\n"10,10\n', plan_workload, needles=("malformed CSV",))
 case("prof-header-only", "k.csv", KD.encode(), align_prof, needles=("no kernel rows",))
 case("prof-not-csv", "k.csv", b"\x00\x01\x02", align_prof, needles=("missing column",))
 # ---- bench
