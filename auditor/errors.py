@@ -4,6 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 
 
+#: characters of one error line; a longer problem (a value from a hostile file quoted whole) is cut in the middle
+MAX_ERROR_CHARS = 1000
+
+
 class AuditInputError(Exception):
     """Bad user input: a malformed file, a missing key, an impossible option.
 
@@ -18,4 +22,9 @@ class AuditInputError(Exception):
 
     def one_line(self) -> str:
         text = f"{self.where}: {self.problem}" if self.where else self.problem
-        return " ".join(text.split())
+        text = " ".join(text.split())
+        if len(text) > MAX_ERROR_CHARS:
+            text = f"{text[:MAX_ERROR_CHARS - 200]} ... ({len(text) - MAX_ERROR_CHARS + 100:,} characters cut) ... " \
+                   f"{text[-100:]}"
+        return text
+

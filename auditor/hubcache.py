@@ -61,10 +61,8 @@ def _from_root(root: Path) -> HubSnapshot:
     if not ref.is_file():
         raise AuditInputError(root, "Hugging Face cache repository without refs/main: name a snapshot "
                                     "directory (snapshots/<hash>) instead")
-    try:
-        rev = ref.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AuditInputError(ref, f"cannot read the ref ({exc.__class__.__name__})") from None
+    from .inputs import read_text_capped
+    rev = read_text_capped(ref, "ref", 4096).strip()          # a commit hash: 40 characters
     if not _REVISION_RE.match(rev):
         raise AuditInputError(ref, f"not a commit hash: {rev[:80]!r}")
     snap = root / "snapshots" / rev

@@ -241,7 +241,6 @@ def load_json(path: str | Path, what: str, cap: int = JSON_CAP, max_depth: int =
     """The JSON document in a regular file of at most ``cap`` bytes: strict UTF-8 (a bad byte named
     by line), nesting at most ``max_depth`` (checked without recursion before parsing), numbers of at
     most 40 characters, no NaN / Infinity. One AuditInputError naming the file on any problem."""
-    import json
     path = Path(path)
     raw = read_capped(path, what, cap)
     if raw.startswith(b"\xef\xbb\xbf"):
@@ -251,16 +250,30 @@ def load_json(path: str | Path, what: str, cap: int = JSON_CAP, max_depth: int =
     except UnicodeDecodeError as exc:
         line = raw[:exc.start].count(b"\n") + 1
         raise AuditInputError(path, f"line {line}: {what} is not UTF-8 text (byte 0x{raw[exc.start]:02x})") from None
+    return parse_json_text(text, path, what, max_depth=max_depth, raw=raw)
+
+
+def parse_json_text(text: str, where: str | Path, what: str, *, max_depth: int = JSON_MAX_DEPTH,
+                    cap: int = JSON_CAP, raw: bytes | None = None):
+    """A JSON text from outside (a file's content, or an option's value such as ``--hf-overrides`` or a
+    launch's ``--speculative-config``) with the evidence rules: at most ``cap`` bytes, nesting at most
+    ``max_depth`` (checked without recursion before parsing), numbers of at most 40 characters, finite
+    (no NaN / Infinity literal, no 1e400). One AuditInputError naming ``where`` on any problem."""
+    import json
+    if raw is None:
+        raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) > cap:
+        raise AuditInputError(where, f"{what} is {len(raw):,} bytes of JSON, over audit's cap of {cap >> 10:,} KiB")
     depth = json_depth(raw)
     if depth > max_depth:
-        raise AuditInputError(path, f"{what} nests {depth} levels deep, over the cap of {max_depth}")
+        raise AuditInputError(where, f"{what} nests {depth} levels deep, over the cap of {max_depth}")
     pi, pf, pc = _json_number()
     try:
         return json.loads(text, parse_int=pi, parse_float=pf, parse_constant=pc)
     except json.JSONDecodeError as exc:
-        raise AuditInputError(path, f"not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+        raise AuditInputError(where, f"not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
     except (ValueError, RecursionError) as exc:
-        raise AuditInputError(path, f"not valid JSON: {exc}") from None
+        raise AuditInputError(where, f"not valid JSON: {exc}") from None
 
 
 _NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3}){1,12}|\d{1,40})(?:\.\d{1,40})?(?:[eE][-+]?\d{1,3})?", re.ASCII)
@@ -286,9 +299,11 @@ def parse_number(text: str, where: str | Path, what: str, *, lo: float, hi: floa
 
 def csv_header(path: str | Path, what: str, cap: int):
     """(stripped header, reader over the remaining rows) of a CSV read through ``iter_lines``; an
-    empty file or a malformed first row is one line naming the file. ``reader.line_num`` counts rows."""
+    empty file or a malformed first row is one line naming the file. ``reader.line_num`` counts rows.
+    Strict: an unterminated quote or text after a closing quote is a csv.Error, not a field read to
+    the end of the file."""
     import csv
-    reader = csv.reader(text for _, text in iter_lines(path, what, cap))
+    reader = csv.reader((text for _, text in iter_lines(path, what, cap)), strict=True)
     try:
         header = [h.strip() for h in next(reader)]
     except StopIteration:

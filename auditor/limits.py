@@ -91,7 +91,9 @@ FLOAT_OPTION_CAPS: dict[str, tuple[float, float]] = {
     "--ttft-ms": (0.0, 1e9),
     "--tpot-ms": (0.0, 1e9),
 }
+MAX_COMMAND_WORDS = 4_096          # words of one launch command (a shell script, a CI config's server_cmd)
 MAX_WORLD = 65_536                  # tp x dp x pp ranks
 MAX_SWEEP_CONFIGS = 10_000_000      # grid points of one `audit sweep`
+MAX_SWEEP_PLANS = 256               # (tp, dp) plans of one sweep: each builds two programs (~10-20 ms)
 MAX_SIZE_BYTES = EiB                # any size option (--observed, --budget, --shard-size)
 SYNTH_MAX_FILES = 10_000            # `audit synth` writes more files only with --allow-many-files

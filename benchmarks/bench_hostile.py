@@ -1,8 +1,10 @@
 """Time and memory of `audit memory` on hostile inputs, one per input kind, against the bounds
-the README documents (issue 8, class 11). Each case is a fresh process; peak RSS is the child's
-own (wait4). Also runs the header property test with many examples (--fuzz N).
+the README documents (issue 8, class 11), and of the newer readers (issue 31: nightly CI configs,
+JSON option values, `audit evidence --corpus`, remote hubs behind a hostile server on 127.0.0.1).
+Each case is a fresh process; peak RSS is the child's own (wait4). Also runs the header property
+test with many examples (--fuzz N).
 
-    python benchmarks/bench_hostile.py [--only NAME] [--fuzz 5000]
+    python benchmarks/bench_hostile.py [--only NAME] [--fuzz 5000] [--readers-only]
 
 Inputs are built in a temporary directory (~0.5 GB of real bytes for the 100 MB headers, the rest
 sparse) and removed afterwards.
@@ -126,6 +128,98 @@ BOUNDS = {
 }
 
 
+def _laughs(levels: int = 10, width: int = 9) -> str:
+    out = "bomb0: &l0 [" + ", ".join(['"lol"'] * width) + "]\n"
+    for i in range(1, levels):
+        out += f"bomb{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * width) + "]\n"
+    return out
+
+
+def build_readers(root: Path, hub: str) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """(argv, extra environment) of each newer-reader case; ``hub`` is the hostile server's URL."""
+    single = ("test_cases:\n  - name: {name}\n    model: m\n    server_cmd: {args}\n")
+    files = {
+        "nightly-billion-laughs.yaml": _laughs() + single.format(name="*l9", args="[--tensor-parallel-size, 16]"),
+        "nightly-50k-deep-flow.yaml": single.format(name="t", args="[" * 50_000 + "]" * 50_000),
+        "nightly-10000-args.yaml": single.format(name="t", args="[" + ", ".join(["--x"] * 10_000) + "]"),
+        "nightly-100000-digits.yaml": single.format(name="9" * 100_000, args="[]"),
+        "nightly-at-cap-1MiB.yaml": single.format(name="t", args="[" + ", ".join(["a" * 250] * 4000) + "]"),
+        "corpus-deep.json": "[" * 4_000_000 + "]" * 4_000_000,
+        "corpus-5000-digits.json": '{"rows": [{"id": "r", "flags": "--tp 1", "observed": {"weights_gib": '
+                                   + "9" * 5000 + "}}]}",
+    }
+    for name, text in files.items():
+        (root / name).write_text(text)
+    os.symlink("/dev/zero", root / "corpus-dev-zero.json")
+    os.mkfifo(root / "corpus-fifo.json")
+    cases = {name.rsplit(".", 1)[0]: (["memory", "glm-5.1", "--launch", str(root / name), "--node", "0"], {})
+             for name in files if name.startswith("nightly")}
+    for name in ("corpus-deep", "corpus-5000-digits", "corpus-dev-zero", "corpus-fifo"):
+        cases[name] = (["evidence", "--corpus", str(root / f"{name}.json")], {})
+    bench = ["bench", "glm-5.1", "--tp", "16", "--concurrency", "4", "--isl", "100", "--osl", "10"]
+    cases["option-request-rate-nan"] = (bench + ["--request-rate", "nan"], {})
+    cases["option-hf-overrides-10k-deep"] = (bench + ["--hf-overrides", '{"a": ' * 10_000 + "1" + "}" * 10_000], {})
+    env = {"HF_ENDPOINT": hub, "AUDIT_CACHE": str(root / "cache"), "HF_TOKEN": "hf_bench_token"}
+    for name in ("remote-gzip-bomb", "remote-endless-body", "remote-link-loop", "remote-million-files"):
+        cases[name] = (["memory", f"hf://acme/{name}"], env)
+    return cases
+
+
+# seconds and peak MiB (README, bad input: every case within 10 s and 600 MiB)
+READER_BOUNDS = {name: (10, 600) for name in (
+    "nightly-billion-laughs", "nightly-50k-deep-flow", "nightly-10000-args", "nightly-100000-digits",
+    "nightly-at-cap-1MiB", "corpus-deep", "corpus-5000-digits", "corpus-dev-zero", "corpus-fifo",
+    "option-request-rate-nan", "option-hf-overrides-10k-deep", "remote-gzip-bomb", "remote-endless-body",
+    "remote-link-loop", "remote-million-files")}
+
+
+def hostile_hub():
+    """The hostile server of tests/test_hostile_remote.py, one answer per repository name."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from test_hostile_remote import Hostile, endless, gzip_bomb, hf, link_loop, million_files
+    answers = {"remote-gzip-bomb": hf(info=gzip_bomb), "remote-endless-body": hf(info=endless),
+               "remote-link-loop": hf(tree=link_loop), "remote-million-files": hf(tree=million_files)}
+
+    def answer(h, path):
+        for name, a in answers.items():
+            if f"/{name}/" in path:
+                return a(h, path)
+        return hf()(h, path)
+    return Hostile(answer)
+
+
+def run_argv(argv: list[str], extra_env: dict[str, str]) -> tuple[float, float, int, str]:
+    env = dict(os.environ, **extra_env)
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "auditor", *argv], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - t
+    err = proc.stderr.read().decode(errors="replace").strip().splitlines()
+    return elapsed, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), (err[-1] if err else "")
+
+
+def bench_readers(only: str | None) -> float:
+    worst = 0.0
+    hub = hostile_hub()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            cases = build_readers(Path(tmp), hub.url)
+            print(f"{'reader input':<40} {'exit':>4} {'s':>7} {'bound':>6} {'MiB':>7} {'bound':>6}  ratio  outcome")
+            for name, (argv, env) in cases.items():
+                if only and only not in name:
+                    continue
+                s, mib, code, err = run_argv(argv, env)
+                bs, bm = READER_BOUNDS[name]
+                ratio = max(s / bs, mib / bm)
+                worst = max(worst, ratio)
+                print(f"{name:<40} {code:>4} {s:>7.2f} {bs:>6} {mib:>7.0f} {bm:>6}  {ratio:5.2f}  "
+                      f"{err.removeprefix('audit: error: ')[-70:]}")
+    finally:
+        hub.close()
+    return worst
+
+
 def run(model_dir: Path, exact: bool) -> tuple[float, float, int, str]:
     env = dict(os.environ, AUDIT_EXACT="1" if exact else "0")
     cmd = [sys.executable, "-m", "auditor", "memory", str(model_dir), "--no-progress", "--format", "json",
@@ -144,7 +238,12 @@ def main() -> int:
     ap.add_argument("--only", default=None)
     ap.add_argument("--fuzz", type=int, default=0, help="also run the header property test with N examples")
     ap.add_argument("--build", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--readers-only", action="store_true", help="only the newer readers (issue 31)")
     args = ap.parse_args()
+    if args.readers_only:
+        worst = bench_readers(args.only)
+        print(f"worst ratio to bound: {worst:.2f} ({'all within bounds' if worst <= 1 else 'OVER A BOUND'})")
+        return 0
     if args.build:                  # in a child, so this process stays small: a fork carries the
         build(args.build)           # parent's peak RSS into the child's ru_maxrss
         return 0
@@ -164,6 +263,7 @@ def main() -> int:
                 outcome = "ok" if code == 0 else err[:70]
                 print(f"{name:<40} {'exact' if exact else 'fast':<6} {code:>4} {s:>7.2f} {bs:>6} {mib:>7.0f} {bm:>6}  "
                       f"{ratio:5.2f}  {outcome}")
+    worst = max(worst, bench_readers(args.only))
     print(f"worst ratio to bound: {worst:.2f} ({'all within bounds' if worst <= 1 else 'OVER A BOUND'})")
     if args.fuzz:
         env = dict(os.environ, AUDIT_FUZZ_EXAMPLES=str(args.fuzz))

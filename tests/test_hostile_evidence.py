@@ -52,6 +52,16 @@ def plan_workload(t, f):
             "--tp", "16", "--batch", "1", "--mtp", "0", "--no-disagg"]
 
 
+def evidence_corpus(t, f):
+    return ["evidence", "--corpus", f]
+
+
+def corpus(flags: str = "--tp 16 --dp 2 --ep 32 --sp", observed: str = '{"runs": true}', extra: str = "") -> bytes:
+    """An evidence file of one row (the shape of auditor/evidence/published.json)."""
+    return ('{"rows": [{"id": "r", "model": "glm-5.1", "engine": "main", "flags": ' + json.dumps(flags)
+            + ', "observed": ' + observed + extra + "}]}").encode()
+
+
 def perf_device(t, f):
     return ["perf", "glm-5.1", "--device", f]
 
@@ -90,7 +100,9 @@ case("prof-na-everything", "k.csv", (KD + "N/A,N/A,N/A,N/A\n").encode(), align_p
 case("prof-negative-dim", "k.csv", (KD + 'MatMulV2,5,"4,-6144",0\n').encode(), align_prof, needles=("Input Shapes",))
 case("prof-huge-duration", "k.csv", (KD + "MatMulV2,1e26,,0\n").encode(), align_prof, needles=("plausible",))
 case("prof-device-overflow", "k.csv", (KD + "MatMulV2,1,,99999999\n").encode(), align_prof, needles=("Device_id",))
-case("prof-bad-quote", "k.csv", (KD + 'MatMulV2,1,"4,6\n').encode(), align_prof, "any")
+case("prof-bad-quote", "k.csv", (KD + 'MatMulV2,1,"4,6\n').encode(), align_prof, needles=("malformed CSV",))
+case("prof-text-after-quote", "k.csv", (KD + 'MatMulV2,1,"4,6"x,0\n').encode(), align_prof, needles=("malformed CSV",))
+case("workload-bad-quote", "w.csv", b'isl,osl\n"10,10\n', plan_workload, needles=("malformed CSV",))
 case("prof-header-only", "k.csv", KD.encode(), align_prof, needles=("no kernel rows",))
 case("prof-not-csv", "k.csv", b"\x00\x01\x02", align_prof, needles=("missing column",))
 # ---- bench
@@ -101,6 +113,33 @@ case("bench-negative-latency", "b.json", b'{"mean_ttft_ms": -5}', align_bench, n
 case("bench-text-garbage-number", "b.txt", b"== Serving Benchmark Result ==\nMean TTFT (ms):   1..2\n", align_bench,
      needles=("Mean TTFT",))
 case("bench-inf-rate", "b.json", b'{"request_rate": "inf", "mean_ttft_ms": 5.0}', align_bench, "ok")
+# ---- audit evidence --corpus
+case("corpus-ok", "e.json", corpus(observed='{"runs": true, "weights_gib": 30.2}'), evidence_corpus, "ok")
+case("corpus-deep", "e.json", b"[" * 100000 + b"]" * 100000, evidence_corpus, needles=("nests",))
+case("corpus-deep-in-row", "e.json", corpus(extra=', "hf_overrides": ' + '{"a": ' * 40 + "1" + "}" * 40),
+     evidence_corpus, needles=("nests",))
+case("corpus-5000-digits", "e.json", corpus(observed='{"weights_gib": ' + "9" * 5000 + "}"), evidence_corpus,
+     needles=("5000-digit",))
+case("corpus-nan", "e.json", corpus(observed='{"weights_gib": NaN}'), evidence_corpus, needles=("NaN",))
+case("corpus-1e400", "e.json", corpus(observed='{"weights_gib": 1e400}'), evidence_corpus, needles=("out of range",))
+case("corpus-text-number", "e.json", corpus(observed='{"weights_gib": "thirty"}'), evidence_corpus,
+     needles=("observed.weights_gib must be a number",))
+case("corpus-negative-weights", "e.json", corpus(observed='{"weights_gib": -3}'), evidence_corpus,
+     needles=("plausible range",))
+case("corpus-runs-text", "e.json", corpus(observed='{"runs": "yes"}'), evidence_corpus, needles=("runs",))
+case("corpus-observed-unknown", "e.json", corpus(observed='{"wieghts_gib": 3}'), evidence_corpus,
+     needles=("wieghts_gib",))
+case("corpus-flag-nan-util", "e.json", corpus("--tp 16 --gpu-memory-utilization nan"), evidence_corpus,
+     needles=("--gpu-memory-utilization",))
+case("corpus-flag-5000-digit-tp", "e.json", corpus("--tp " + "7" * 5000), evidence_corpus, needles=("--tp",))
+case("corpus-flag-tp-zero", "e.json", corpus("--tp 0"), evidence_corpus, needles=("--tp 0 is outside",))
+case("corpus-flag-open-quote", "e.json", corpus("--tp '16"), evidence_corpus, needles=("cannot split",))
+case("corpus-model-list", "e.json", corpus(extra=', "model2": 1').replace(b'"model": "glm-5.1"', b'"model": [1]'),
+     evidence_corpus, needles=("'model' must be a string",))
+case("corpus-2000-rows", "e.json", ('{"rows": [' + ",".join(['{"id": "r", "flags": "--tp 1"}'] * 2000) + "]}").encode(),
+     evidence_corpus, needles=("2,000 rows",))
+case("corpus-not-utf8", "e.json", corpus().replace(b'"r"', b'"\xff"'),
+     evidence_corpus, needles=("UTF-8",))
 # ---- kernels import / measured table
 case("kimport-na-duration", "k.csv", b'Type,Duration(us),Input Shapes\nMatMulV2,N/A,"4,8;8,2"\n', kernels_import,
      needles=("duration",))
@@ -149,7 +188,8 @@ def test_special_evidence_files_out_of_process(special: str, tmp_path: Path) -> 
     else:
         with open(f, "wb") as h:
             h.truncate(300 << 20)
-    for argv in (align_log(tmp_path, f), align_prof(tmp_path, f), align_bench(tmp_path, f), calibrate(tmp_path, f)):
+    for argv in (align_log(tmp_path, f), align_prof(tmp_path, f), align_bench(tmp_path, f), calibrate(tmp_path, f),
+                 evidence_corpus(tmp_path, f)):
         run = run_out_of_process(argv, timeout=30, memory_bytes=768 << 20)
         check_contract(run, "error")
 

@@ -323,7 +323,7 @@ def one_line_error(fn, *args) -> str:
     ("export HCCL_BUFFSIZE=lots\nvllm serve m", "line 1: HCCL_BUFFSIZE: 'lots' is not an integer"),
     ("vllm serve m -tp 65536 -dp 2", "past the plausible 65,536"),
     ("python -m vllm.entrypoints.openai.api_server --port 1", "names no model"),
-    ("vllm serve m --hf-overrides '" + "[" * 5000 + "]" * 5000 + "'", "nested too deeply"),
+    ("vllm serve m --hf-overrides '" + "[" * 5000 + "]" * 5000 + "'", "nests 5000 levels deep"),
     ("vllm serve m --x '" + "a" * (WORD_CAP + 1) + "'", "longer than 16 KiB"),
     ("A=" + "x" * 9000 + "\nB=$A$A$A$A$A$A$A$A$A$A$A$A$A$A$A$A$A$A$A$A$A$A$A$A$A$A$A$A$A$A$A$A$A$A\nvllm serve m",
      "longer than 16 KiB"),

@@ -182,6 +182,8 @@ def test_bad_configs_are_one_line_errors(tmp_path, capsys):
         ("noin.yaml", SINGLE.replace("GSM8K-in4096-bs100-prefix50", "aime2025"), "names no input length"),
         ("rate.yaml", SINGLE.replace("request_rate: 2.5", "request_rate: fast"), "request_rate must be a number"),
         ("huge.yaml", SINGLE.replace("num_prompts: 32", "num_prompts: " + "9" * 400),
+         "line 33: a number of 400 characters, over audit's cap of 40"),
+        ("big.yaml", SINGLE.replace("num_prompts: 32", "num_prompts: " + "9" * 30),
          "benchmarks.perf.num_prompts: 99999999999999999999... is not an integer in audit's range 1..1,000,000"),
         ("cmd.yaml", INTERNAL.replace("vllm serve Eco-Tech/GLM-5.1-w8a8 --headless", "python serve.py"),
          "is not a 'vllm serve MODEL ...' command"),

@@ -107,17 +107,12 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-class StandIn:
-    """One server on 127.0.0.1:<ephemeral>, serving ``repos`` under both hubs' routes."""
+class LocalServer:
+    """A threaded HTTP server on 127.0.0.1:<ephemeral> for ``handler`` (also the hostile hubs of
+    tests/test_hostile_remote.py)."""
 
-    def __init__(self, repos: dict[str, Repo] | None = None, page_size: int = 1000):
-        self.repos: dict[str, Repo] = dict(repos or {})
-        self.faults = Faults()
-        self.page_size = page_size
-        self.log: list[Logged] = []
-        self.other: StandIn | None = None          # where redirected file reads go
-        self._lock = threading.Lock()
-        self.server = _Server(("127.0.0.1", 0), _handler(self))
+    def __init__(self, handler) -> None:
+        self.server = _Server(("127.0.0.1", 0), handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -128,6 +123,19 @@ class StandIn:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class StandIn(LocalServer):
+    """One server on 127.0.0.1:<ephemeral>, serving ``repos`` under both hubs' routes."""
+
+    def __init__(self, repos: dict[str, Repo] | None = None, page_size: int = 1000):
+        self.repos: dict[str, Repo] = dict(repos or {})
+        self.faults = Faults()
+        self.page_size = page_size
+        self.log: list[Logged] = []
+        self.other: StandIn | None = None          # where redirected file reads go
+        self._lock = threading.Lock()
+        super().__init__(_handler(self))
 
     def record(self, entry: Logged) -> None:
         with self._lock:

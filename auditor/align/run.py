@@ -289,7 +289,9 @@ def verdict(memory: dict | None, logs: LogEvidence | None, recipe: str | None, k
         summary = (f"EXPLAINED: {best['label']} reproduces every rank within {worst * 100:.2f}% "
                    f"(limit {EXPLAINED * 100:g}%) and every other observed figure within its tolerance")
     elif explained:
-        what = (f"{len(contra)} observed figure(s) contradict it: " + "; ".join(contra)) if contra else \
+        # the verdict line names the first few; the ticket's contradictions list has them all
+        shown = "; ".join(contra[:3]) + (f"; and {len(contra) - 3} more (listed below)" if len(contra) > 3 else "")
+        what = (f"{len(contra)} observed figure(s) contradict it: " + shown) if contra else \
             "but the evidence names a cause outside the model"
         summary = (f"PARTLY EXPLAINED: {best['label']} reproduces the weights on every rank within "
                    f"{worst * 100:.2f}%, {what}")

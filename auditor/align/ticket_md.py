@@ -41,6 +41,8 @@ def render_ticket(t: dict) -> str:
     out = [f"# {t['title']}", ""]
     v = t.get("verdict") or {}
     out += [f"## {SECTIONS[0]}", "", v.get("summary", "-"), ""]
+    if len(v.get("contradictions") or ()) > 3:
+        out += ["Observed figures that contradict it:", ""] + [f"* {c}" for c in v["contradictions"]] + [""]
     if v.get("reasons"):
         out += ["What could explain the figures instead:", ""] + [f"* {r}" for r in v["reasons"]] + [""]
     if v.get("rank_notes"):

@@ -75,7 +75,10 @@ def usage_line(exc: click.ClickException) -> str:
     ctx = getattr(exc, "ctx", None)
     hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
     param = getattr(exc, "param", None)
-    if isinstance(exc, click.BadParameter) and not isinstance(exc, click.MissingParameter) and param is not None:
+    if isinstance(exc, click.NoSuchOption):
+        close = sorted(exc.possibilities or ())[:3]
+        text = f"{exc.option_name}: no such option" + (f" (did you mean {', '.join(close)}?)" if close else "")
+    elif isinstance(exc, click.BadParameter) and not isinstance(exc, click.MissingParameter) and param is not None:
         where = param.opts[0] if isinstance(param, click.Option) and param.opts else param.human_readable_name
         text = f"{where}: {exc.message}"
     else:

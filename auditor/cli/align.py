@@ -2,18 +2,20 @@
 kernels and benchmark results. Parses options and calls ``auditor.align``; nothing else."""
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 from pathlib import Path
 
 import click
 from click.core import ParameterSource
 
 from ..errors import AuditInputError
-from ..outputs import check_output_dir, prepare_output_dir, write_output
+from ..outputs import all_or_none, check_output_dir, check_output_path, prepare_output_dir, write_output
 from .deployment import DeploymentCommand, launch_option
 from .feedback import announce_compiles, stage
-from .options import capped, output_options, plan_options, recipe_option, refuse_model_dir
+from .options import NonEmptyPath, capped, output_options, plan_options, recipe_option, refuse_model_dir
 from .runtime_options import hf_overrides_option, runtime_options
 from .vocabulary import Length
 
@@ -55,7 +57,7 @@ def parse_tolerance(text: str | None) -> float | None:
               help="Ascend profiler kernel_details.csv, one per rank, repeatable")
 @click.option("--bench", "benches", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="vllm bench serve JSON or our latency CSV, repeatable")
-@click.option("--output-dir", default=None, type=click.Path(file_okay=False, path_type=Path),
+@click.option("--output-dir", default=None, type=NonEmptyPath(file_okay=False, path_type=Path),
               help="where ticket.md, ticket.json and the PNGs are written (or give --output)")
 @click.option("--tolerance", default=None, help="e.g. 5%%: exit 4 when any compared figure deviates by more")
 @click.option("--phase", type=click.Choice(["prefill", "decode"]), default="prefill", show_default=True,
@@ -114,24 +116,36 @@ def align_command(model, recipe, plan, engine, mtp_drafter, logs, profiles, benc
     ticket["figures"] = []
     md = render_ticket(ticket)
     js = json.dumps(ticket, indent=2, default=str) + "\n"
-    if output is not None:
-        from ..outputs import write_output as _write
-        _write(output, js if fmt == "json" else md, "--output")
+    created = output_dir is not None and not check_output_dir(output_dir, "--output-dir")
+    if output_dir is not None and not created:      # every target checked before any is staged
+        from ..align.ticket_png import figure_names
+        for name in ["ticket.json", "ticket.md", *(figure_names(ticket) if png else [])]:
+            check_output_path(output_dir / name, "--output-dir")
+    try:
+        with all_or_none():         # --output, ticket.json, ticket.md and the PNGs: all written, or none changed
+            if output is not None:
+                write_output(output, js if fmt == "json" else md, "--output")
+            if output_dir is not None:
+                prepare_output_dir(output_dir, "--output-dir")
+                if png:
+                    from ..align.ticket_png import figure_names, write_figures
+                    ticket["figures"] = figure_names(ticket)
+                    md = render_ticket(ticket)
+                    js = json.dumps(ticket, indent=2, default=str) + "\n"
+                    write_figures(ticket, output_dir)
+                write_output(output_dir / "ticket.json", js, "--output-dir")
+                write_output(output_dir / "ticket.md", md, "--output-dir")
+    except BaseException:
+        if created:                 # the directory audit made for this ticket goes with it
+            with contextlib.suppress(OSError):
+                os.rmdir(output_dir)
+        raise
     if output_dir is None:
         click.echo(ticket["title"])
         click.echo(f"wrote {output} (memory search {timings.get('memory_search_s', 0):.2f} s)", err=True)
         if ticket["tolerance"]["ok"] is False:
             raise SystemExit(4)
         return
-    prepare_output_dir(output_dir, "--output-dir")
-    if png:
-        from ..align.ticket_png import figure_names, write_figures
-        ticket["figures"] = figure_names(ticket)
-        md = render_ticket(ticket)
-        js = json.dumps(ticket, indent=2, default=str) + "\n"
-        write_figures(ticket, output_dir)
-    write_output(output_dir / "ticket.json", js, "--output-dir")
-    write_output(output_dir / "ticket.md", md, "--output-dir")
     click.echo(ticket["title"])
     if ticket["memory"] and ticket["memory"]["candidates"]:
         click.echo(f"best candidate: {ticket['memory']['candidates'][0]['label']}")

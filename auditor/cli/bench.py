@@ -13,8 +13,8 @@ from ..devices.profiles import DEFAULT_DEVICE
 from ..errors import AuditInputError
 from .deployment import DeploymentCommand, launch_option
 from .feedback import announce_compiles, stage
-from .options import (acceptance_option, async_option, capped, emit, finegrained_option, formats_options, graph_option,
-                      guard_output, plan_options, recipe_option)
+from .options import (FiniteFloatRange, acceptance_option, async_option, capped, emit, finegrained_option, formats_options,
+                      graph_option, guard_output, plan_options, recipe_option)
 from .runtime_options import hf_overrides_option, runtime_options
 from .vocabulary import Length
 
@@ -47,8 +47,13 @@ def _parse_instance(text: str, what: str):
     """One instance's options (``--prefill '...'``): audit's or vLLM's flags, or a launch file, parsed by
     the same click options as the command."""
     import os
+
+    from ..limits import MAX_COMMAND_WORDS
     try:
         args = ["--launch", text] if os.path.isfile(text) else shlex.split(text)
+        if len(args) > MAX_COMMAND_WORDS:
+            raise AuditInputError(what, f"{len(args):,} words, over audit's cap of {MAX_COMMAND_WORDS:,} for one "
+                                        "instance's options")
         return _instance_options.main(args=args, standalone_mode=False)
     except click.ClickException as exc:
         raise AuditInputError(what, exc.format_message()) from None
@@ -77,9 +82,9 @@ def _parse_instance(text: str, what: str):
 @click.option("--osl", type=Length("--osl"), required=True, help="output tokens per request (ignore_eos)")
 @click.option("--num-prompts", type=capped("--num-prompts"), default=None,
               help="requests (default: 4 x concurrency)")
-@click.option("--request-rate", type=click.FloatRange(0.0, 1e9, min_open=True), default=None,
+@click.option("--request-rate", type=FiniteFloatRange(0.0, 1e9, min_open=True), default=None,
               help="Poisson requests/s (default inf: all at once, bounded by --concurrency)")
-@click.option("--prefix-ratio", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
+@click.option("--prefix-ratio", type=FiniteFloatRange(0.0, 1.0), default=0.0, show_default=True,
               help="share of every prompt that is one shared prefix (prefix-cache hits)")
 @click.option("--prefix-caching/--no-prefix-caching", default=True, show_default=True,
               help="vLLM's --enable-prefix-caching (hits in whole 128-token blocks)")

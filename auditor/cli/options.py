@@ -12,7 +12,7 @@ from ..engines.registry import DEFAULT_ENGINE, as_engine, engine_help
 from ..errors import AuditInputError
 from ..limits import FLOAT_OPTION_CAPS, OPTION_CAPS
 from ..model.recipes import RECIPES
-from ..outputs import check_output_path, write_output
+from ..outputs import check_output_path, when_written, write_output
 from ..parallel import ParallelPlan
 from .vocabulary import ExpertParallel, Length, ep_size
 
@@ -28,6 +28,16 @@ class FiniteFloatRange(click.FloatRange):
         if not math.isfinite(v):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return v
+
+
+class NonEmptyPath(click.Path):
+    """A path option that refuses the empty string (``pathlib.Path("")`` is the current directory: an
+    ``--output-dir ''`` would write the ticket into wherever the command runs)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail("empty path", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 def capped_float(option: str) -> click.FloatRange:
@@ -173,7 +183,7 @@ def emit(text: str, output: Path | None) -> None:
         click.echo(text, nl=not text.endswith("\n"))
     else:
         write_output(output, text if text.endswith("\n") else text + "\n", "--output")
-        click.echo(f"wrote {output}", err=True)
+        when_written(lambda: click.echo(f"wrote {output}", err=True))
 
 
 def _is_dir(path: str) -> bool:

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from ..errors import AuditInputError
-from ..limits import MAX_SWEEP_CONFIGS
+from ..limits import MAX_SWEEP_CONFIGS, MAX_SWEEP_PLANS
 from ..parallel import ParallelPlan
 from .deployment import DeploymentCommand, launch_option
 from .feedback import announce_compiles, on_terminal, stage
@@ -79,7 +79,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
     kv_cache_dtype = runtime["kv_cache_dtype"]
     plan = plan.with_(dcp=runtime["dcp"]).validate()
     dep = DeploymentContext(spec, plan, engine, src.scheme_recipe, dev)          # resolved once
-    lengths = _context_list(contexts) if contexts else None
+    lengths = _context_list(contexts) if contexts is not None else None     # '' is refused, not the default
     table = None
     if measured is not None:
         from ..perf.measured import load_kernel_table
@@ -207,9 +207,12 @@ def sweep_command(model, tps, dps, ep_mode, sp, dsa_cp, engine, role, tokens, co
     if n_configs > MAX_SWEEP_CONFIGS:
         raise AuditInputError("--tp", f"the grid has {n_configs:,} configurations, more than the "
                                       f"{MAX_SWEEP_CONFIGS:,} one sweep evaluates")
+    n_plans = len(grids["tp"]) * len(grids["dp"])
+    if n_plans > MAX_SWEEP_PLANS:           # a plan costs a program build, a grid point a kernel row
+        raise AuditInputError("--tp/--dp", f"{n_plans:,} parallel plans (TP x DP), more than the "
+                                           f"{MAX_SWEEP_PLANS:,} one sweep builds")
     base = ParallelPlan(sp=sp, dsa_cp=dsa_cp, role=role)
     dev = load_device(device_name)
-    n_plans = len(grids["tp"]) * len(grids["dp"])
     args = (src.spec, base, engine, src.scheme_recipe, dev, grids["tp"], grids["dp"], grids["tokens"],
             grids["context"], grids["batch"], grids["mtp"], ep_mode == "on")
     opts = dict(decode_follows_prefill=follow, util=runtime["util"], kv_cache_dtype=runtime["kv_cache_dtype"],

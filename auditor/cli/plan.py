@@ -8,7 +8,7 @@ import click
 from ..devices.profiles import DEFAULT_DEVICE
 from ..errors import AuditInputError
 from ..limits import OPTION_CAPS
-from ..outputs import write_output
+from ..outputs import all_or_none, when_written, write_output
 from .options import acceptance_option, capped, capped_float, emit, engine_option, guard_output, output_options, recipe_option
 from .feedback import announce_compiles, stage
 from .refusal import warn_refusal
@@ -169,12 +169,13 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
             "quantized": quantized, "max_batch": max(space.batches)}
     if refused:
         head["refused"] = refused
-    emit(render_plan(res, fmt, top, launch, head, per_budget), output)
-    if csv_path:
-        write_output(csv_path, render_plan(res, "csv", top, launch, head), "--csv")
-        click.echo(f"wrote {csv_path}", err=True)
-    if png:
-        write_pareto_png(res, png, f"{src.spec.name} on {space.dies} x {dev.name}: isl {wl.isl} osl {wl.osl}")
-        click.echo(f"wrote {png}", err=True)
+    with all_or_none():                 # the report, the CSV and the PNG: all written, or none changed
+        emit(render_plan(res, fmt, top, launch, head, per_budget), output)
+        if csv_path:
+            write_output(csv_path, render_plan(res, "csv", top, launch, head), "--csv")
+            when_written(lambda: click.echo(f"wrote {csv_path}", err=True))
+        if png:
+            write_pareto_png(res, png, f"{src.spec.name} on {space.dies} x {dev.name}: isl {wl.isl} osl {wl.osl}")
+            when_written(lambda: click.echo(f"wrote {png}", err=True))
     if not best:
         raise SystemExit(3)           # nothing fits and meets the SLA (as `audit memory` when it does not fit)

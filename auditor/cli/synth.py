@@ -10,10 +10,10 @@ from ..limits import SYNTH_MAX_FILES
 from ..model.expected import WRITERS
 from ..model.recipes import DEFAULT_RECIPE
 from .feedback import quiet_option, stage
-from .options import recipe_option
+from .options import NonEmptyPath, recipe_option
 
 @click.command("synth", short_help="Write a header-exact checkpoint with sparse-hole tensor data.")
-@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("out_dir", type=NonEmptyPath(file_okay=False, path_type=Path))
 @click.option("--model", "-m", default="glm-5.1", show_default=True,
               help="preset name or a directory holding config.json")
 @recipe_option("quantization recipe (default: the preset's usual one, else w8a8)")

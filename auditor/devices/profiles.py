@@ -293,7 +293,12 @@ def _serving_block(doc: dict, where: Any) -> dict:
 def write_device(dev: Device, path: Path) -> None:
     """Write a profile JSON (the calibration output); re-loadable with ``load_device(path)``."""
     from ..outputs import write_output
-    write_output(path, json.dumps(dev.to_json(), indent=2) + "\n", "--output")
+    try:                            # a profile is read back by load_json, which refuses NaN and Infinity
+        text = json.dumps(dev.to_json(), indent=2, allow_nan=False) + "\n"
+    except ValueError:
+        raise AuditInputError(path, "the device profile holds a non-finite number (from a measurement?); not "
+                                    "written") from None
+    write_output(path, text, "--output")
 
 
 __all__ = ["Device", "DEFAULT_DEVICE", "SCHEMA", "device_names", "load_device", "device_from_json",

@@ -34,8 +34,45 @@ _BOOL_FLAGS = {"--sp": ("sp", True), "--no-sp": ("sp", False), "--dsa-cp": ("dsa
                "--no-dsa-cp": ("dsa_cp", False)}
 
 
+#: the plausibility cap (auditor.limits) each integer flag is held to; --fused-mc2 is vLLM-Ascend's 0/1/2
+_INT_CAPS = {"--tp": "--tp", "--dp": "--dp", "--ep": "--ep", "--pp": "--pp", "--dcp": "--dcp",
+             "--max-model-len": "--max-model-len", "--max-num-batched-tokens": "--max-num-batched-tokens",
+             "--max-num-seqs": "--max-num-seqs", "--mtp": "--mtp", "--hccl-buffsize": "--hccl-buffsize"}
+MAX_ROWS = 1_000                # rows of one evidence file (the project's: 24); each is one budget
+#: observed figures in GiB a row may give (total and graph are recorded, not compared): (smallest, largest); only
+#: the available KV may be negative
+OBSERVED_GIB = {"weights_gib": (0.0, 16384.0), "activation_gib": (0.0, 16384.0), "non_torch_gib": (0.0, 16384.0),
+                "kv_available_gib": (-16384.0, 16384.0), "total_gib": (0.0, 16384.0), "graph_gib": (0.0, 16384.0)}
+
+
+def _flag_value(t: str, v: str, where: str) -> Any:
+    """One flag's value, typed and within audit's plausibility caps (as the same option on the command line)."""
+    import math
+
+    from ..limits import FLOAT_OPTION_CAPS, OPTION_CAPS
+    if t in _STR_FLAGS:
+        return v
+    if len(v) > 40 or not v.strip().lstrip("+-").replace(".", "", 1).isdigit() or not v.isascii():
+        raise AuditInputError(where, f"{t} {v[:40]!r} is not a number")
+    if t == "--gpu-memory-utilization":
+        lo, hi = FLOAT_OPTION_CAPS[t]
+        x = float(v)
+        if not (math.isfinite(x) and lo < x <= hi):
+            raise AuditInputError(where, f"{t} {v} is outside ({lo:g}, {hi:g}]")
+        return x
+    try:
+        n = int(v)
+    except ValueError:
+        raise AuditInputError(where, f"{t} {v!r} is not a whole number") from None
+    lo, hi = (0, 2) if t == "--fused-mc2" else (OPTION_CAPS[_INT_CAPS[t]].lo, OPTION_CAPS[_INT_CAPS[t]].hi)
+    if not lo <= n <= hi:
+        raise AuditInputError(where, f"{t} {v} is outside audit's plausible range {lo:,}..{hi:,}")
+    return n
+
+
 def parse_flags(text: str, where: str = "flags") -> dict[str, Any]:
-    """audit's launch flags (the subset a deployment needs) -> a dict of values."""
+    """audit's launch flags (the subset a deployment needs) -> a dict of values, each ranged as the
+    same option on the command line."""
     try:
         toks = shlex.split(text)
     except ValueError as exc:
@@ -53,18 +90,11 @@ def parse_flags(text: str, where: str = "flags") -> dict[str, Any]:
             if i + 1 >= len(toks):
                 raise AuditInputError(where, f"{t} needs a value")
             v = toks[i + 1]
-            try:
-                if t == "--gpu-memory-utilization":
-                    out["util"] = float(v)
-                elif t in _INT_FLAGS:
-                    out[_INT_FLAGS[t]] = int(v)
-                else:
-                    out[_STR_FLAGS[t]] = v
-            except ValueError:
-                raise AuditInputError(where, f"{t} {v!r} is not a number") from None
+            key = "util" if t == "--gpu-memory-utilization" else _INT_FLAGS.get(t) or _STR_FLAGS[t]
+            out[key] = _flag_value(t, v, where)
             i += 2
             continue
-        raise AuditInputError(where, f"unknown flag {t!r}")
+        raise AuditInputError(where, f"unknown flag {t[:40]!r}")
     return out
 
 
@@ -86,28 +116,29 @@ class Row:
 def load_corpus(path: str | Path | None = None) -> list[Row]:
     """The rows of an evidence file (default: the project's ``published.json``); bad input: one line
     naming the file."""
+    from ..inputs import load_json
     path = Path(path) if path is not None else CORPUS
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise AuditInputError(path, f"cannot read: {exc.strerror}") from None
-    if len(raw) > 8 << 20:
-        raise AuditInputError(path, "evidence file larger than 8 MiB")
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise AuditInputError(path, f"not a JSON evidence file ({exc})") from None
+    doc = load_json(path, "evidence file", cap=8 << 20)
     rows = doc.get("rows") if isinstance(doc, dict) else None
     if not isinstance(rows, list):
         raise AuditInputError(path, "expected an object with a 'rows' list")
+    if len(rows) > MAX_ROWS:
+        raise AuditInputError(path, f"{len(rows):,} rows, over audit's cap of {MAX_ROWS:,} (each row is one budget)")
     out = []
     for n, r in enumerate(rows):
         where = f"{path}: rows[{n}]"
         if not isinstance(r, dict) or not isinstance(r.get("id"), str) or not isinstance(r.get("flags"), str):
             raise AuditInputError(where, "each row needs an 'id' and a 'flags' string")
+        for key in ("model", "breakdown", "weights_from_log"):
+            if r.get(key) is not None and not isinstance(r[key], str):
+                raise AuditInputError(where, f"'{key}' must be a string")
+        for key in ("source", "engine", "vllm"):
+            if not isinstance(r.get(key, ""), str):
+                raise AuditInputError(where, f"'{key}' must be a string")
         obs = r.get("observed", {})
         if not isinstance(obs, dict):
             raise AuditInputError(where, "'observed' must be an object")
+        _check_observed(obs, where)
         for key in ("hf_overrides", "engine_config"):
             if not isinstance(r.get(key, {}), dict):
                 raise AuditInputError(where, f"'{key}' must be an object")
@@ -116,6 +147,23 @@ def load_corpus(path: str | Path | None = None) -> list[Row]:
                        dict(r.get("hf_overrides", {})), dict(r.get("engine_config", {})), r.get("breakdown"),
                        r.get("weights_from_log")))
     return out
+
+
+def _check_observed(obs: dict, where: str) -> None:
+    """What a row says was observed: 'runs' a boolean, the GiB figures finite numbers in range, nothing else."""
+    for key, v in obs.items():
+        if key == "runs":
+            if not isinstance(v, bool):
+                raise AuditInputError(where, "observed.runs must be true or false")
+            continue
+        if key not in OBSERVED_GIB:
+            raise AuditInputError(where, f"observed.{key[:40]} is not an observed figure audit knows (runs, "
+                                         f"{', '.join(OBSERVED_GIB)})")
+        lo, hi = OBSERVED_GIB[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise AuditInputError(where, f"observed.{key} must be a number of GiB")
+        if not lo <= v <= hi:
+            raise AuditInputError(where, f"observed.{key} {v:g} is outside the plausible range [{lo:g}, {hi:g}] GiB")
 
 
 def predict(row: Row) -> dict[str, Any] | None:

@@ -27,7 +27,8 @@ from ..lengths import parse_length
 from ..engines.base import Engine
 from ..engines.registry import EngineLike, as_engine
 from ..errors import AuditInputError
-from ..limits import FLOAT_OPTION_CAPS, OPTION_CAPS
+from ..inputs import parse_json_text
+from ..limits import FLOAT_OPTION_CAPS, MAX_COMMAND_WORDS, OPTION_CAPS
 from ..parallel import NZ_MODES
 from .records import DeploymentOptions, Launch, Note, Setting
 
@@ -500,14 +501,12 @@ def _capped(where: str, line: int, name: str, v: int | float, cap: str | None) -
 
 
 def _json(where: str, line: int, name: str, text: str) -> Any:
+    """A JSON option value (``--speculative-config '{...}'``) with the evidence rules (auditor.inputs): at most
+    64 KiB, 32 levels, numbers of at most 40 characters and finite."""
     try:
-        return json.loads(text)
-    except RecursionError:
-        _fail(where, line, name, "JSON nested too deeply")
-    except ValueError as exc:
-        msg = getattr(exc, "msg", str(exc))
-        col = f" (column {exc.colno})" if hasattr(exc, "colno") else ""
-        _fail(where, line, name, f"not valid JSON: {msg}{col}")
+        return parse_json_text(text, where, "the JSON", cap=64 << 10)
+    except AuditInputError as exc:
+        _fail(where, line, name, exc.problem)
 
 
 def _value(rule: Rule, raw: Any, where: str, line: int, name: str) -> Any:
@@ -660,6 +659,9 @@ def to_options(launch: Launch, engine: EngineLike = DEFAULT_ENGINE) -> Deploymen
     in ``ignored`` / ``unmodelled`` / ``unknown``. AuditInputError (naming the launch and the line)
     for a value vLLM or audit would refuse."""
     where = launch.where
+    if len(launch.argv) > MAX_COMMAND_WORDS:
+        raise AuditInputError(where, f"{len(launch.argv):,} arguments, over audit's cap of {MAX_COMMAND_WORDS:,} words "
+                                     "for one launch command")
     eng = as_engine(engine)
     ctx = _Ctx(where)
     if eng.note:
@@ -708,8 +710,8 @@ def _merge(base: dict, subs: list[_Occ]) -> dict:
     out = dict(base)
     for o in subs:
         try:
-            v = json.loads(o.value)
-        except (ValueError, RecursionError):
+            v = parse_json_text(o.value, o.name, "the value", cap=64 << 10)
+        except AuditInputError:             # not JSON (or past audit's JSON caps): the text itself
             v = o.value
         _set_path(out, o.sub, v)
     return out

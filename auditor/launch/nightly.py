@@ -23,7 +23,8 @@ A performance case becomes a :class:`Case`: the aisbench dataset name carries th
 ``batch_size`` the client's concurrency, ``request_rate`` below 0.1 sends everything at once (aisbench),
 and the performance cases before it on the same dataset are prompts whose prefix is cached when it
 starts. A warm-up case is known by its role, which the CI writes in its name (``perf_64k_warmup``,
-``perf_warmup``), not by its baseline (the files give warm-ups 0 or 1): it is never the default case. YAML through PyYAML's safe loader (the files use anchors and merge keys); the file
+``perf_warmup``), not by its baseline (the files give warm-ups 0 or 1): it is never the default case. YAML through
+the capped reader (yaml_caps: the files use anchors and merge keys); the file
 through the project's one opener and its cap.
 """
 from __future__ import annotations
@@ -35,11 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AuditInputError
-from ..inputs import read_text_capped
 from ..limits import OPTION_CAPS
+from . import yaml_caps
 from .records import Launch
 
 NIGHTLY_CAP = 1 << 20           # real configs are 2-20 KB
+#: nodes and test cases of one config (real: <= 4 nodes, 1-3 cases); every other list is capped by yaml_caps
+NIGHTLY_LIST_CAPS = {"test_cases": 256, "deployment": 256, "config": 256, "templates": 256}
 SUFFIXES = (".yaml", ".yml")
 #: aisbench sends every request at once below this rate (research serving-facts §3, models.md:48)
 ALL_AT_ONCE_RATE = 0.1
@@ -138,15 +141,8 @@ def is_nightly(path: str | Path) -> bool:
 
 def read_nightly(path: str | Path) -> Nightly:
     """The nodes and performance cases of a nightly config (AuditInputError naming the file)."""
-    import yaml
     where = str(path)
-    text = read_text_capped(path, "nightly config", NIGHTLY_CAP)
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f"line {mark.line + 1}: " if mark is not None else ""
-        raise AuditInputError(where, f"{at}not valid YAML ({getattr(exc, 'problem', None) or 'parse error'})") from None
+    doc = yaml_caps.load_file(path, "nightly config", NIGHTLY_CAP, NIGHTLY_LIST_CAPS)
     if not isinstance(doc, dict):
         raise AuditInputError(where, "not a vLLM-Ascend nightly config (a YAML mapping)")
     notes: list[str] = []

@@ -30,13 +30,14 @@ from pathlib import Path
 
 from ..errors import AuditInputError
 from ..inputs import read_text_capped
+from ..limits import MAX_COMMAND_WORDS
 from .flags import ENV_RULES, split_model
 from .records import Launch, Note
 
 LAUNCH_CAP = 1 << 20            # a launch script: real ones are a few KB
 WORD_CAP = 16 << 10             # one shell word as rendered for shlex (real JSON configs: < 4 KB)
 EXPANDED_CAP = 2 << 20          # all variable values substituted into the script, together
-COMMAND_WORDS_CAP = 4096        # words of one command (real launches: < 200)
+COMMAND_WORDS_CAP = MAX_COMMAND_WORDS   # words of one command (real launches: < 200)
 
 _OP_CHARS = ";&|()<>"
 _SPECIAL = re.compile(r"[\s\\'\"$`;&|()<>#]")      # one character class: what ends a plain run

@@ -140,12 +140,8 @@ def parse_hf_overrides(text: str | None, where: str = "--hf-overrides") -> dict[
     """The ``--hf-overrides`` option's JSON text -> dict (empty when None)."""
     if text is None or not str(text).strip():
         return {}
-    if len(text) > 65536:
-        raise AuditInputError(where, "JSON text longer than 64 KiB")
-    try:
-        val = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise AuditInputError(where, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    from ..inputs import JSON_MAX_DEPTH, parse_json_text
+    val = parse_json_text(str(text), where, "the JSON", max_depth=JSON_MAX_DEPTH, cap=64 << 10)
     if not isinstance(val, dict):
         raise AuditInputError(where, f"must be a JSON object, got {_shown(val)}")
     return val

@@ -144,6 +144,7 @@ class CalibrationResult:
 
 MAX_QUERY_LEN = 1 << 24          # 16M tokens, the --isl / --max-model-len cap
 MAX_MEASURED_MS = 1e9
+MIN_MEASURED_MS = 1e-6          # 1 ns: a denormal "measurement" would make every relative error infinite
 
 
 def load_scenarios(path: str | Path) -> list[Scenario]:
@@ -174,6 +175,9 @@ def load_scenarios(path: str | Path) -> list[Scenario]:
         q = parse_number(row[idx["query_len"]], path, at + "query_len", lo=1, hi=MAX_QUERY_LEN, integer=True)
         c = parse_number(row[idx["context_len"]], path, at + "context_len", lo=0, hi=MAX_QUERY_LEN, integer=True)
         ms = parse_number(row[idx["measured_ms"]], path, at + "measured_ms", lo=0, hi=MAX_MEASURED_MS)
+        if 0 < ms < MIN_MEASURED_MS:
+            raise AuditInputError(path, f"line {lineno}: measured_ms {row[idx['measured_ms']].strip()[:40]} is below "
+                                        f"{MIN_MEASURED_MS:g} ms (1 ns): not a kernel or step time")
         s = Scenario(name=row[idx["scenario"]].strip(), phase=row[idx["phase"]].strip().lower(),
                      query_len=int(q), context_len=int(c), measured_ms=ms)
         if s.phase not in ("prefill", "decode"):

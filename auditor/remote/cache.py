@@ -31,11 +31,13 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 from ..errors import AuditInputError
+from ..inputs import load_json
 from .refs import RemoteRef
 
 MANIFEST = "manifest.json"
 FILES = "files"
 FORMAT = 1
+MANIFEST_CAP = 64 << 20         # a manifest lists every file with its size (100,000 files: ~10 MB)
 DEFAULT_TTL = 3600.0
 STALE_TMP = 3600.0          # a tmp/ entry this old belongs to a run that died
 
@@ -109,9 +111,9 @@ class RepoCache:
         """The commit the revision last resolved to, if resolved less than ``max_age`` seconds ago
         (None: any age)."""
         try:
-            doc = json.loads(self._ref_path().read_text(encoding="utf-8"))
+            doc = load_json(self._ref_path(), "cached ref", cap=64 << 10)
             commit, when = doc["commit"], float(doc["resolved_at"])
-        except (OSError, ValueError, KeyError, TypeError):
+        except (AuditInputError, ValueError, KeyError, TypeError):       # missing or damaged: resolve again
             return None
         if not isinstance(commit, str) or not commit.isalnum() or len(commit) > 128:
             return None
@@ -136,6 +138,8 @@ class RepoCache:
         damaged one is removed)."""
         snap = self.snapshot_dir(commit)
         if not snap.is_dir():
+            if os.path.lexists(snap):               # a file or a link where the snapshot was: fetch it again
+                self._discard(snap)
             return None
         if self._matches_manifest(snap, commit):
             return snap / FILES
@@ -144,11 +148,13 @@ class RepoCache:
 
     def _matches_manifest(self, snap: Path, commit: str) -> bool:
         try:
-            doc = json.loads((snap / MANIFEST).read_text(encoding="utf-8"))
+            doc = load_json(snap / MANIFEST, "snapshot manifest", cap=MANIFEST_CAP)
+            if not isinstance(doc, dict):
+                return False
             if doc.get("format") != FORMAT or doc.get("commit") != commit or doc.get("repo") != self.ref.repo:
                 return False
             files = {str(k): int(v) for k, v in doc["files"].items()}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (AuditInputError, OSError, ValueError, KeyError, TypeError, AttributeError):
             return False
         base = snap / FILES
         seen: set[str] = set()
@@ -181,6 +187,8 @@ class RepoCache:
             tmp.mkdir(parents=True, exist_ok=True)
             gone = tmp / f"discard-{uuid.uuid4().hex}"
             os.rename(path, gone)
+            if not gone.is_dir() or gone.is_symlink():
+                os.unlink(gone)
         except OSError as exc:
             raise self._fail(path, exc) from None
         shutil.rmtree(gone, ignore_errors=True)

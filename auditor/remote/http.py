@@ -12,7 +12,10 @@ Rules:
   down to http (except to a loopback host), and the hub's credentials (``Authorization``,
   ``Cookie``) go only to the endpoint's own origin: a presigned CDN URL never sees the token;
 * every failure is an AuditInputError naming what was being read (``hf://org/name@sha/file``) and
-  the problem, never a URL with a signature in it.
+  the problem, never a URL with a signature in it;
+* every attempt has a total deadline (``REQUEST_DEADLINE``; the read timeout alone is per read, so a
+  server sending a byte every 29 s would hold a run for days), and the waits between attempts are
+  at most ``MAX_WAIT`` in all, whatever ``Retry-After`` says.
 """
 from __future__ import annotations
 
@@ -36,9 +39,18 @@ BACKOFF_CAP = 8.0
 MAX_WAIT = 60.0             # a Retry-After longer than this is reported, not waited for
 MAX_REDIRECTS = 5
 TIMEOUT = 30.0              # per read; connect 10 s
+REQUEST_DEADLINE = 300.0    # one attempt, headers and body (a 100 MB header at 1 MB/s: 100 s)
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 T = TypeVar("T")
+
+
+class Unreachable(AuditInputError):
+    """The server could not be reached (refused, reset, unknown host) after the retries."""
+
+
+class _Cancelled(Exception):
+    """The attempt outlived its deadline; its thread stops at its next read."""
 
 
 class Retry(Exception):
@@ -178,45 +190,115 @@ class Http:
             return
         raise AuditInputError(where, f"more than {MAX_REDIRECTS} redirects")
 
+    def _attempt(self, url: str, extra: dict[str, str], where: str, consume, deadline: float):
+        """One attempt (the redirect chain and ``consume``) in a thread of its own, given at most
+        ``deadline`` seconds: then its socket is shut down (a blocked read returns at once), its
+        reads raise, and the caller gets one line. Returns ("ok", value) or ("status", response
+        facts) or re-raises what the attempt raised."""
+        cancelled = threading.Event()
+        box: dict[str, object] = {}
+
+        def guarded(resp):
+            real = resp.iter_raw
+
+            def iter_raw(*a, **k):
+                for chunk in real(*a, **k):
+                    if cancelled.is_set():
+                        raise _Cancelled()
+                    yield chunk
+            resp.iter_raw = iter_raw
+            stream = resp.extensions.get("network_stream")
+            box["socket"] = stream.get_extra_info("socket") if stream is not None else None
+            return resp
+
+        def run() -> None:
+            try:
+                with self._chain(url, extra, where) as (resp, first):
+                    if cancelled.is_set():
+                        raise _Cancelled()
+                    status = resp.status_code
+                    if 200 <= status < 300:
+                        box["result"] = ("ok", consume(guarded(resp), first))
+                    else:
+                        box["result"] = ("status", (status, resp.headers))
+            except BaseException as exc:            # handed to the caller's thread
+                box["error"] = exc
+
+        worker = threading.Thread(target=run, daemon=True, name="audit-http")
+        worker.start()
+        worker.join(deadline)
+        if worker.is_alive():
+            cancelled.set()
+            sock = box.get("socket")
+            if sock is not None:                    # reading the body: stop it before its caller cleans up
+                import socket
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                worker.join(5.0)
+            raise AuditInputError(where, f"no complete answer within {deadline:.0f} s (the server sends too "
+                                         f"slowly or not at all)")
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
+
     def fetch(self, url: str, where: str, consume: Callable[[object, Hop], T],
-              headers: dict[str, str] | None = None) -> T:
+              headers: dict[str, str] | None = None, deadline: float | None = None,
+              describe: Callable[[int, object], str] | None = None) -> T:
         """``consume(response, first_hop)`` on the final 2xx response of ``url``, retrying
-        transient failures; an error status becomes one AuditInputError line."""
+        transient failures; an error status becomes one AuditInputError line (worded by
+        ``describe(status, headers)`` when given). Each attempt is bounded by ``deadline``
+        seconds (``REQUEST_DEADLINE``), the waits between attempts by ``MAX_WAIT`` in all."""
         httpx = self._httpx
+        def worded(status: int, resp_headers) -> str:
+            if describe is not None:
+                return describe(status, resp_headers)
+            return status_problem(status, resp_headers, self.token_hint, bool(self.auth))
         last = ""
         refused = 0
+        waited = 0.0
+        unreachable = False
         for attempt in range(RETRIES + 1):
             wait_hint = None
             try:
-                with self._chain(url, headers or {}, where) as (resp, first):
-                    status = resp.status_code
-                    if 200 <= status < 300:
-                        return consume(resp, first)
-                    if status not in RETRY_STATUSES:
-                        raise AuditInputError(where, status_problem(status, resp.headers, self.token_hint,
-                                                                    bool(self.auth)))
-                    wait_hint = _retry_after(resp.headers.get("retry-after"))
-                    if wait_hint is not None and wait_hint > MAX_WAIT:
-                        raise AuditInputError(where, f"HTTP {status}: the server asks to wait {wait_hint:.0f} s "
-                                                     f"before retrying; try again later")
-                    last = status_problem(status, resp.headers, self.token_hint, bool(self.auth))
+                kind, value = self._attempt(url, headers or {}, where, consume,
+                                            REQUEST_DEADLINE if deadline is None else deadline)
+                if kind == "ok":
+                    return value
+                status, resp_headers = value
+                if status not in RETRY_STATUSES:
+                    raise AuditInputError(where, worded(status, resp_headers))
+                wait_hint = _retry_after(resp_headers.get("retry-after"))
+                if wait_hint is not None and wait_hint > MAX_WAIT - waited:
+                    raise AuditInputError(where, f"HTTP {status}: the server asks to wait {wait_hint:.0f} s "
+                                                 f"before retrying; try again later")
+                last = worded(status, resp_headers)
+                unreachable = False
             except Retry as exc:
-                last = exc.problem
+                last, unreachable = exc.problem, False
+            except _Cancelled:                     # pragma: no cover - only a late thread sees it
+                raise AuditInputError(where, "cancelled") from None
             except httpx.InvalidURL as exc:
                 raise AuditInputError(where, f"invalid URL ({' '.join(str(exc).split())[:120]})") from None
             except httpx.RemoteProtocolError as exc:   # the peer closed before the promised length
                 text = " ".join(str(exc).split())[:120]
                 if text.lower().startswith("invalid url in location"):     # httpx parses Location itself
                     raise AuditInputError(where, f"redirect to an invalid URL refused ({text})") from None
-                last = f"truncated response after {attempt + 1} attempts ({text})"
+                last, unreachable = f"truncated response after {attempt + 1} attempts ({text})", False
             except httpx.TimeoutException:
-                last = f"timed out after {TIMEOUT:.0f} s, {RETRIES + 1} attempts"
+                last, unreachable = f"timed out after {TIMEOUT:.0f} s, {RETRIES + 1} attempts", False
             except httpx.TransportError as exc:   # refused, reset, closed mid-body
                 refused += isinstance(exc, httpx.ConnectError)
                 last = f"connection failed after {attempt + 1} attempts ({type(exc).__name__}: " \
                        f"{' '.join(str(exc).split())[:120]})"
+                unreachable = True
                 if refused > CONNECT_RETRIES:
                     break
             if attempt < RETRIES:
-                time.sleep(backoff(attempt + 1, wait_hint))
-        raise AuditInputError(where, last)
+                pause = backoff(attempt + 1, wait_hint)
+                if waited + pause > MAX_WAIT:
+                    break
+                waited += pause
+                time.sleep(pause)
+        raise (Unreachable if unreachable else AuditInputError)(where, last)

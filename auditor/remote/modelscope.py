@@ -1,8 +1,12 @@
-"""ModelScope: list the repository with its own hub client (``modelscope_hub``), read files over HTTP.
+"""ModelScope: list the repository and read files over our own HTTP client.
 
-The client gives the listing (``/api/v1/models/{org}/{name}/repo/files``, with its handling of the
-server's 3,000-entry truncation and its retries), the token (``MODELSCOPE_API_TOKEN``, else the
-saved login) and its error classes. It has no ranged read, so files are read by ``ranges.py`` at
+The listing is ``/api/v1/models/{org}/{name}/repo/files?Revision=..&Recursive=True``, read as the hub's
+own client (``modelscope_hub``) reads it (``{"Code": 200, "Data": {"Files": [...]}}``, its error
+classes by status) but through ``api``: bounded size, time and nesting, the token and session cookie
+only to the endpoint's own origin (the client's session hands its cookie to wherever a listing
+redirects). The server returns at most 3,000 entries unpaginated; a listing at that limit is refused
+(the client walks the tree per directory; no checkpoint has that many files). The client still gives
+the token (``MODELSCOPE_API_TOKEN``, else the saved login). Files are read by ``ranges.py`` at
 ``{endpoint}/api/v1/models/{org}/{name}/repo?Revision=..&FilePath=..``, whose answer to a Range is
 200 with a Content-Range (accepted there as partial content).
 
@@ -18,18 +22,18 @@ added when it has no scheme), else ``https://modelscope.cn``.
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import warnings
-from contextlib import contextmanager
-from typing import Iterator
 from urllib.parse import quote, quote_plus
 
 from ..errors import AuditInputError
+from . import api, http
 from .refs import RemoteRef
 from .snapshot import Snapshot, listed_files
 
 DEFAULT_ENDPOINT = "https://modelscope.cn"
+#: entries ModelScope's ``repo/files`` returns at most, unpaginated (modelscope_hub REPO_FILES_TRUNCATION_LIMIT)
+TRUNCATION = 3000
 TOKEN_HINT = "MODELSCOPE_API_TOKEN"
 
 
@@ -40,6 +44,12 @@ def endpoint() -> str:
     if not value.lower().startswith(("http://", "https://")):
         value = "https://" + value
     return value.rstrip("/")
+
+
+def _file_entry(e: dict) -> tuple[object, object, object, object]:
+    kind = {"blob": "file", "tree": "dir"}.get(e.get("Type"), e.get("Type"))
+    sha = e.get("Sha256") or e.get("BlobId") or ""
+    return kind, e.get("Path"), e.get("Size"), sha if isinstance(sha, str) else ""
 
 
 def listing_digest(entries: list[tuple[str, int, str]]) -> str:
@@ -71,47 +81,49 @@ class MsBackend:
         # the client sends both: older endpoints read the cookie, newer ones the header
         return {"Authorization": f"Bearer {tok}", "Cookie": f"m_session_id={tok}"} if tok else {}
 
-    @contextmanager
-    def _errors(self, ref: RemoteRef) -> Iterator[None]:
-        import modelscope_hub.errors as mse
-        import requests
-
-        where = ref.uri
-        try:
-            yield
-        except mse.AuthenticationError:
-            how = f"the token in {TOKEN_HINT} is not accepted" if self.token() else \
-                f"private: set {TOKEN_HINT} to a token with access"
-            raise AuditInputError(where, f"not authorized (HTTP 401): {how}") from None
-        except mse.PermissionDeniedError:
-            raise AuditInputError(where, f"access denied (HTTP 403): the token in {TOKEN_HINT} has no access "
-                                         f"to this repository" if self.token() else
-                                         f"access denied (HTTP 403): private repository; set {TOKEN_HINT}") from None
-        except mse.NotExistError:
-            raise AuditInputError(where, f"repository or revision '{ref.rev}' not found on {self.endpoint}") from None
-        except mse.RateLimitError:
-            raise AuditInputError(where, "rate limited (HTTP 429) after the client's retries; try again later") from None
-        except mse.ServerError as exc:
-            status = getattr(exc, "status_code", None) or "5xx"
-            raise AuditInputError(where, f"server error (HTTP {status}) after the client's retries") from None
-        except (mse.NetworkError, mse.RequestTimeoutError, requests.RequestException) as exc:
-            raise AuditInputError(where, f"cannot reach {self.endpoint} ({type(exc).__name__})") from None
-        except mse.HubError as exc:
-            first = " ".join(str(exc).splitlines()[0].split())[:160] if str(exc) else type(exc).__name__
-            raise AuditInputError(where, f"ModelScope: {first}") from None
+    def _api_problem(self, ref: RemoteRef):
+        """An error status of ModelScope's listing as one line (the client's error classes, by status)."""
+        def describe(status: int, headers) -> str:
+            if status == 401:
+                how = f"the token in {TOKEN_HINT} is not accepted" if self.token() else \
+                    f"private: set {TOKEN_HINT} to a token with access"
+                return f"not authorized (HTTP 401): {how}"
+            if status == 403:
+                return (f"access denied (HTTP 403): the token in {TOKEN_HINT} has no access to this repository"
+                        if self.token() else f"access denied (HTTP 403): private repository; set {TOKEN_HINT}")
+            if status == 404:
+                return f"repository or revision '{ref.rev}' not found on {self.endpoint}"
+            return http.status_problem(status, headers, TOKEN_HINT, bool(self.token()))
+        return describe
 
     def snapshot(self, ref: RemoteRef) -> Snapshot:
-        from modelscope_hub import HubApi
-
-        for name in ("modelscope_hub", "modelscope"):     # its warnings would break our one-line output
-            logging.getLogger(name).setLevel(logging.CRITICAL)
-        with self._errors(ref), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            api = HubApi(endpoint=self.endpoint, token=self.token() or "")
-            listed = api.list_repo_files(ref.repo, "model", revision=ref.rev, recursive=True)
-        blobs = [f for f in listed if f.type == "blob" and f.path]
-        files = listed_files(((f.path, f.size) for f in blobs), ref.uri)
-        entries = [(f.path, f.size, f.sha256 or f.blob_id or "") for f in blobs]
+        """The repository's files (``/api/v1/models/{org}/{name}/repo/files?Recursive=True``) through our
+        HTTP client and its caps (``api``). The server returns at most ``TRUNCATION`` entries and no
+        pagination (the client walks the tree per directory past that); a listing at the limit is
+        refused rather than read as the whole repository."""
+        client = http.Http(self.endpoint, self.auth_headers(), TOKEN_HINT, 1)
+        url = (f"{self.endpoint}/api/v1/models/{quote(ref.org, safe='')}/{quote(ref.name, safe='')}/repo/files"
+               f"?Revision={quote_plus(ref.rev)}&Recursive=True")
+        try:
+            doc, _ = api.get_json(client, url, ref.uri, self._api_problem(ref))
+        except http.Unreachable as exc:
+            raise AuditInputError(ref.uri, f"cannot reach {self.endpoint} "
+                                           f"({exc.problem.split('(', 1)[-1].rstrip(')')})") from None
+        finally:
+            client.close()
+        if not isinstance(doc, dict):
+            raise AuditInputError(ref.uri, f"ModelScope's listing is not an object (got {type(doc).__name__})")
+        code, data = doc.get("Code"), doc.get("Data")
+        if doc.get("Success") is False or (code is not None and code != 200):
+            message = " ".join(str(doc.get("Message") or "").split())[:160] or f"code {str(code)[:20]}"
+            raise AuditInputError(ref.uri, f"ModelScope: {message}")
+        listing = data.get("Files") if isinstance(data, dict) else data
+        blobs = api.entries(listing, ref.uri, _file_entry)
+        if len(blobs) >= TRUNCATION:
+            raise AuditInputError(ref.uri, f"ModelScope lists {len(blobs):,} files, its limit for one listing: the "
+                                           "listing may be incomplete (audit reads repositories of fewer files)")
+        files = listed_files(((p, size) for p, size, _ in blobs), ref.uri)
+        entries = [(p, size, sha) for p, size, sha in blobs]
         return Snapshot(commit=listing_digest(entries), files=files, url_rev=ref.rev)
 
     def file_url(self, ref: RemoteRef, snap: Snapshot, path: str) -> str:

@@ -34,7 +34,8 @@ LATENCY_PLAN = dict(name="aggregated", count=1, tp=16, dp=1, ep=16, sp=False, ma
 
 
 def load_rows(path: Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    from ..inputs import load_json
+    return load_json(path, "serving rows")
 
 
 def deployment(row: dict, engine: Any = "vllm-ascend@main") -> Deployment:

@@ -166,11 +166,8 @@ def read_bench(paths: list[str | Path]) -> BenchEvidence:
 
 
 def _line_json(path: Path, n: int, line: str):
-    from ...inputs import JSON_MAX_DEPTH, _json_number, json_depth
-    if json_depth(line.encode()) > JSON_MAX_DEPTH:
-        raise AuditInputError(path, f"line {n}: JSON nests deeper than {JSON_MAX_DEPTH}")
-    pi, pf, pc = _json_number()
+    from ...inputs import parse_json_text
     try:
-        return json.loads(line, parse_int=pi, parse_float=pf, parse_constant=pc)
-    except ValueError as exc:
-        raise AuditInputError(path, f"line {n}: not valid JSON ({str(exc)[:80]})") from None
+        return parse_json_text(line, path, "a benchmark result line")
+    except AuditInputError as exc:
+        raise AuditInputError(path, f"line {n}: {exc.problem}") from None
