@@ -14,13 +14,11 @@ from __future__ import annotations
 import re
 
 from ...units import GiB
+from ..upstream_lines import (DOCS as _DOCS, available_kv_line, format_gib, kv_cache_size_line,  # noqa: F401
+                              max_concurrency_line, no_memory_error)
 
-_DOCS = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 
 
-def format_gib(b: float) -> str:
-    """``vllm.utils.mem_utils.format_gib``: round(b / 2^30, 2) printed with str()."""
-    return str(round(b / GiB, 2))
 
 
 def weights_line(weights_bytes: float, seconds: float | None = None) -> str:
@@ -30,16 +28,10 @@ def weights_line(weights_bytes: float, seconds: float | None = None) -> str:
     return text + (" and %.6f seconds" % seconds if seconds is not None else "")
 
 
-def available_kv_line(kv_available_bytes: float) -> str:
-    return "Available KV cache memory: %.2f GiB" % (kv_available_bytes / GiB)
 
 
-def kv_cache_size_line(kv_tokens: int) -> str:
-    return "GPU KV cache size: %s tokens" % f"{int(kv_tokens):,}"
 
 
-def max_concurrency_line(max_model_len: int, concurrency: float) -> str:
-    return "Maximum concurrency for %s tokens per request: %.2fx" % (f"{int(max_model_len):,}", concurrency)
 
 
 def cudagraph_profile_line(piecewise: int, piecewise_largest: int, full: int, full_largest: int) -> str:
@@ -76,9 +68,6 @@ def startup_memory_error(free_bytes: float, total_bytes: float, gmu: float) -> s
             "memory utilization or reduce GPU memory used by other processes.")
 
 
-def no_memory_error() -> str:
-    return ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
-            "when initializing the engine. " + _DOCS)
 
 
 def shortfall_error(max_model_len: int, needed_bytes: float, available_bytes: float, estimated_max_len: int) -> str:

@@ -12,29 +12,21 @@ from __future__ import annotations
 
 import re
 from ...units import GiB
+from ..upstream_lines import (DOCS as _DOCS, available_kv_line, format_gib, kv_cache_size_line,  # noqa: F401
+                              max_concurrency_line, no_memory_error)
 
-_DOCS = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 
 
-def format_gib(b: float) -> str:
-    """Upstream ``vllm.utils.mem_utils.format_gib``: round(b / 2^30, 2) printed with str()."""
-    return str(round(b / GiB, 2))
 
 
 def weights_line(weights_bytes: float) -> str:
     return "Loading model weights took %.4f GB" % (weights_bytes / GiB)
 
 
-def available_kv_line(kv_available_bytes: float) -> str:
-    return "Available KV cache memory: %.2f GiB" % (kv_available_bytes / GiB)
 
 
-def kv_cache_size_line(kv_tokens: int) -> str:
-    return "GPU KV cache size: %s tokens" % f"{int(kv_tokens):,}"
 
 
-def max_concurrency_line(max_model_len: int, concurrency: float) -> str:
-    return "Maximum concurrency for %s tokens per request: %.2fx" % (f"{int(max_model_len):,}", concurrency)
 
 
 def ffn_combine_window_error(rows: int, hidden: int, topk: int, needed_bytes: int, buffsize_mb: int) -> str:
@@ -46,9 +38,6 @@ def ffn_combine_window_error(rows: int, hidden: int, topk: int, needed_bytes: in
             f"((m * k * topK * sizeof(int8_t)) * 3 + 3MB)= {need_mb}MB, HCCL_BUFFSIZE={buffsize_mb}MB.")
 
 
-def no_memory_error() -> str:
-    return ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
-            "when initializing the engine. " + _DOCS)
 
 
 def shortfall_error(max_model_len: int, needed_bytes: float, available_bytes: float, estimated_max_len: int) -> str:
