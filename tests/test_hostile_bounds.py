@@ -61,3 +61,21 @@ def test_an_unknown_option_is_named_first(argv: list[str], option: str, capfd) -
     run = run_in_process(argv, capfd)
     check_contract(run, "error")
     assert run.err_lines[0].startswith(f"audit: error: {option}: no such option")
+
+
+def test_calibrate_refuses_more_rows_than_it_can_fit_in_bounded_time(tmp_path, capsys):
+    """calibrate's cost grows with rows x folds (100 rows took 149 s): past 64 rows it refuses up front,
+    in one line naming the file, before any fit runs; 64 rows are read."""
+    from auditor.cli import main
+    from auditor.perf.calibrate import MAX_SCENARIOS, load_scenarios
+    head = "scenario,phase,query_len,context_len,measured_ms\n"
+    ok = tmp_path / "ok.csv"
+    ok.write_text(head + "".join(f"s{i},decode,1,{1024 * (i + 1)},{50 + i}\n" for i in range(MAX_SCENARIOS)))
+    assert len(load_scenarios(ok)) == MAX_SCENARIOS == 64
+    big = tmp_path / "big.csv"
+    big.write_text(head + "".join(f"s{i},decode,1,{1024 * (i + 1)},{50 + i}\n" for i in range(MAX_SCENARIOS + 1)))
+    out = tmp_path / "dev.json"
+    assert main(["calibrate", str(big), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(big) in err[0] and "at most 64" in err[0]
+    assert not out.exists()
