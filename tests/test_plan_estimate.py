@@ -149,7 +149,9 @@ def test_kv_edge_flag_is_what_bench_sees_with_5_percent_fewer_blocks(tmp_path):
                  "--tpot-ms", "80", "--format", "json", "-o", str(out)]) == 0
     best = json.loads(out.read_text())["best"]
     src = open_model("glm-5.1", "w8a8", tables=False)
-    keys = ("tp", "dp", "ep", "sp", "dcp", "max_num_batched_tokens", "replicas")
+    from auditor.perf.acceptance import resolve
+    acc = resolve(src.spec, None).equivalent(1)          # plan's own: the family's measured default
+    keys = ("tp", "dp", "ep", "sp", "dsa_cp", "dcp", "max_num_batched_tokens", "replicas")
     flags = []
     for b in best:
         assert b["mode"] == "agg" and b["simulated"]
@@ -159,7 +161,7 @@ def test_kv_edge_flag_is_what_bench_sees_with_5_percent_fewer_blocks(tmp_path):
         dep = Deployment(src.spec, as_engine("vllm-ascend@main"), src.scheme_recipe, load_device("a3-752t"),
                          [replace(inst, count=1)])
         c = b["concurrency"] // inst.count
-        low, _ = kv_sensitivity(dep, BenchWorkload(c, 8192, 1024, 2 * c, prefix_caching=False))
+        low, _ = kv_sensitivity(dep, BenchWorkload(c, 8192, 1024, 2 * c, prefix_caching=False, acceptance=acc))
         low_die = low * inst.count / b["dies_used"]
         assert b["kv_edge_tok_s_die"] == pytest.approx(low_die, rel=1e-3)
         flags.append(b["kv_edge"])

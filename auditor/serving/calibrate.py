@@ -298,7 +298,10 @@ def calibration_block(ev: list[Evidence], x: np.ndarray, loo: dict[str, float], 
                     "absorb: launch_us the host launch of each eager kernel not hidden behind device work (and "
                     "the device idling between short eager kernels); prefill_token_us per-token eager prefill "
                     "work the roofline misses (kernels below their roofline efficiency); step_ms graph replay, "
-                    "scheduling, input preparation and sampling. Context-dependent kernels keep their kernel-path "
+                    "scheduling, input preparation and sampling; draft_launch_us each drafter kernel behind a replayed "
+                    "graph; async_overlap the share of step_ms that --async-scheduling hides behind the device step "
+                    "(the fit puts it near its 0.01 floor: the rows show almost no overlap). Context-dependent kernels keep "
+                    "their kernel-path "
                     "constants (docs/long-context-kernels.md): growth with context is predicted, not fitted. "
                     "Refit with python -m auditor.serving.calibrate --write when the op model or the simulation "
                     "changes."}
