@@ -233,12 +233,16 @@ def kv_base(eng: Any, spec: ModelSpec, plan: ParallelPlan, *, total_bytes: float
         # which communicators a profile run touches depends on its batch and K (the MoE comm path): a grid
         # row is charged its own, as rank_budget charges one deployment (the grid's largest batch could
         # select a lighter path and promise KV a smaller batch does not have)
+        # (at the plan's own max_num_batched_tokens, as before: a grid varies batch and K far less often)
         shape = np.broadcast(tokens, seqs, mtp).shape
-        rows = np.stack([np.broadcast_to(np.asarray(x, dtype=float), shape).ravel() for x in (tokens, seqs, mtp)], 1)
-        keys, inverse = np.unique(rows, axis=0, return_inverse=True)
+        b_all = np.broadcast_to(np.asarray(seqs, dtype=np.int64), shape).ravel()
+        k_all = np.broadcast_to(np.asarray(mtp, dtype=np.int64), shape).ravel()
+        keys, inverse = np.unique(b_all * 1024 + k_all, return_inverse=True)     # one int per (batch, K <= 1023)
+        t0 = int(plan.max_num_batched_tokens)
         per_key = np.array([sum(eng.non_torch_terms(plan, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp, spec=spec,
-                                                    tokens=int(t), seqs=int(b), mtp=int(k), **state).values())
-                            for t, b, k in keys], dtype=float)
+                                                    tokens=t0, seqs=int(key // 1024), mtp=int(key % 1024),
+                                                    **state).values())
+                            for key in keys], dtype=float)
         n_nt = per_key[np.asarray(inverse).ravel()].reshape(shape)
     return {"terms": terms, "p_act": p_act, "nt_terms": nt_terms, "n_nt": n_nt, "graph": graph,
             "requested": requested, "base": requested - p_act - n_nt - graph, "state": state}
