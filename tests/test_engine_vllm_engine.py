@@ -101,3 +101,21 @@ def test_audit_memory_runs_on_h200(shared_dir, capsys):
 def test_kernel_program_is_refused_by_name():
     with pytest.raises(AuditInputError, match="not modelled"):
         registry.resolve("vllm@0.28").kernel_path("bf16")
+
+
+def test_an_msmodelslim_checkpoint_is_refused_on_cuda(capsys):
+    """The glm-5.1 preset is msModelSlim W8A8: vLLM on CUDA has no linear method for it, so memory leads
+    its answer with the refusal instead of modelling 177 GiB of 'float' weights per rank as if it loaded."""
+    import json
+
+    from auditor.cli import main
+    main(["memory", "glm-5.1", "--engine", "vllm", "--device", "h200", "--tp", "8", "--ep", "8",
+          "--max-model-len", "32K", "--format", "json"])
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["answer"].startswith("ENGINE CANNOT START: scheme W8A8")
+    errors = [f for f in rep["findings"] if f["severity"] == "error"]
+    assert errors and all("refuses to start" in f["message"] for f in errors)
+    # the same preset on vLLM-Ascend is the engine's own recipe: no such error
+    main(["memory", "glm-5.1", "--tp", "16", "--ep", "16", "--max-model-len", "32K", "--format", "json"])
+    rep = json.loads(capsys.readouterr().out)
+    assert not any("no engine rule" in f["message"] for f in rep["findings"])

@@ -90,6 +90,10 @@ class Materializer:
 
     #: the engine's rule tables (a module or namespace); set by the engine's subclass
     R: Any = None
+    #: what a scheme without a rule means for this engine (a warning: modelled as stored; or an error:
+    #: the engine cannot load it) and the words that say so
+    UNRULED_SEVERITY: str = "warning"
+    UNRULED_NOTE: str = "modelled as stored FLOAT"
 
     def __init__(self, spec: ModelSpec, plan: ParallelPlan, prof: Any, layout: Any,
                  stored: StoredIndex, desc: QuantDescription | None, row_cache: dict | None = None):
@@ -234,8 +238,8 @@ class Materializer:
                                                           "have no FP8 units); weights shown as stored, convert to "
                                                           "W8A8 to deploy"))
         if rules is None:
-            self.findings.append(Finding("warning", f"model.layers.{layer}.{name}",
-                                         f"scheme {scheme} has no engine rule; modelled as stored FLOAT"))
+            self.findings.append(Finding(self.UNRULED_SEVERITY, f"model.layers.{layer}.{name}",
+                                         f"scheme {scheme} has no engine rule; {self.UNRULED_NOTE}"))
             rules = self.R.LINEAR["FLOAT"]
         tp = self.plan.tp
         naive_shard = 1 if kind == "replicated" else tp
@@ -365,8 +369,8 @@ class Materializer:
         scheme = self.scheme_of(sms, "mlp.experts", layer)
         rules = self.R.MOE.get(scheme)
         if rules is None:
-            self.findings.append(Finding("warning", f"model.layers.{layer}.mlp.experts",
-                                         f"MoE scheme {scheme} has no engine rule; modelled as FLOAT"))
+            self.findings.append(Finding(self.UNRULED_SEVERITY, f"model.layers.{layer}.mlp.experts",
+                                         f"MoE scheme {scheme} has no engine rule; {self.UNRULED_NOTE}"))
             rules = self.R.MOE["FLOAT"]
         n_stored = max((sm.n_experts for sm in sms if sm), default=0)
         if n_stored and n_stored != s.E:

@@ -18,6 +18,11 @@ DEEPGEMM_N, DEEPGEMM_K = 64, 128
 
 class CudaMaterializer(Materializer):
     R = R
+    #: a scheme without a CUDA rule (msModelSlim's W8A8 / W4A8: `--quantization ascend` exists only in
+    #: vLLM-Ascend) is a checkpoint vLLM on CUDA cannot load, not one to model as float
+    UNRULED_SEVERITY = "error"
+    UNRULED_NOTE = ("vLLM on CUDA has no linear method for it (msModelSlim's --quantization ascend is "
+                    "vLLM-Ascend's): the engine refuses to start; bytes shown as stored")
 
     def __init__(self, *args, arch: str = "", **kw) -> None:
         super().__init__(*args, **kw)
