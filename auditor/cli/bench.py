@@ -145,12 +145,10 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
                          "(check the KV line of `audit memory` against the engine's log)")
     m = metrics(run)
     if fmt == "json":
-        # each instance's memory as `audit memory` gives it for the same flags (its budget's figures;
-        # KV tokens as "GPU KV cache size" counts them: concurrency x max_model_len)
         k = max(i.mtp for i in insts)
-        pools = [{"name": c.inst.name, "count": c.inst.count, "weights_bytes": int(round(c.weights_gib * 2**30)),
-                  "kv_blocks_per_rank": int(c.num_blocks),
-                  "kv_tokens": int(c.num_blocks / -(-c.inst.max_model_len // c.block_tokens) * c.inst.max_model_len)}
+        # each instance's memory as `audit memory` gives it for the same flags (its budget's own figures)
+        pools = [{"name": c.inst.name, "count": c.inst.count, "weights_bytes": c.weights_bytes,
+                  "kv_blocks_per_rank": int(c.num_blocks), "kv_tokens": c.kv_tokens}
                  for c in dep.costs()]
         text = json.dumps({"model_id": model or src.spec.name, "backend": "vllm", "endpoint_type": "vllm",
                            "label": "audit bench", **m,

@@ -64,6 +64,8 @@ class StepCosts:
     weights_gib: float
     kv_gib: float
     token_split: float = 1.0  # ranks a prefill step's tokens are split over (DSA-CP: TP; perf.host)
+    weights_bytes: int = 0   # the budget's own figures (what `audit memory` reports for these flags)
+    kv_tokens: int = 0
 
 
 def instance_plan(inst: InstancePlan) -> ParallelPlan:
@@ -107,7 +109,7 @@ def step_costs(spec: Any, inst: InstancePlan, engine: Any, recipe: str, device: 
     blocks = int(b.num_blocks)
     return StepCosts(inst, plan, ctx, tok, dtab, rest, pctx, dctx, hm.launches_eager, hm.launches_draft,
                      blocks, int(b.kv.tokens_per_block), float(b.kv.bytes_per_token()), b.weights_bytes / 2**30,
-                     blocks * b.kv.page_block_bytes / 2**30, hm.token_split)
+                     blocks * b.kv.page_block_bytes / 2**30, hm.token_split, int(b.weights_bytes), int(b.kv_tokens))
 
 
 __all__ = ["StepCosts", "step_costs", "host_params", "launch_counts", "ROLE", "DEFAULT_KV_LINK_BYTES_PER_S",
