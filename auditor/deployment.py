@@ -51,6 +51,8 @@ class InstancePlan:
     finegrained_tp: tuple[tuple[str, int], ...] = ()
     #: vLLM --async-scheduling: the per-step host work overlaps the device step (``perf.host``; bench)
     async_scheduling: bool = False
+    #: vLLM --block-size (0: the engine's default)
+    block_size: int = 0
 
     #: instance name -> the parallel plan's role
     ROLES: ClassVar[dict[str, str]] = {"aggregated": "mixed", "prefill": "prefill", "decode": "decode"}
@@ -65,7 +67,8 @@ class InstancePlan:
                    fused_mc2=plan.fused_mc2, combine_max_tokens=plan.combine_max_tokens, dsa_cp=plan.dsa_cp,
                    redundant_experts=plan.redundant_experts, nz_mode=plan.nz_mode,
                    shared_expert_dp=plan.shared_expert_dp, layer_sharding=tuple(plan.layer_sharding),
-                   finegrained_tp=tuple(plan.finegrained_tp), **{"kv_role": role, **runtime})
+                   finegrained_tp=tuple(plan.finegrained_tp), block_size=plan.block_size,
+                   **{"kv_role": role, **runtime})
 
     def parallel_plan(self) -> Any:
         """The ParallelPlan this instance runs (the inverse of ``from_plan``), validated."""
@@ -76,7 +79,7 @@ class InstancePlan:
                             shared_expert_dp=self.shared_expert_dp, redundant_experts=self.redundant_experts,
                             max_num_batched_tokens=self.max_num_batched_tokens, fused_mc2=self.fused_mc2,
                             combine_max_tokens=self.combine_max_tokens, dcp=self.dcp,
-                            finegrained_tp=tuple(self.finegrained_tp)).validate()
+                            finegrained_tp=tuple(self.finegrained_tp), block_size=self.block_size).validate()
 
     @property
     def label(self) -> str:

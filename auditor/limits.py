@@ -50,6 +50,12 @@ CONFIG_INT_CAPS: dict[str, Cap] = {
     "num_nextn_predict_layers": Cap(0, 16),
     "max_position_embeddings": Cap(0, 16_777_216),
     "rope_scaling.original_max_position_embeddings": Cap(0, 16_777_216),
+    # DeepSeek-V4-style structure (auditor/model/families/deepseek_v4.py)
+    "hc_mult": Cap(0, 64),
+    "o_groups": Cap(0, 1_024),
+    "o_lora_rank": Cap(0, 131_072),
+    "sliding_window": Cap(0, 16_777_216),
+    "num_hash_layers": Cap(0, 1_024),
 }
 
 # products that bound the size of a synthesized inventory (tensor rows ~ layers x experts x 3)
@@ -62,6 +68,7 @@ OPTION_CAPS: dict[str, Cap] = {
     "--dp": Cap(1, 65_536),
     "--ep": Cap(1, 65_536),
     "--pp": Cap(1, 1_024),
+    "--block-size": Cap(0, 65_536),
     "--redundant-experts": Cap(0, 4_096),
     "--max-num-batched-tokens": Cap(1, 16_777_216),
     "--tokens": Cap(1, 16_777_216),

@@ -36,6 +36,10 @@ class ParallelPlan:
     #: vLLM-Ascend additional_config finegrained_tp_config: (module, group size) pairs, e.g. (("lmhead", 16),):
     #: that module is sharded over a group of DP ranks instead of TP (``auditor.finegrained``)
     finegrained_tp: tuple[tuple[str, int], ...] = ()
+    #: --speculative-config num_speculative_tokens (k) when the drafter is loaded (0: not given)
+    num_speculative_tokens: int = 0
+    #: --block-size (0: the engine's default); compressed-attention pools are laid out by it
+    block_size: int = 0
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property

@@ -167,9 +167,10 @@ def test_deepseek_dcp_api_server_script():
         model="/models/DeepSeek-V3.2-W8A8", tp=16, dcp=16, ep=16, dsa_cp=True, mlapo=False, hccl_buffsize=768,
         max_model_len=8192, max_num_batched_tokens=1024, max_num_seqs=32, util=0.95, kv_cache_dtype="c8",
         mtp=1, mtp_drafter=True, prefix_caching=False, eager=True, graph_tokens=0,     # eager: no graph at all
-        compilation={"cudagraph_mode": "FULL_DECODE_ONLY", "cudagraph_capture_sizes": [4, 16, 64, 128]})
+        compilation={"cudagraph_mode": "FULL_DECODE_ONLY", "cudagraph_capture_sizes": [4, 16, 64, 128]},
+        block_size=128)
     # values equal to audit's assumption are ignored, others named
-    assert {"--block-size", "ASCEND_LAUNCH_BLOCKING", "--api-server-count"} <= named(opts.ignored)
+    assert {"ASCEND_LAUNCH_BLOCKING", "--api-server-count"} <= named(opts.ignored)
     assert {"VLLM_ASCEND_ENABLE_MLAPO", "--enforce-eager", "--cp-kv-cache-interleave-size"} <= named(opts.unmodelled)
     assert opts.unknown == ()
 

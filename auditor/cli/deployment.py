@@ -29,6 +29,7 @@ _RENDER: tuple[tuple[str, str, str], ...] = (
     ("nz_mode", "--nz-mode", "int"), ("shared_expert_dp", "--shared-expert-dp", "flag"),
     ("redundant_experts", "--redundant-experts", "int"),
     ("max_num_batched_tokens", "--max-num-batched-tokens", "int"), ("fused_mc2", "--fused-mc2", "int"),
+    ("block_size", "--block-size", "int"),
     ("combine_max_tokens", "--mega-moe-max-tokens", "int"), ("balance_scheduling", "--balance-scheduling", "flag"),
     ("util", "--gpu-memory-utilization", "float"), ("max_model_len", "--max-model-len", "int"),
     ("max_num_seqs", "--max-num-seqs", "int"), ("kv_cache_dtype", "--kv-cache-dtype", "str"),

@@ -80,6 +80,9 @@ def plan_options(f: Callable) -> Callable:
                      help="EPLB redundant experts (added to the routed experts before EP split)"),
         click.option("--max-num-batched-tokens", type=Length("--max-num-batched-tokens"), default=8192, show_default=True,
                      help="sizes topk_indices_buffer and rope buffers"),
+        click.option("--block-size", type=capped("--block-size"), default=0,
+                     help="vLLM's --block-size: tokens per KV block (0: the engine's; vLLM-Ascend's SFA backend forces "
+                          "128; compressed-attention pools take 32, 64 or 128)"),
         click.option("--fused-mc2", type=click.IntRange(0, 2), default=0, show_default=True,
                      help="VLLM_ASCEND_ENABLE_FUSED_MC2: 1 = dispatch_ffn_combine MoE on A3 with EP <= 32 (int64 "
                           "expert scales; its workspace is in the activation peak)"),
@@ -98,7 +101,7 @@ def plan_options(f: Callable) -> Callable:
             layer_sharding=ls, nz_mode=kw.pop("nz_mode"), shared_expert_dp=kw.pop("shared_expert_dp"),
             redundant_experts=kw.pop("redundant_experts"),
             max_num_batched_tokens=kw.pop("max_num_batched_tokens"), fused_mc2=kw.pop("fused_mc2"),
-            combine_max_tokens=kw.pop("combine_max_tokens"),
+            combine_max_tokens=kw.pop("combine_max_tokens"), block_size=kw.pop("block_size"),
         )
         kw["plan"] = plan
         return f(*args, **kw)

@@ -150,7 +150,7 @@ class Engine:
     budget_labels: ClassVar[dict[str, str]] = {"non_torch": "communicators + runtime", "graph": "graph pool estimate",
                                                "weights": "weights line"}
 
-    def budget_assumptions(self) -> Sequence[str]:
+    def budget_assumptions(self, spec: Any = None, kv: Any = None) -> Sequence[str]:
         return ()
 
     # ------------------------------------------------------------ what the engine prints and takes

@@ -102,6 +102,21 @@ class KVSpec:
         group = KVCacheGroup("attention", main, tuple(layers))
         return KVCacheConfig((group,), self.page_block_bytes, self.page_block_bytes, self.dcp)
 
+    @property
+    def kv_tensors(self) -> int:
+        """Raw KV tensors the engine allocates on this worker (one per cache per layer)."""
+        return self.tensors_per_layer * self.cache_layers
+
+    def request_blocks(self, tokens):
+        """Blocks of requests of ``tokens`` each (numpy-broadcastable)."""
+        import numpy as np
+        t = np.asarray(tokens, dtype=np.int64)
+        return -(-(-(-t // self.dcp)) // self.block_size)
+
+    def max_length(self, blocks: int, limit: int) -> int:
+        """Longest request (<= ``limit``) that ``blocks`` blocks hold."""
+        return int(min(max(0, blocks) * self.tokens_per_block, limit))
+
     def to_json(self) -> dict:
         return {"variant": self.variant, "layout": self.layout, "block_size": self.block_size, "dcp": self.dcp,
                 "dcp_formula": self.dcp_formula, "mla_bytes_per_token_layer": self.mla_bytes,
@@ -197,6 +212,7 @@ class KVCacheConfig:
     block_bytes: int
     budget_block_bytes: int
     dcp: int = 1
+    tensors: int = 0            # raw KV tensors the engine allocates (each gets the kv-transfer alignment)
 
     def num_blocks(self, available_bytes: int) -> int:
         return max(0, int(available_bytes) // self.budget_block_bytes) if available_bytes > 0 else 0
@@ -214,3 +230,95 @@ class KVCacheConfig:
 
     def group_blocks(self, length: int, in_flight: int = 1) -> dict[str, int]:
         return {g.name: g.blocks(length, in_flight, self.dcp) for g in self.groups}
+
+
+@dataclass(frozen=True)
+class PooledKVSpec:
+    """A worker's KV cache as several groups over one block-id pool, with the interface the budget,
+    the fit check and the reports read from ``KVSpec``: a block id costs ``config.budget_block_bytes``
+    of the budget (``page_block_bytes``), and a request of ``L`` tokens needs the sum of its groups'
+    blocks with ``in_flight`` tokens in the step (the engine's capacity check takes
+    ``max_num_batched_tokens``: a sliding window holds the window plus the tokens in flight)."""
+
+    variant: str
+    config: KVCacheConfig
+    block_size: int
+    in_flight: int
+    main_layers: int
+    mtp_layers: int
+    dcp: int = 1
+    layout: str = "groups"
+
+    @property
+    def cache_layers(self) -> int:
+        return self.main_layers + self.mtp_layers
+
+    @property
+    def page_block_bytes(self) -> int:
+        return self.config.budget_block_bytes
+
+    @property
+    def page_size_bytes(self) -> int:
+        return self.page_block_bytes
+
+    @property
+    def tokens_per_block(self) -> int:
+        return self.block_size
+
+    @property
+    def kv_tensors(self) -> int:
+        return self.config.tensors
+
+    def blocks_per_request(self, length: int, in_flight: int | None = None) -> int:
+        return self.config.blocks_per_request(int(length), self.in_flight if in_flight is None else in_flight)
+
+    def bytes_per_request(self, length: int) -> int:
+        return self.blocks_per_request(length) * self.page_block_bytes
+
+    def request_blocks(self, tokens):
+        import numpy as np
+        t = np.asarray(tokens, dtype=np.int64)
+        flat = [self.blocks_per_request(max(1, int(x))) for x in t.ravel().tolist()]
+        return np.asarray(flat, dtype=np.int64).reshape(t.shape)
+
+    def max_length(self, blocks: int, limit: int) -> int:
+        """Longest request (<= ``limit``) whose blocks fit in ``blocks`` (bisection: demand grows with L)."""
+        if blocks <= 0 or self.blocks_per_request(1) > blocks:
+            return 0
+        lo, hi = 1, int(limit)
+        if self.blocks_per_request(hi) <= blocks:
+            return hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if self.blocks_per_request(mid) <= blocks else (lo, mid)
+        return lo
+
+    def bytes_per_token(self) -> float:
+        """Context-proportional bytes per token over every layer (the naive figure; windows and
+        states are fixed per request)."""
+        return self.config.naive_bytes_per_token()
+
+    def bytes_per_token_layer(self) -> float:
+        grow = sum(n for g in self.config.groups for spec, n in g.layers if spec.bytes_per_token())
+        return self.bytes_per_token() / max(1, grow)
+
+    @property
+    def main_entry_bytes(self) -> int:
+        raise NotImplementedError("a pooled KV cache has no single per-token entry")
+
+    def summary(self) -> str:
+        names = ", ".join(f"{g.name} {g.layer_count}" for g in self.config.groups)
+        return (f"{len(self.config.groups)} cache groups sharing one block-id pool ({names} cache layers); "
+                f"block {self.block_size} tokens: a block id costs {self.config.block_bytes:,} B allocated, "
+                f"{self.page_block_bytes:,} B of the budget; {self.config.tensors} KV tensors; "
+                f"{self.bytes_per_token():,.1f} B/token grow with context")
+
+    def to_json(self) -> dict:
+        return {"variant": self.variant, "layout": self.layout, "block_size": self.block_size, "dcp": self.dcp,
+                "cache_layers": self.cache_layers, "mtp_layers": self.mtp_layers,
+                "page_block_bytes": self.page_block_bytes, "block_id_bytes": self.config.block_bytes,
+                "tokens_per_block": self.tokens_per_block, "kv_tensors": self.config.tensors,
+                "in_flight_tokens": self.in_flight,
+                "groups": [{"name": g.name, "layers": g.layer_count, "block_size": g.kind.block_size,
+                            "page_bytes": g.page_bytes} for g in self.config.groups],
+                "summary": self.summary()}

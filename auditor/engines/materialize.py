@@ -15,6 +15,8 @@ from typing import Any
 
 from ..inventory.quantdesc import QuantDescription
 from ..model import blueprint as B
+from ..model.families import declared as declared_family
+from ..model.names import spellings
 from ..model.classify import OFFSET_SUFFIXES, SCALE_SUFFIXES, Finding
 from ..dtypes import DTYPE_BYTES
 from ..model.spec import ModelSpec
@@ -110,6 +112,7 @@ class Materializer:
         self._missing: set[str] = set()
         self._o_pool_schemes: set[str] = set()
         self._fp8_noted = False
+        self._switch_pools: dict[tuple[str, str], tuple[int, ...]] = {}
         # rows per module signature; a caller may share one across passes whose engine key agrees
         self._emitted: dict[tuple, tuple] = row_cache if row_cache is not None else {}
 
@@ -426,7 +429,7 @@ class Materializer:
             g = module_tp(plan, group)
             self.emit(self.R.EMBEDDING, layer=-1, block=block, module=module, env={"Vp": s.V_padded, "T": g, "H": s.H},
                       stored=sms, placement=placement, naive_shard=g, module_cause=None, conditions={})
-            if self.has_desc and sms[0] is not None and f"{module}.weight" not in self.desc:
+            if self.has_desc and sms[0] is not None and not any(n in self.desc for n in spellings(f"{module}.weight")):
                 self.findings.append(Finding("error", f"{module}.weight",
                                              "missing from quant_model_description.json: the engine raises KeyError"))
         self.norm(-1, "norm", "model.norm", s.H, placement="last")
@@ -454,6 +457,102 @@ class Materializer:
     def layer_sharding_windows(self) -> None:
         """Prefetch windows of layer-sharded series (none by default)."""
 
+    # ---------------------------------------------------------------- declared walk (model families)
+    #: the bridge cause of a TP-split module the placement replicates, by the placement decision
+    _REPLICATED_CAUSE = {"qb_kvb_replicated": C_QB, "shared_experts_replicated": C_SHARED}
+
+    def walk_declared(self, fam: Any, layers: list[int]) -> None:
+        """Emit every module a family declares (``model.families``: ``layer_modules``, ``global_modules``)
+        through the engine's rules; the engine's hooks add what only it creates."""
+        s = self.spec
+        for layer in layers:
+            for d in fam.layer_modules(s, layer):
+                self.declared(layer, d)
+        for d in fam.global_modules(s):
+            self.declared(-1, d)
+        self.globals_()
+
+    def declared(self, layer: int, d: B.ModuleDecl) -> None:
+        if d.kind == "linear":
+            split = d.role != "replicated"
+            rep = not split or (bool(d.replicated_by) and bool(getattr(self.layout, d.replicated_by)))
+            cause = self._REPLICATED_CAUSE.get(d.replicated_by) if (split and rep) else None
+            scheme = self.linear(layer, d.block, d.name, list(d.stored), d.shape[0], d.shape[1], d.role, rep,
+                                 module_cause=cause, force_float=d.float_only)
+            if d.float_only:
+                sm = self.stored.get(layer, d.name)
+                if sm is not None and sm.scheme not in ("FLOAT", ""):
+                    self.findings.append(Finding("warning", f"model.layers.{layer}.{d.name}.weight",
+                                                 f"stored as {sm.scheme}, but the engine builds this projection "
+                                                 "unquantized (quant_config=None)"))
+            if d.switch:
+                self.tp_switch(layer, d, scheme)
+        elif d.kind == "norm":
+            self.norm(layer, d.block, d.name, d.shape[0], placement="stage" if layer >= 0 else "all")
+        elif d.kind == "param":
+            self.param(layer, d)
+        elif d.kind == "router":
+            self.router(layer, d)
+        elif d.kind == "experts":
+            self.experts(layer, d.block)
+        elif d.kind == "vocab":
+            self.vocab(layer, d)
+        else:
+            raise ValueError(f"module kind {d.kind!r}")
+
+    def param(self, layer: int, d: B.ModuleDecl) -> None:
+        """A parameter that is no linear (mixing weights, sinks, position embeddings), held as ``d.dtype``;
+        ``role`` ``heads`` splits it over the TP heads (whole under DSA-CP, which keeps every head)."""
+        sm = self.lookup(layer, d.name)
+        stored = sm.bytes_by_suffix.get(d.suffix, 0) if sm is not None else 0
+        shape = d.shape
+        tp = self.plan.tp
+        heads = d.role == "heads"
+        if heads and not self.layout.dsa_cp:
+            shape = (shape[0] // tp, *shape[1:])
+        dt = self.dtype(d.dtype, "")
+        nb = int(math.prod(shape) * DTYPE_BYTES[dt])
+        naive = stored // tp if heads else stored
+        cause = None if nb == naive else (C_QB if heads else C_DTYPE)
+        self.rows.append(Resident(layer, d.block, d.name or "layer", d.suffix, "float", dt, shape, nb, naive,
+                                  "stage" if layer >= 0 else "all", -1, cause, "stored", ""))
+
+    def router(self, layer: int, d: B.ModuleDecl) -> None:
+        """The gate [E, H] and its score bias, or its token-id -> experts table (hash routing)."""
+        s = self.spec
+        sms = [self.lookup(layer, d.name)]
+        self.emit(self.R.ROUTER, layer=layer, block=d.block, module=d.name, env={"E": s.E, "H": s.H}, stored=sms,
+                  placement="stage", naive_shard=1, module_cause=None,
+                  conditions={"router_bias": s.router_bias and not d.hash})
+        if d.hash:
+            self.emit(self.R.HASH_TABLE, layer=layer, block=d.block, module=d.name,
+                      env={"V": s.V, "K": s.topk_experts}, stored=sms, placement="stage", naive_shard=None,
+                      module_cause=None, conditions={})
+
+    def vocab(self, layer: int, d: B.ModuleDecl) -> None:
+        """A layer's own vocabulary table (an MTP layer's embedding / head), or none where the drafter
+        shares the target's (``mtp_shares_vocab``)."""
+        from ..finegrained import module_tp
+        sm = self.stored.get(layer, d.name)
+        g = module_tp(self.plan, d.group)
+        if self.mtp_shares_vocab():
+            naive = sm.weight_bytes // g if sm else 0
+            if naive:
+                self.rows.append(Resident(layer, d.block, d.name, "weight (shared with target)", "float",
+                                          sm.weight_dtype, (0,), 0, naive, "stage", -1, C_MTPSHARE, "stored",
+                                          "the drafter uses the target's table"))
+            return
+        self.emit(self.R.EMBEDDING, layer=layer, block=d.block, module=d.name,
+                  env={"Vp": d.shape[0], "T": g, "H": d.shape[1]}, stored=[self.lookup(layer, d.name)],
+                  placement="stage", naive_shard=g, module_cause=None, conditions={})
+
+    def mtp_shares_vocab(self) -> bool:
+        """Whether the MTP drafter uses the target's embedding and LM head (vLLM's proposer shares them)."""
+        return True
+
+    def tp_switch(self, layer: int, d: B.ModuleDecl, scheme: str) -> None:
+        """What the engine adds for a module it may gather whole on prefill steps (none by default)."""
+
     # ---------------------------------------------------------------- driver
     def run(self) -> Materialization:
         s, plan = self.spec, self.plan
@@ -467,6 +566,10 @@ class Materializer:
         elif plan.mtp:
             self.findings.append(Finding("warning", None, "MTP drafter requested but config has no "
                                                           "num_nextn_predict_layers"))
+        fam = declared_family(s)
+        if fam is not None:
+            self.walk_declared(fam, layers)
+            return self._done(stage_of)
         for layer in layers:
             mtp = layer >= s.Lyr
             self.norm(layer, "mtp" if mtp else "norm", "input_layernorm", s.H)
@@ -477,6 +580,9 @@ class Materializer:
                 self.mtp_extras(layer)
         self.globals_()
         self.layer_sharding_windows()
+        return self._done(stage_of)
+
+    def _done(self, stage_of: dict[int, int]) -> Materialization:
         if self._missing:
             sample = sorted(self._missing)[:3]
             self.findings.append(Finding("warning", None, f"{len(self._missing)} engine modules have no stored "

@@ -151,7 +151,8 @@ FLAG_RULES: tuple[Rule, ...] = (
     I("--swap-space", "str", "host memory for swapped blocks"),
     I("--enable-chunked-prefill", "bool", "audit assumes chunked prefill (prefill in chunks of "
       "max_num_batched_tokens)", assumes=(True,)),
-    I("--block-size", "int", "the SFA backend forces 128, audit's block size", assumes=(128,)),
+    M("--block-size", "int", "block_size", "compressed-attention pools are laid out by it; the SFA backend "
+      "forces 128 (said when another value is given)", cap="--block-size"),
     I("--dtype", "str", "audit assumes the bf16 model dtype", assumes=("auto", "bfloat16", "bf16")),
     # --- unmodelled: change memory or time, audit does not model them
     M("--async-scheduling", "bool", "async_scheduling", "host scheduling overlapped with the device step (bench)"),
@@ -723,7 +724,7 @@ def _finish(ctx: _Ctx, launch: Launch, eng: Engine) -> DeploymentOptions:
     o: dict[str, Any] = {}
     for f in ("tp", "dp", "pp", "dcp", "max_num_seqs", "max_num_batched_tokens", "util", "hccl_buffsize",
               "redundant_experts", "dp_local", "quantization", "prefix_caching", "eager", "compilation",
-              "hf_overrides", "shared_expert_dp", "layer_sharding", "mlapo", "sp"):
+              "hf_overrides", "shared_expert_dp", "layer_sharding", "mlapo", "sp", "block_size"):
         o[f] = ctx.pick(f, getattr(d, f))
     o["model"] = launch.model
     mml = ctx.pick("max_model_len", None)

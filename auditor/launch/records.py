@@ -86,6 +86,7 @@ class DeploymentOptions:
     combine_max_tokens: int = 0     # additional_config.mega_moe_max_tokens (0: the version's default)
     finegrained_tp: tuple[tuple[str, int], ...] = ()     # additional_config.finegrained_tp_config (modelled keys)
     max_num_batched_tokens: int = 8192
+    block_size: int = 0             # --block-size (0: the engine's default)
     # runtime budget (auditor.cli.runtime_options)
     util: float = 0.9
     max_model_len: int | None = None    # None: the model's max_position_embeddings
@@ -130,7 +131,7 @@ class DeploymentOptions:
                             redundant_experts=self.redundant_experts,
                             max_num_batched_tokens=self.max_num_batched_tokens, fused_mc2=self.fused_mc2,
                             combine_max_tokens=self.combine_max_tokens,
-                            finegrained_tp=self.finegrained_tp).validate()
+                            finegrained_tp=self.finegrained_tp, block_size=self.block_size).validate()
 
     def runtime(self) -> dict[str, Any]:
         """The ``runtime`` dict ``cli.runtime_options`` builds (``rank_budget`` keyword arguments)."""

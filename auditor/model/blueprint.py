@@ -127,3 +127,41 @@ def stored_shape(spec: ModelSpec, name: str) -> tuple[int, int]:
     writer saves it: the shape the engine modules above are built from."""
     out, inp = _STORED[name]
     return out(spec), inp(spec)
+
+
+# ---------------------------------------------------------------- declared modules (families with per-layer kinds)
+
+@dataclass(frozen=True)
+class ModuleDecl:
+    """One engine module of a layer as a family declares it, for the materializer's declared walk.
+
+    ``kind``: ``linear`` (``shape`` = [out, in] of the engine module, ``members`` the stored linears
+    it is built from, ``role`` its TP split: column | row | replicated), ``norm`` (``shape`` = [dim]),
+    ``param`` (a parameter that is no linear: stored ``suffix`` of module ``name``, held as ``dtype``;
+    ``role`` ``heads`` splits its first dimension over the TP heads), ``router`` (the gate: ``shape``
+    [E, H]; ``hash`` = a token-id -> experts table instead of a score bias), ``experts`` (the routed
+    experts), ``vocab`` (a vocabulary table: ``group`` embedding | lmhead).
+
+    ``replicated_by``: the placement decision that replicates a TP-split linear (a ``Placement``
+    attribute, e.g. ``qb_kvb_replicated`` under DSA-CP, ``shared_experts_replicated``); ``switch``:
+    the engine may gather the full weight on prefill steps (DSA-CP's TP weight switch); ``float_only``:
+    the engine builds it unquantized whatever the checkpoint says (``quant_config=None``).
+    """
+
+    kind: str
+    name: str
+    shape: tuple[int, ...] = ()
+    block: str = "attention"
+    role: str = "replicated"
+    members: tuple[str, ...] = ()
+    suffix: str = "weight"
+    dtype: str = "stored"
+    replicated_by: str = ""
+    switch: bool = False
+    float_only: bool = False
+    hash: bool = False
+    group: str = ""
+
+    @property
+    def stored(self) -> tuple[str, ...]:
+        return self.members or (self.name,)

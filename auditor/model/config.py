@@ -147,8 +147,9 @@ def parse_hf_overrides(text: str | None, where: str = "--hf-overrides") -> dict[
     return val
 
 
-#: config keys that declare structure audit does not model yet, and what each declares. A config
-#: with one of them set is refused by name instead of being read as the simpler model its other keys
+#: config keys that declare structure the default (MLA / GQA) family does not model, and what each
+#: declares. A family module (``model.families``) that claims the config reads its own keys; any other
+#: config with one of them set is refused by name instead of being read as the simpler model its other keys
 #: describe (a DeepSeek-V4 config read that way is a 1-KV-head attention with head_dim 512: 12.6x
 #: its real KV cache).
 UNMODELLED_STRUCTURE: dict[str, str] = {
@@ -186,6 +187,10 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "con
     if missing:
         raise AuditInputError(where, f"missing required key{'s' if len(missing) > 1 else ''} "
                                      f"{', '.join(repr(k) for k in missing)}")
+    from .families import family_for_config        # a family with per-layer kinds reads its own keys
+    fam = family_for_config(cfg)
+    if fam is not None:
+        return fam.spec_from_config(cfg, name=name, where=where)
     unmodelled = unmodelled_structure(cfg)
     if unmodelled:
         raise AuditInputError(where, "structure audit does not model: " + ", ".join(unmodelled)

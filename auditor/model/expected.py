@@ -25,7 +25,8 @@ from typing import Iterator
 
 from ..errors import AuditInputError
 from . import blueprint as B
-from .recipes import RECIPES, linear_scheme
+from .families import declared
+from .recipes import RECIPES, check_recipe, linear_scheme
 from .spec import ModelSpec
 
 WRITERS = ("transformers", "msmodelslim", "hf-release")
@@ -162,7 +163,9 @@ def _scheme(recipe: str, writer: str, kind: str, mtp: bool) -> str:
     return linear_scheme(recipe, cls)
 
 
-def _linear_tensors(name: str, scheme: str, shape: tuple[int, ...], pd: str) -> list[Row]:
+def linear_tensors(name: str, scheme: str, shape: tuple[int, ...], pd: str, *, down: bool | None = None) -> list[Row]:
+    """The stored tensors of one linear ``name`` [out, in] under ``scheme``; ``down``: a down
+    projection (W4A8's scale_bias is [out, 16] there; default: the name ends in down_proj)."""
     n, k = shape
     w = name + ".weight"
     if scheme == "FLOAT":
@@ -177,7 +180,7 @@ def _linear_tensors(name: str, scheme: str, shape: tuple[int, ...], pd: str) -> 
     if scheme == "W4A8_DYNAMIC":
         # two int4 per byte along the output dim; down_proj's scale_bias is [out, 16] so that
         # row-parallel TP up to 16 can split it (vllm-ascend w4a8 w2_scale_bias)
-        sb = 16 if name.endswith("down_proj") else 1
+        sb = 16 if (name.endswith("down_proj") if down is None else down) else 1
         return [(w, "I8", (n // 2, k)), (name + ".weight_scale", "F32", (n, 1)),
                 (name + ".weight_offset", "F32", (n, 1)), (name + ".scale_bias", "F32", (n, sb))]
     if scheme == "FP8":
@@ -201,6 +204,9 @@ def layout_rows(spec: ModelSpec, recipe: str, *, include_mtp: bool = True,
 
     ``scheme`` is the msModelSlim description value ("FLOAT", "W8A8", ...; "FP8" for fp8-block).
     """
+    fam = declared(spec)
+    if fam is not None:
+        return fam.layout_rows(spec, check_recipe(recipe), include_mtp=include_mtp, writer=writer)
     writer = resolve_writer(recipe, writer)
     with_mtp = include_mtp and writer != "transformers"
     pd = spec.pd
@@ -209,7 +215,7 @@ def layout_rows(spec: ModelSpec, recipe: str, *, include_mtp: bool = True,
     for kind, name, shape, mtp in _modules(spec, with_mtp):
         if kind in _LINEAR:
             scheme = _scheme(recipe, writer, kind, mtp)
-            for row in _linear_tensors(name, scheme, shape, pd):
+            for row in linear_tensors(name, scheme, shape, pd):
                 append((row[0], row[1], row[2], scheme))
         else:
             append((name, _float_dtype(kind, writer, pd), shape, "FLOAT"))
@@ -233,6 +239,9 @@ def expected_description(spec: ModelSpec, recipe: str, *, include_mtp: bool = Tr
     Every shard tensor maps to its scheme; the QuaRot side files are not listed; the global
     keys follow the per-tensor keys in the order the real files show.
     """
+    fam = declared(spec)
+    if fam is not None:
+        return fam.description(spec, check_recipe(recipe), include_mtp=include_mtp) if recipe != "bf16" else None
     writer = resolve_writer(recipe, writer)
     if writer != "msmodelslim":
         return None
@@ -256,7 +265,7 @@ def extra_files(spec: ModelSpec, recipe: str, *, writer: str | None = None
     msModelSlim's QuaRot writes ``rot.safetensors`` (listed in the index, loaded by the engine)
     and ``optional/quarot.safetensors`` (listed nowhere, not loaded).
     """
-    if resolve_writer(recipe, writer) != "msmodelslim":
+    if declared(spec) is not None or resolve_writer(recipe, writer) != "msmodelslim":
         return []
     H = spec.H
     return [("rot.safetensors", "rot.weight", spec.pd, (H, H)),

@@ -73,8 +73,56 @@ def parse_layer_path(rest: str) -> Address:
     return Address(_block_of(module, projection, suffix), module, projection, suffix)
 
 
+# DeepSeek's own checkpoint names (DeepSeek-V4: ``layers.N.attn.wq_a``, ``layers.N.ffn.experts.E.w1``,
+# ``mtp.J.*``, ``embed`` / ``head``) read as the engine's loader renames them
+# (vllm-ascend ``models/deepseek_v4/model.py:1072-1108``@182b75ea, ``mtp.py:259-330``), so every module
+# has one address whichever spelling the checkpoint uses.
+_NATIVE_LAYER_PREFIXES = (("attn_norm.", "input_layernorm."), ("ffn_norm.", "post_attention_layernorm."),
+                          ("attn.", "self_attn."), ("ffn.", "mlp."))
+_NATIVE_PROJ = {"w1": "gate_proj", "w2": "down_proj", "w3": "up_proj"}
+_NATIVE_MTP_PREFIXES = (("emb.tok_emb.", "embed_tokens."), ("head.", "shared_head.head."),
+                        ("norm.", "shared_head.norm."))
+_NATIVE_GLOBALS = {"embed.weight": "model.embed_tokens.weight", "head.weight": "lm_head.weight",
+                   "norm.weight": "model.norm.weight"}
+_NATIVE_SPELLING = {v: k for k, v in _NATIVE_GLOBALS.items()}
+
+
+def spellings(name: str) -> tuple[str, ...]:
+    """A model-level tensor's name and its DeepSeek-native spelling (``model.embed_tokens.weight``,
+    ``embed.weight``): a description may key it either way."""
+    native = _NATIVE_SPELLING.get(name)
+    return (name, native) if native else (name,)
+
+
+_MTP_RE = re.compile(r"^mtp\.(\d+)\.(.*)$")
+
+
+def canonical_layer_path(rest: str, mtp: bool = False) -> str:
+    """The part of a tensor name after ``layers.N.`` (or ``mtp.J.``) in the HF spelling."""
+    if mtp:
+        for a, b in _NATIVE_MTP_PREFIXES:
+            if rest.startswith(a):
+                return b + rest[len(a):]
+    for a, b in _NATIVE_LAYER_PREFIXES:
+        if rest.startswith(a):
+            rest = b + rest[len(a):]
+            break
+    else:
+        return rest
+    if rest.startswith(("mlp.experts.", "mlp.shared_experts.")):
+        parts = rest.split(".")
+        k = 3 if parts[1] == "experts" else 2
+        if len(parts) > k and parts[k] in _NATIVE_PROJ:
+            parts[k] = _NATIVE_PROJ[parts[k]]
+            rest = ".".join(parts)
+    elif rest == "mlp.gate.bias":
+        rest = "mlp.gate.e_score_correction_bias"
+    return rest
+
+
 def parse_global_path(name: str) -> Address:
     """Address of a tensor outside the decoder layers."""
+    name = _NATIVE_GLOBALS.get(name, name)
     module, suffix = _split_suffix(name)
     projection = module.rsplit(".", 1)[-1] if module else name
     if "embed_tokens" in module:
@@ -235,6 +283,7 @@ def parse_names(names: NameSpans, n_main_layers: int | None = None) -> AddressCo
     T = len(templates)
     t_layer = np.zeros(T, dtype=bool)
     t_expert = np.zeros(T, dtype=bool)
+    t_mtp = np.zeros(T, dtype=bool)         # DeepSeek-native ``mtp.J.``: layer n_main_layers + J
     t_block = np.zeros(T, dtype=np.int8)
     t_mod = np.zeros(T, dtype=np.int32)
     t_suf = np.zeros(T, dtype=np.int32)
@@ -254,7 +303,9 @@ def parse_names(names: NameSpans, n_main_layers: int | None = None) -> AddressCo
     per_name: list[int] = []          # templates whose address holds one of the masked numbers
     for t in range(T):
         addr, is_layer, expert_module = _address(names.get(int(rep[t])))
-        t_layer[t] = is_layer and first[rep[t]] >= 0 and templates[t].split(b".#.", 1)[0] in (b"model.layers", b"layers")
+        head = templates[t].split(b".#.", 1)[0]
+        t_layer[t] = is_layer and first[rep[t]] >= 0 and head in (b"model.layers", b"layers", b"mtp")
+        t_mtp[t] = head == b"mtp"
         t_expert[t] = expert_module
         t_block[t] = BLOCK_CODE[addr.block]
         t_mod[t], t_suf[t] = codes_of(addr, expert_module)
@@ -268,23 +319,30 @@ def parse_names(names: NameSpans, n_main_layers: int | None = None) -> AddressCo
         block[i] = BLOCK_CODE[addr.block]
         module[i], proj[i], suffix[i] = addr.module, addr.projection, addr.suffix
         modcode[i], sufcode[i] = codes_of(addr, expert_module)
-    layer = np.where(t_layer[code], first, -1).astype(np.int32)
+    layer = np.where(t_layer[code], first, -1)
+    if t_mtp.any():
+        layer = np.where(t_mtp[code], first + (n_main_layers or 0), layer)
+    layer = layer.astype(np.int32)
     expert = np.where(t_expert[code], second, -1).astype(np.int32)
     if n_main_layers is not None:
         block = np.where(layer >= n_main_layers, BLOCK_CODE["mtp"], block).astype(np.int8)
     return AddressColumns(layer, expert, block, module, proj, suffix, modcode, sufcode, modules, suffixes)
 
 
-_LAYER_TEMPLATE = re.compile(r"^(?:model\.)?layers\.#\.(.*)$")
-_EXPERTS_TEMPLATE = "mlp.experts.#."
+_LAYER_TEMPLATE = re.compile(r"^(?:(?:model\.)?layers|mtp)\.#\.(.*)$")
+_EXPERTS_TEMPLATES = ("mlp.experts.#.", "ffn.experts.#.")
 
 
 def _address(name: str) -> tuple[Address, bool, bool]:
     """(address, inside a decoder layer, a routed expert's tensor) of one name."""
     m = _LAYER_RE.match(name)
+    mtp = False
     if m is None:
-        return parse_global_path(name), False, False
-    rest = m.group(2)
+        m = _MTP_RE.match(name)
+        if m is None:
+            return parse_global_path(name), False, False
+        mtp = True
+    rest = canonical_layer_path(m.group(2), mtp)
     return parse_layer_path(rest), True, _EXPERT_RE.match(rest) is not None
 
 
@@ -295,4 +353,7 @@ def _digit_dependent(template: str) -> bool:
     if m is None:
         return "#" in template
     rest = m.group(1)
-    return "#" in (rest[len(_EXPERTS_TEMPLATE):] if rest.startswith(_EXPERTS_TEMPLATE) else rest)
+    for head in _EXPERTS_TEMPLATES:
+        if rest.startswith(head):
+            return "#" in rest[len(head):]
+    return "#" in rest

@@ -7,6 +7,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, asdict
 
+
+@dataclass(frozen=True)
+class LayerKind:
+    """What one decoder layer (or MTP layer) is, as its family declares it: the attention kind, the
+    window it keeps or the ratio it compresses by, whether it has a lightning indexer, MoE or dense,
+    and how its router picks experts. Every walker (classifier, materializer, KV specs, synth) reads
+    these instead of asking which model it is."""
+
+    attention: str              # mla | gqa | window (sliding window only) | compressed (window + compressed rows)
+    compress_ratio: int = 0     # compressed: one cached row per this many tokens
+    window: int = 0             # tokens of the sliding window every layer of this kind keeps (0: none)
+    indexer: bool = False       # a lightning indexer picks the top-k compressed rows / tokens
+    moe: bool = True
+    router: str = "score"       # score (gate logits + bias) | hash (token id -> experts table) | none (dense)
+    mtp: bool = False
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """Dimensions and structure of a decoder-only transformer, MLA/DSA/MoE/MTP aware."""
@@ -55,6 +72,16 @@ class ModelSpec:
     rope_scaling_factor: float = 1.0
     rope_original_max: int = 0
     indexer_rope_interleave: bool = False
+    # per-layer structure (families whose layers differ, e.g. DeepSeek-V4): ``family`` names the module
+    # in ``auditor.model.families`` that declares the layers; ``layer_kinds`` covers the main layers and
+    # then the MTP layers; ``residual_mult`` is the residual stream's width in units of H between layers
+    # (hyper-connections keep hc_mult copies); o_groups / o_lora_rank: a grouped low-rank output projection
+    family: str = "mla"
+    layer_kinds: tuple[LayerKind, ...] = ()
+    residual_mult: int = 1
+    o_groups: int = 0
+    o_lora_rank: int = 0
+    sliding_window: int = 0
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -94,6 +121,8 @@ class ModelSpec:
         builds its indexer."""
         if not self.dsa:
             return False
+        if self.layer_kinds:
+            return layer < len(self.layer_kinds) and self.layer_kinds[layer].indexer
         if layer >= self.Lyr or not index_cache:
             return True
         kinds, shared = self.indexer_kinds, self.topk_shared
@@ -110,8 +139,16 @@ class ModelSpec:
             return True
         return not self.topk_shared[layer]
 
+    def layer_kind(self, layer: int) -> LayerKind | None:
+        """The family's declaration of ``layer`` (MTP layers after the main ones), or None for
+        families that declare no per-layer kinds."""
+        return self.layer_kinds[layer] if 0 <= layer < len(self.layer_kinds) else None
+
     def structure_summary(self) -> list[str]:
         """Human-readable list of detected structures, for report headers."""
+        if self.layer_kinds:
+            from .families import family
+            return family(self.family).structure_summary(self)
         out = []
         if self.mla:
             out.append(f"MLA (q_lora {self.Qr}, kv_lora {self.Lkv}, nope {self.Dn}, rope {self.Dr}, v {self.Dv})")
@@ -139,4 +176,5 @@ class ModelSpec:
         d["topk_shared"] = list(self.topk_shared)
         d["moe_layers"] = list(self.moe_layers)
         d["notes"] = list(self.notes)
+        d["layer_kinds"] = [asdict(k) for k in self.layer_kinds]
         return d

@@ -42,10 +42,14 @@ def render_budget(rep: dict, fmt: str = "table") -> str:
     layers = f"{kv['cache_layers'] - kv['mtp_layers']}" + (f"+{kv['mtp_layers']} MTP" if kv["mtp_layers"] else "")
     per_tok = rt["kv_bytes_per_token"]
     out.append("")
-    out.append(f"KV cache: {kv['variant']} ({kv['layout']} spec), {layers} cache layers x "
-               f"{rt['kv_bytes_per_token_layer']:g} B/token/layer (MLA {kv['mla_bytes_per_token_layer']} + indexer "
-               f"{kv['indexer_bytes_per_token_layer']}{', DCP' + str(kv['dcp']) if kv['dcp'] > 1 else ''}) = "
-               f"{per_tok:,.0f} B/token; block {kv['tokens_per_block']} tokens = {kv['page_block_bytes'] / MiB:.2f} MiB")
+    if "summary" in kv:                 # a pool of cache groups (engines/kv_interface.PooledKVSpec)
+        out.append(f"KV cache: {kv['variant']}, {layers} decoder layers: {kv['summary']}")
+    else:
+        out.append(f"KV cache: {kv['variant']} ({kv['layout']} spec), {layers} cache layers x "
+                   f"{rt['kv_bytes_per_token_layer']:g} B/token/layer (MLA {kv['mla_bytes_per_token_layer']} + "
+                   f"indexer {kv['indexer_bytes_per_token_layer']}{', DCP' + str(kv['dcp']) if kv['dcp'] > 1 else ''})"
+                   f" = {per_tok:,.0f} B/token; block {kv['tokens_per_block']} tokens = "
+                   f"{kv['page_block_bytes'] / MiB:.2f} MiB")
     out.append(f"blocks {rt['num_blocks']:,} | KV tokens {rt['kv_tokens']:,} | max_model_len {rt['max_model_len']:,} "
                f"needs {rt['kv_bytes_per_request'] / GiB:.2f} GiB | max concurrency {rt['max_concurrency']:.2f}x")
     if rt["error"]:

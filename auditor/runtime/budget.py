@@ -91,8 +91,7 @@ class RuntimeBudget:
         """Largest model length whose one request fits (upstream estimate_max_model_len)."""
         if self.kv_available_bytes <= 0:
             return 0
-        fit = (self.kv_available_bytes // self.kv.page_block_bytes) * self.kv.tokens_per_block
-        return int(min(fit, self.max_model_len))
+        return self.kv.max_length(self.kv_available_bytes // self.kv.page_block_bytes, self.max_model_len)
 
     @property
     def fits(self) -> bool:
@@ -156,9 +155,7 @@ class RuntimeBudget:
     def fits_requests(self, requests: Any, tokens: Any) -> Any:
         """Whether ``requests`` sequences of ``tokens`` each fit the pool (numpy-broadcastable)."""
         import numpy as np
-        t = np.asarray(tokens, dtype=np.int64)
-        blocks = -(-(-(-t // self.kv.dcp)) // self.kv.block_size)
-        return np.asarray(requests) * blocks <= self.num_blocks
+        return np.asarray(requests) * self.kv.request_blocks(tokens) <= self.num_blocks
 
     def log_lines(self) -> list[str]:
         loglines = self._lines
@@ -335,7 +332,7 @@ def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, *, weig
         ranges.pop("non-torch runtime (ACL)", None)
     nominal = {"activation peak": float(p_act), "non-torch runtime (ACL)": float(nt_terms.get("ACL runtime", 0)),
                "ACL graph estimate": float(graph)}
-    assumptions = list(eng.budget_assumptions())
+    assumptions = list(eng.budget_assumptions(spec, kv))
     return RuntimeBudget(
         total_bytes=int(total_bytes), util=util, requested_bytes=requested, weights_bytes=int(round(ws[stage])),
         activation_terms=terms, activation_peak_bytes=p_act, non_torch_terms=nt_terms, non_torch_bytes=int(n_nt),

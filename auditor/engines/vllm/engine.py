@@ -78,7 +78,7 @@ class Vllm(Engine):
         return [("CUDA graph pool (not profiled before v0.21: must fit in the 1 - gmu headroom)",
                  estimates.CUDA_GRAPH_BYTES)]
 
-    def budget_assumptions(self) -> Sequence[str]:
+    def budget_assumptions(self, spec: Any = None, kv: Any = None) -> Sequence[str]:
         return tuple(estimates.ASSUMPTIONS) + tuple(self.profile.notes)
 
     # ------------------------------------------------------------ what it prints and takes

@@ -37,8 +37,9 @@ ASSUMPTIONS = (
     f"ACL graph pool {GRAPH_POOL_BYTES / GiB:.1f} GiB outside the budget (UNCONFIRMED); ATB pool 98 MiB",
     "GPU KV cache size = int(concurrency x max_model_len) (newer upstream form; equals num_blocks x "
     "block_size x DCP when the block divides max_model_len / DCP) (UNCONFIRMED)",
-    "LI-C8 applies to every indexer layer (no per-layer filter from the quant description)",
 )
+#: said only where an indexer cache can be C8 (the sparse-MLA KV specs)
+LI_C8_ASSUMPTION = "LI-C8 applies to every indexer layer (no per-layer filter from the quant description)"
 
 
 def unbudgeted_items(spec: ModelSpec, plan: ParallelPlan, kv: KVSpec, *, max_model_len: int, max_num_seqs: int,
@@ -65,7 +66,7 @@ def unbudgeted_items(spec: ModelSpec, plan: ParallelPlan, kv: KVSpec, *, max_mod
         dcp_bytes = S * (1 + mtp) * L + (S + 1) * cdiv(L, kv.block_size) * dcp * 4 + T * 4 + spec.topk_tokens * 4
         items.append(("DCP buffers (mtp mask, replicated block table, slot map)", dcp_bytes))
     if plan.role != "mixed":
-        items.append(("KV 2 MiB alignment (kv_transfer_config)", kv.tensors_per_layer * kv.cache_layers * KV_ALIGN_BYTES))
+        items.append(("KV 2 MiB alignment (kv_transfer_config)", kv.kv_tensors * KV_ALIGN_BYTES))
     if not graph_deducted:
         items.append(("ACL graph pool (FULL_DECODE_ONLY)", GRAPH_POOL_BYTES))
     items.append(("ATB tiling pool", ATB_POOL_BYTES))

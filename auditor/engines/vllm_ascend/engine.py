@@ -113,8 +113,8 @@ class VllmAscend(Engine):
     def graph_deducted_bytes(self) -> int:
         return budget_terms.GRAPH_POOL_BYTES if self.profile.graph_deducted else 0
 
-    def budget_assumptions(self) -> Sequence[str]:
-        return tuple(budget_terms.ASSUMPTIONS) + tuple(self.profile.runtime_notes)
+    def budget_assumptions(self, spec: Any = None, kv: Any = None) -> Sequence[str]:
+        return tuple(budget_terms.ASSUMPTIONS) + (budget_terms.LI_C8_ASSUMPTION,) + tuple(self.profile.runtime_notes)
 
     # ------------------------------------------------------------ what it prints and takes
     @property

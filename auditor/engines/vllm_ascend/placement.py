@@ -69,6 +69,11 @@ def resolve_placement(spec: ModelSpec, plan: ParallelPlan, prof: EngineProfile) 
             if "o_proj" in plan.layer_sharding and not o_rep:
                 findings.append(("warning", "o_proj is TP-sharded here; layer sharding applies to q_b_proj only"))
 
+    # --- block size: the SFA / MLA backends keep 128 (refresh_block_size); compressed attention reads it
+    if plan.block_size and plan.block_size != 128 and not spec.layer_kinds:
+        findings.append(("warning", f"--block-size {plan.block_size} is not what the engine runs: vLLM-Ascend forces "
+                                    "128 for this model's attention backend (refresh_block_size)"))
+
     # --- shared experts
     if prof.shared_experts_replicated == "sp":
         se_rep = plan.shared_expert_dp or plan.sp

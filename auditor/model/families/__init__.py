@@ -1,0 +1,46 @@
+"""Model families: one module per family declares its layers, its modules and its checkpoint names.
+
+A family is chosen from the config's structure keys (``claims``), never from ``model_type``. The
+default family (MLA / GQA decoders: DeepSeek-V3/V3.2, GLM-5.x, dense models) is the code in
+``model.config`` / ``model.expected`` / ``engines.materialize``; a family whose layers differ from
+each other (DeepSeek-V4: window-only, compress-4 and compress-128 layers) is a module here with:
+
+* ``claims(cfg)``: whether the config has this family's structure keys;
+* ``spec_from_config(cfg, name, where)``: the ModelSpec with ``layer_kinds`` (one LayerKind per
+  main and MTP layer);
+* ``layout_rows(spec, recipe, writer, include_mtp)``: every stored tensor a writer emits
+  (name, dtype, shape, scheme), read by ``synth`` and by config-only inventories;
+* ``walk(materializer)``: the engine modules of every layer, emitted through the engine's rules;
+* ``structure_summary(spec)``: the report header's lines.
+
+To add a family: write its module with these five names and list it in ``_MODULES``.
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+#: family modules, asked in order; the first whose ``claims`` is true reads the config
+_MODULES: tuple[str, ...] = ()
+
+
+def family(name: str) -> ModuleType:
+    """The family module called ``name`` (the value of ``ModelSpec.family``)."""
+    if name not in _MODULES:
+        raise KeyError(f"no model family {name!r} (families: {', '.join(_MODULES)})")
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def family_for_config(cfg: dict[str, Any]) -> ModuleType | None:
+    """The family module whose structure keys ``cfg`` has, or None (the default MLA/GQA family)."""
+    for name in _MODULES:
+        mod = family(name)
+        if mod.claims(cfg):
+            return mod
+    return None
+
+
+def declared(spec: Any) -> ModuleType | None:
+    """The family module of ``spec`` when it is not the default family."""
+    return family(spec.family) if spec.family in _MODULES else None
