@@ -116,6 +116,10 @@ def config_from_spec(spec: ModelSpec) -> dict[str, Any]:
 
     Used when ``synthesize`` is handed a bare ModelSpec and no config.
     """
+    from .model.families import declared
+    fam = declared(spec)
+    if fam is not None:
+        return fam.config_from_spec(spec)
     dtype = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}.get(spec.pd, "bfloat16")
     cfg: dict[str, Any] = {"model_type": spec.model_type, "dtype": dtype, "hidden_size": spec.H,
                            "num_hidden_layers": spec.Lyr, "num_attention_heads": spec.NH,

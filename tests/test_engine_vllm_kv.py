@@ -113,6 +113,7 @@ def test_dcp_and_non_dsa_refused(shared_dir):
     spec = _spec(shared_dir, "glm-5.1-fp8")
     with pytest.raises(AuditInputError, match="--dcp"):
         kv.kv_spec(spec, ParallelPlan(tp=8), V28, dcp=2)
-    # DeepSeek-V4's structure is refused when its config is read (not modelled yet), before any KV spec
-    with pytest.raises(AuditInputError, match="structure audit does not model: compress_ratios"):
-        _spec(shared_dir, "deepseek-v4-flash")
+    # DeepSeek-V4's compressed attention is read (its family), and this engine says it does not model it
+    from auditor.engines.vllm.placement import resolve_placement
+    with pytest.raises(AuditInputError, match="compressed attention"):
+        resolve_placement(_spec(shared_dir, "deepseek-v4-flash"), ParallelPlan(tp=8), V28)

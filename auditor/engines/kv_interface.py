@@ -248,6 +248,8 @@ class PooledKVSpec:
     mtp_layers: int
     dcp: int = 1
     layout: str = "groups"
+    #: what the engine logs while laying the pool out (e.g. a block size it replaces)
+    engine_lines: tuple[str, ...] = ()
 
     @property
     def cache_layers(self) -> int:

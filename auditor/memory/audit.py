@@ -124,7 +124,7 @@ def run_memory_audit(source: ModelSource, plan: ParallelPlan, engine: EngineLike
     assumptions += list(profile.notes) + layout.assumptions + mat.assumptions
     if spec.mtp_layers and not plan.mtp:
         assumptions.append("MTP layer not loaded (no drafter); --mtp-drafter to include it")
-    if plan.mtp and spec.mtp_layers:
+    if plan.mtp and spec.mtp_layers and not spec.layer_kinds:
         assumptions.append("MTP drafter shares embed_tokens and lm_head with the target (torch.equal assumed)")
     if source.desc is None and source.kind == "checkpoint":
         assumptions.append("no quant_model_description.json: schemes inferred from stored dtypes")

@@ -186,6 +186,7 @@ def _templates(names: NameSpans) -> tuple[list[bytes], np.ndarray, np.ndarray, n
     g_run = np.full((2, G), -1, dtype=np.int64)     # offset of the first two numbers in the name
     g_len = np.zeros((2, G), dtype=np.int64)
     single: list[int] = []                # rows split off their group: templates of their own
+    sub_groups: list[tuple[int, np.ndarray]] = []   # (group, rows) split off by fixed digits
     tids: dict[bytes, int] = {}
     templates: list[bytes] = []
     reps: list[int] = []
@@ -206,16 +207,40 @@ def _templates(names: NameSpans) -> tuple[list[bytes], np.ndarray, np.ndarray, n
                 members_of = lambda k: order[bounds[k]:bounds[k + 1]]   # noqa: E731
             members = members_of(g)
             at = starts[members][:, None]
-            same = (buf[at + np.array(fixed, dtype=np.int64)] == buf[a_r + np.array(fixed, dtype=np.int64)]).all(axis=1)
+            fx = np.array(fixed, dtype=np.int64)
+            keys = buf[at + fx]
+            same = (keys == buf[a_r + fx]).all(axis=1)
+            digits = np.ones(len(members), dtype=bool)
             if run_pos:
-                same &= (buf[at + np.array(run_pos, dtype=np.int64)] - np.uint8(48) <= 9).all(axis=1)
-            for m in members[~same].tolist():          # rare: exact per-name templates
+                digits = (buf[at + np.array(run_pos, dtype=np.int64)] - np.uint8(48) <= 9).all(axis=1)
+            # members that differ only in those fixed digits (DeepSeek's w1 / w2 / w3 under one mask)
+            # form sub-groups of their own, each parsed once: their numbers sit at the same offsets
+            other = ~same & digits
+            if other.any():
+                uniq, inv = np.unique(keys[other], axis=0, return_inverse=True)
+                sub_rows = members[other]
+                for u in range(len(uniq)):
+                    rows_u = sub_rows[np.asarray(inv).ravel() == u]
+                    sub_groups.append((g, rows_u))
+            for m in members[~digits].tolist():          # rare: exact per-name templates
                 single.append(m)
                 _template_id(_template_of(blob[starts[m]:starts[m] + length[m]], _runs(blob[starts[m]:starts[m] + length[m]])),
                              m, tids, templates, reps)
         g_tid[g] = _template_id(_template_of(line, runs), r, tids, templates, reps)
         for k, (a, b) in enumerate(runs[:2]):
             g_run[k, g], g_len[k, g] = a, b - a
+    if sub_groups:
+        mcode = np.array(mcode, dtype=np.int64, copy=True)
+        extra_tid = np.zeros(len(sub_groups), dtype=np.int32)
+        for j, (g, rows_u) in enumerate(sub_groups):
+            r = int(rows_u[0])
+            line = bytes(blob[starts[r]:starts[r] + length[r]])
+            extra_tid[j] = _template_id(_template_of(line, _runs(line)), r, tids, templates, reps)
+            mcode[rows_u] = G + j
+        parent = np.array([g for g, _ in sub_groups], dtype=np.int64)
+        g_tid = np.concatenate((g_tid, extra_tid))
+        g_run = np.concatenate((g_run, g_run[:, parent]), axis=1)
+        g_len = np.concatenate((g_len, g_len[:, parent]), axis=1)
     # every row at once: its group's template, and its two numbers at the group's offsets
     code = g_tid[mcode]
     first = np.full(n, -1, dtype=np.int64)

@@ -128,6 +128,56 @@ _GLM52: dict[str, Any] = {
     "moe_router_dtype": "float32",
 }
 
+# DeepSeek-V4-Flash / -Pro (model-deepseek-v4.md §1.1, §1.2): per-layer compress ratios (0 = window only,
+# 4 = compressed + lightning indexer, 128 = compressed), MTP layers after the main ones; hyper-connections
+# (hc_mult 4), grouped output projection, hash routing in the first 3 layers. The checkpoints the
+# vLLM-Ascend tutorials serve are msModelSlim's W8A8 (Flash) and W4A8 (Pro) (§2.2).
+_DSV4_COMMON: dict[str, Any] = {
+    "architectures": ["DeepseekV4ForCausalLM"],
+    "model_type": "deepseek_v4",
+    "torch_dtype": "bfloat16",
+    "num_key_value_heads": 1,
+    "head_dim": 512,
+    "qk_rope_head_dim": 64,
+    "o_lora_rank": 1024,
+    "sliding_window": 128,
+    "index_n_heads": 64,
+    "index_head_dim": 128,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 6,
+    "num_hash_layers": 3,
+    "scoring_func": "sqrtsoftplus",
+    "topk_method": "noaux_tc",
+    "norm_topk_prob": True,
+    "swiglu_limit": 10.0,
+    "hc_mult": 4,
+    "hc_sinkhorn_iters": 20,
+    "hc_eps": 1e-06,
+    "num_nextn_predict_layers": 1,
+    "vocab_size": 129280,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 10000,
+    "compress_rope_theta": 160000,
+    "rope_scaling": {"type": "yarn", "factor": 16, "original_max_position_embeddings": 65536,
+                     "beta_fast": 32, "beta_slow": 1},
+    "max_position_embeddings": 1048576,
+    "tie_word_embeddings": False,
+}
+_DSV4_FLASH: dict[str, Any] = {
+    **_DSV4_COMMON,
+    "hidden_size": 4096, "num_hidden_layers": 43, "num_attention_heads": 64, "q_lora_rank": 1024,
+    "o_groups": 8, "index_topk": 512, "n_routed_experts": 256, "moe_intermediate_size": 2048,
+    "routed_scaling_factor": 1.5,
+    "compress_ratios": [0, 0] + [4, 128] * 20 + [4, 0],
+}
+_DSV4_PRO: dict[str, Any] = {
+    **_DSV4_COMMON,
+    "hidden_size": 7168, "num_hidden_layers": 61, "num_attention_heads": 128, "q_lora_rank": 1536,
+    "o_groups": 16, "index_topk": 1024, "n_routed_experts": 384, "moe_intermediate_size": 3072,
+    "routed_scaling_factor": 2.5,
+    "compress_ratios": [128, 128] + [4, 128] * 29 + [4, 0],
+}
+
 PRESETS: dict[str, dict[str, Any]] = {
     "glm-5.1": {**_GLM5, "transformers_version": "5.4.0"},
     "glm-5": {**_GLM5, "transformers_version": "5.0.2.dev0"},
@@ -135,6 +185,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "deepseek-v3.2": _DSV32,
     "deepseek-v3": _DSV3,
     "dense-32b": _DENSE_32B,
+    "deepseek-v4-flash": _DSV4_FLASH,
+    "deepseek-v4-pro": _DSV4_PRO,
 }
 
 

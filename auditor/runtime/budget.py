@@ -159,7 +159,8 @@ class RuntimeBudget:
 
     def log_lines(self) -> list[str]:
         loglines = self._lines
-        lines = [loglines.weights_line(self.weights_bytes), loglines.available_kv_line(self.kv_available_bytes)]
+        lines = [*getattr(self.kv, "engine_lines", ()), loglines.weights_line(self.weights_bytes),
+                 loglines.available_kv_line(self.kv_available_bytes)]
         err = self.error()
         if err:
             return lines + [err]

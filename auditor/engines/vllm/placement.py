@@ -22,6 +22,9 @@ FP8_BLOCK = 128
 
 def resolve_placement(spec: ModelSpec, plan: ParallelPlan, prof: VllmProfile) -> Placement:
     plan.validate()
+    if spec.layer_kinds:
+        raise AuditInputError("--engine", f"{prof.label}: {spec.name}'s per-layer compressed attention (DeepSeek-V4 "
+                                          "family) is not modelled on upstream vLLM yet; use --engine vllm-ascend@main")
     if plan.pp > spec.Lyr:
         raise AuditInputError("--pp", f"{plan.pp} pipeline stages for {spec.Lyr} decoder layers")
     if plan.dsa_cp:

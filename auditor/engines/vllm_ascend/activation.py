@@ -207,7 +207,11 @@ def activation_terms(spec: ModelSpec, *, tokens: Any, seqs: Any, mtp: int | Any 
     split = (sp or dsa_cp) and tp > 1
     Tx = T / tp if split else T
     H = spec.H
-    residual = 4 * Tx * H * BF16
+    # hyper-connections widen the residual stream to hc x H: the stream and its clone are [T, hc, H],
+    # the normed input and the zeroed attention output [T, H] (model.py:704-736@182b75ea; co-residency
+    # of the four UNCONFIRMED)
+    hc = spec.residual_mult
+    residual = (4 if hc == 1 else 2 * hc + 2) * Tx * H * BF16
     mtp_hidden = np.where(k > 0, 4 * Tx * H * BF16, 0.0) if spec.mtp_layers else T * 0.0
     warm = T * 0.0
     if spec.moe:
@@ -269,6 +273,11 @@ def attention_transients(spec: ModelSpec, *, tokens: int, tp: int = 1, dsa_cp: b
         T, h = T / tp, spec.NH
     else:
         h = spec.NH / tp
+    if spec.o_groups:
+        # compressed attention (model-deepseek-v4.md §5.5): q, o_proj_input and the attention output
+        # [T, h, D]; the indexer q in bf16 then int8; the int32 top-k
+        per = 3 * h * spec.head_dim * BF16 + spec.IH * spec.ID * (BF16 + 1) + spec.topk_tokens * 4
+        return int(T * per)
     if spec.mla:
         per = (spec.Qr + spec.Lkv + spec.Dr + h * (spec.Dn + spec.Dr) + 2 * h * spec.Lkv + h * spec.Dv) * BF16
     else:

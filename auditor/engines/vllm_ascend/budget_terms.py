@@ -49,7 +49,8 @@ def unbudgeted_items(spec: ModelSpec, plan: ParallelPlan, kv: KVSpec, *, max_mod
                      hccl_buffsize_mb: int = hccl.DEFAULT_HCCL_BUFFSIZE_MB) -> list[tuple[str, int]]:
     """Allocations outside the KV budget (spec §3.3, §4.3-§4.6; runtime-facts.md §1.4, §2)."""
     L, S, T, dcp = max_model_len, max_num_seqs, max_num_batched_tokens, kv.dcp
-    items = [("runner buffers (mc2_mask, MLA cos/sin)", T + 2 * T * max(spec.Dr, 1) * 2)]
+    items = [("runner buffers (mc2_mask, MLA cos/sin)", T + 2 * T * max(spec.Dr, 1) * 2)] if not spec.layer_kinds \
+        else [("runner buffers (mc2_mask)", T)]
     # the profile run never runs sparse attention (sfa_v1.py:1490-1492@182b75ea): a real prefill of T
     # tokens allocates these on top of the measured peak
     items.append((f"prefill attention transients at T={T:,} (not in the profile run)",

@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Sequence
 from ..base import Engine
 from ..registry import register
 from . import activation, budget_terms, graphs, hccl, kernel_paths, kv, launch, loglines, profiler, versions
+from . import compressed
 from .materializer import AscendMaterializer
 from .placement import resolve_placement
 
@@ -29,7 +30,8 @@ class VllmAscend(Engine):
                                                "weights": "Loading model weights"}
     #: version-row fields ``AscendMaterializer`` reads (placement fields are keyed separately)
     materializer_fields: ClassVar[tuple[str, ...]] = ("gate_dtype", "indexer_fused_wk", "o_proj_dsa_cp",
-                                                      "o_proj_gather_input_copy", "index_cache")
+                                                      "o_proj_gather_input_copy", "index_cache",
+                                                      "compressed_attention")
 
     # ------------------------------------------------------------ weights
     def placement(self, spec: Any, plan: Any) -> Any:
@@ -114,6 +116,8 @@ class VllmAscend(Engine):
         return budget_terms.GRAPH_POOL_BYTES if self.profile.graph_deducted else 0
 
     def budget_assumptions(self, spec: Any = None, kv: Any = None) -> Sequence[str]:
+        if spec is not None and spec.layer_kinds:
+            return tuple(budget_terms.ASSUMPTIONS) + compressed.BUDGET_ASSUMPTIONS
         return tuple(budget_terms.ASSUMPTIONS) + (budget_terms.LI_C8_ASSUMPTION,) + tuple(self.profile.runtime_notes)
 
     # ------------------------------------------------------------ what it prints and takes

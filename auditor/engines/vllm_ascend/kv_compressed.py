@@ -109,7 +109,9 @@ def compressed_cache_config(ratios: Sequence[int], mtp_ratios: Sequence[int], *,
     nt = max(per_size.values()) + n_mtp
     p_t = (pad_t2 + pad_t1) if n4 else pad_t2
     allocated = sum(page * n for page, n in per_size.items()) + sum(page * n for page, n in mtp_pages.items())
-    return KVCacheConfig(tuple(groups), allocated, p_t * nt)
+    # a tensor per (tuple index, page size) that some layer uses, plus each MTP layer's own
+    tensors = sum(per_size.values()) + sum(mtp_pages.values())
+    return KVCacheConfig(tuple(groups), allocated, p_t * nt, tensors=tensors)
 
 
 def _mtp_share(group: KVCacheGroup, groups: list[KVCacheGroup], swa: SlidingWindowSpec, n_mtp: int) -> int:

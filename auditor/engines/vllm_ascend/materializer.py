@@ -12,11 +12,42 @@ from ...dtypes import DTYPE_BYTES
 from ..bridge import C_BUFFERS, C_C8, C_LSHARD, C_MLAPO_DROP, C_OREP
 from ...model import blueprint as B
 from ..materialize import Materializer, Resident
+from . import compressed
 from . import rules as R
 
 
 class AscendMaterializer(Materializer):
     R = R
+
+    # ---------------------------------------------------------------- compressed-attention models
+    def router(self, layer: int, d: B.ModuleDecl) -> None:
+        """A compressed-attention model's gate keeps the model-dtype weight and an fp32 copy
+        (``precast_fp32_weight=True``, models/deepseek_v4/model.py:279-282@182b75ea); others: the shared rule."""
+        if not compressed.has_compressed_layers(self.spec):
+            return super().router(layer, d)
+        s = self.spec
+        sms = [self.lookup(layer, d.name)]
+        self.emit(R.ROUTER_PRECAST, layer=layer, block=d.block, module=d.name, env={"E": s.E, "H": s.H},
+                  stored=sms, placement="stage", naive_shard=1, module_cause=None,
+                  conditions={"router_bias": s.router_bias and not d.hash})
+        if d.hash:
+            self.emit(R.HASH_TABLE, layer=layer, block=d.block, module=d.name, env={"V": s.V, "K": s.topk_experts},
+                      stored=sms, placement="stage", naive_shard=None, module_cause=None, conditions={})
+
+    def mtp_shares_vocab(self) -> bool:
+        """The drafter of a model with ``compress_ratios`` keeps its own embedding and LM head
+        (``share_embeddings = not self.use_compress``, spec_decode/llm_base_proposer.py:140, 418; the head
+        is shared only for ``is_deepseek_mla`` models, :475-478@182b75ea)."""
+        return not compressed.has_compressed_layers(self.spec)
+
+    def tp_switch(self, layer: int, d: B.ModuleDecl, scheme: str) -> None:
+        """DSA-CP's o_proj full-weight switch on P / mixed nodes (model-deepseek-v4.md §3.3): a pool per
+        attribute shape shared by all layers, and on main a per-layer copy of a row-parallel shard."""
+        if not self.layout.o_proj_gather_pool:
+            return
+        dt = self.spec.pd if scheme == "FLOAT" else "I8"
+        self._switch_pools[(d.name, dt)] = d.shape
+        self.rows += compressed.switch_rows(layer, d.block, d.name, d.role, d.shape, scheme, dt, self.plan, self.prof)
 
     def _mlapo_applies(self, qkv_scheme: str, layer: int) -> bool:
         if qkv_scheme != "W8A8" or self.layout.dsa_cp:
@@ -78,6 +109,10 @@ class AscendMaterializer(Materializer):
 
     def buffers(self) -> None:
         s, plan, L = self.spec, self.plan, self.layout
+        if compressed.has_compressed_layers(s):
+            self.rows += compressed.buffer_rows(s, plan, self.prof)
+            self.rows += compressed.pool_rows(self._switch_pools)
+            return
         rows: list[tuple[str, tuple[int, ...], str, str]] = []
         if s.mla or s.head_dim:
             rope = s.Dr if s.mla else s.head_dim

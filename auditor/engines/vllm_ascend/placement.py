@@ -10,12 +10,14 @@ from ...errors import AuditInputError
 from ...model.spec import ModelSpec
 from ...parallel import ParallelPlan
 from ..placement import KV_ROLE, Placement
+from .compressed import check_supported as check_compressed
 from .switches import decide_dsa_cp
 from .versions import EngineProfile
 
 
 def resolve_placement(spec: ModelSpec, plan: ParallelPlan, prof: EngineProfile) -> Placement:
     plan.validate()
+    check_compressed(spec, prof)
     if plan.pp > spec.Lyr:
         raise AuditInputError("--pp", f"{plan.pp} pipeline stages for {spec.Lyr} decoder layers (each stage needs "
                                       "at least one layer)")
@@ -39,7 +41,13 @@ def resolve_placement(spec: ModelSpec, plan: ParallelPlan, prof: EngineProfile) 
     # --- o_proj under DSA-CP, by version (spec §3.3)
     o_rep = False
     pool = False
-    if dsa_cp and spec.mla:
+    if dsa_cp and spec.o_groups:
+        # grouped output projection (DeepSeek-V4): the TP weight switch on P and mixed nodes
+        # (enable_dsa_cp_with_o_proj_tp: no kv_transfer_config or kv_producer, utils.py:1332-1345@182b75ea)
+        pool = kv_role in ("none", "kv_producer")
+        if pool:
+            notes.append("wo_a / wo_b TP-sharded plus full-size gather pools shared by all layers (TP weight switch)")
+    elif dsa_cp and spec.mla:
         mode = prof.o_proj_dsa_cp
         producer = kv_role == "kv_producer"
         if mode == "p_node_replicated":

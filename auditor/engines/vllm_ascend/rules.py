@@ -142,3 +142,17 @@ INDEXER_C8: tuple[Rule, ...] = (
     Rule("q_rot", "F32", "ID,ID", "derived", source="created", cause=C_C8),
     Rule("k_rot", "F32", "ID,ID", "derived", source="created", cause=C_C8),
 )
+
+# Compressed-attention models (DeepSeek-V4 family, model-deepseek-v4.md §3.2): the gate is a
+# ReplicatedLinear built with precast_fp32_weight=True, so it keeps the model-dtype weight and an fp32
+# copy the router's F.linear reads (models/deepseek_v4/model.py:279-282, ops/linear.py:93-96@182b75ea)
+ROUTER_PRECAST: tuple[Rule, ...] = (
+    Rule("weight", "pd", "E,H", "float", from_suffix="weight", note="ReplicatedLinear, never quantized"),
+    Rule("weight_fp32", "F32", "E,H", "derived", source="created", cause=C_FP32,
+         note="precast_fp32_weight copy read by the fp32 router"),
+    Rule("e_score_correction_bias", "F32", "E", "float", from_suffix="e_score_correction_bias", when="router_bias"),
+)
+# hash-routed layers: the token-id -> experts table, an int32 parameter (model.py:315-330; int64 in the HF release)
+HASH_TABLE: tuple[Rule, ...] = (
+    Rule("tid2eid", "I32", "V,K", "float", from_suffix="tid2eid", note="token id -> experts (hash routing)"),
+)

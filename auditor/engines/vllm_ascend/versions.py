@@ -60,6 +60,10 @@ class EngineProfile:
     # VLLM_ASCEND_ENABLE_FUSED_MC2=1's dispatch_ffn_combine: its max_output_size (additional_config
     # mega_moe_max_tokens from v0.23.0; the workspace grows with it, activation.ffn_combine_bytes) and
     # whether its workspace slots also hold the gate/up and SwiGLU outputs (v0.18.0's tiling)
+    #: which compressed-attention (DeepSeek-V4 family) code the version has: "release" (v0.25.1rc /
+    #: v0.26.0rc: single-file model, DSA-CP pools without per-layer copies, the drafter buffer always
+    #: allocated), "main", or "" (not read: refused)
+    compressed_attention: str = ""
     ffn_combine_max_tokens: int = 131072
     ffn_combine_gmm1_slots: bool = False
     notes: tuple[str, ...] = ()
@@ -117,7 +121,9 @@ PROFILES: dict[str, EngineProfile] = {
         gate_dtype="F32", gate_dtype_confirmed=True, indexer_fused_wk=True,
         shared_experts_replicated="sp", o_proj_gather_input_copy=True,
         kv_layout="split", kv_switches={"bf16": {}, "c8": {"enable_sparse_c8": True}},
-        notes=("layer_sharding removed; o_proj/shared-expert rules as v0.23 (UNCONFIRMED for 0.24/0.25)",),
+        compressed_attention="release",
+        notes=("layer_sharding removed; o_proj/shared-expert rules as v0.23 (UNCONFIRMED for 0.24/0.25)",
+               "compressed attention (DeepSeek-V4) as read on releases/v0.25.1rc a675940f (UNCONFIRMED for v0.24)"),
         runtime_notes=("v0.24.0rc1 (412cda26814f) and v0.25.1rc1 (9bf964cb4b87): enable_sparse_c8 turns on both "
                        "SFA-C8 and LI-C8 (v0.24.0rc1 ascend_config.py:278); there is no LI-only switch",),
     ),
@@ -128,6 +134,7 @@ PROFILES: dict[str, EngineProfile] = {
         shared_experts_replicated="sedp", o_proj_gather_input_copy=True,
         kv_layout="split", kv_switches={"bf16": {}, "c8-indexer": {"enable_sparse_li_c8": True},
                      "c8": {"enable_sparse_sfa_c8": True, "enable_sparse_li_c8": True}},
+        compressed_attention="release",
         notes=("shared experts replicated only with SEDP / enable_sp_by_pass / vLLM disable_tp",),
     ),
     "vllm-ascend@main": EngineProfile(
@@ -137,6 +144,7 @@ PROFILES: dict[str, EngineProfile] = {
         shared_experts_replicated="sedp", o_proj_gather_input_copy=True,
         kv_layout="split", kv_switches={"bf16": {}, "c8-indexer": {"enable_sparse_li_c8": True},
                      "c8": {"enable_sparse_sfa_c8": True, "enable_sparse_li_c8": True}}, dcp_must_equal_tp=True,
+        compressed_attention="main",
     ),
 }
 

@@ -38,9 +38,14 @@ def span_hash(cols: np.ndarray, length: np.ndarray) -> np.ndarray:
     """A u64 per span (polynomial over its words and length, then a splitmix finaliser). Equal
     spans hash equal; a tie between different spans only sends the check to the exact path."""
     h = length.astype(np.uint64) * _M2
+    # each word is folded in and mixed down (xor-shift) before the next: a multiply alone only moves
+    # differences upward, so two names differing in the top bytes of two words (DeepSeek's
+    # layers.11...experts.51 vs layers.41...experts.54) tied in 41,208 of 288,242 names and sent
+    # every check to the exact path
     for j in range(cols.shape[0]):
-        h *= _P
         h ^= cols[j]
+        h *= _P
+        h ^= h >> np.uint64(32)
     h ^= h >> np.uint64(31)
     h *= _M1
     h ^= h >> np.uint64(29)

@@ -22,7 +22,7 @@ from types import ModuleType
 from typing import Any
 
 #: family modules, asked in order; the first whose ``claims`` is true reads the config
-_MODULES: tuple[str, ...] = ()
+_MODULES = ("deepseek_v4",)
 
 
 def family(name: str) -> ModuleType:

@@ -1,0 +1,434 @@
+"""DeepSeek-V4-style models: per-layer compressed attention, hyper-connections, grouped output, hash routing.
+
+Recognised from structure keys (``compress_ratios`` with ``hc_mult``, ``o_groups``, ``o_lora_rank``),
+never from ``model_type``: any config with these keys is this family (model-deepseek-v4.md §1).
+
+* Layers: ``compress_ratios[i]`` gives layer i's attention kind (``utils.py:109-114``@182b75ea:
+  entries past the list are 0): 0 = sliding window only, 4 = window + compress-4 rows picked by a
+  lightning indexer, 128 = window + every compress-128 row. MTP layers come after the main ones
+  (``utils.py:86-99``). The first ``num_hash_layers`` main layers route by token id (``tid2eid``).
+* Residual: ``hc_mult`` copies of H between layers (mHC, §1.3); ``hc_*`` mixing parameters fp32.
+* Attention modules (§1.4, §3.2): ``wq_a [Qr,H]``, ``q_norm``, ``wq_b [NH*D, Qr]``, ``wkv [D,H]``,
+  ``kv_norm``, ``wo_a [G*R, NH*D/G]``, ``wo_b [H, G*R]``, ``attn_sink [NH]``; a compressor per
+  compressed layer (``ape`` fp32 ``[c, coff*D]``, ``wkv``/``wgate`` ``[coff*D, H]``, ``norm [D]``,
+  coff = 2 at c = 4); an indexer per compress-4 layer (``wq_b [IH*ID, Qr]``, ``weights_proj
+  [IH, H]`` and its own compressor of head ``ID``).
+* Checkpoint names are DeepSeek's own (``layers.N.attn.wq_a``, ``layers.N.ffn.experts.E.w1``,
+  ``mtp.J.*``, ``embed``/``head``); ``model.names`` reads them as the engine's loader renames them.
+* Recipes (msModelSlim, §2.2): ``w8a8`` (Flash: every quantizable linear W8A8_DYNAMIC) and ``w4a8``
+  (Pro: routed experts W4A8_DYNAMIC); wo_a / wo_b, compressors, weights_proj, gate, e_proj / h_proj
+  stay FLOAT; the MTP layer is quantized like the main layers.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterator
+
+from ...errors import AuditInputError
+from ..spec import LayerKind, ModelSpec
+
+NAME = "deepseek_v4"
+#: structure keys that make a config this family; all are needed
+KEYS = ("compress_ratios", "hc_mult", "o_groups", "o_lora_rank")
+#: ratios the engine's compressed attention has (``DSV4_BLOCK_SIZES`` pages: c4 and c128)
+RATIOS = (0, 4, 128)
+#: outputs of the mHC mixing projection: pre (hc) + post (hc) + comb (hc x hc)
+def mix_outputs(hc: int) -> int:
+    return (2 + hc) * hc
+
+
+#: HC scale parameters per block (``model.py:692-702``: ``hc_*_scale [3]``)
+HC_SCALES = 3
+#: recipes this family's checkpoints exist in, and the linear schemes each gives
+RECIPE_SCHEMES = {
+    "bf16": {"attn": "FLOAT", "mlp": "FLOAT", "expert": "FLOAT"},
+    "w8a8": {"attn": "W8A8_DYNAMIC", "mlp": "W8A8_DYNAMIC", "expert": "W8A8_DYNAMIC"},
+    "w8a8-dynamic": {"attn": "W8A8_DYNAMIC", "mlp": "W8A8_DYNAMIC", "expert": "W8A8_DYNAMIC"},
+    "w4a8": {"attn": "W8A8_DYNAMIC", "mlp": "W8A8_DYNAMIC", "expert": "W4A8_DYNAMIC"},
+}
+
+
+def _off(val: Any) -> bool:
+    return val in (None, 0, False, [], "")
+
+
+def claims(cfg: dict[str, Any]) -> bool:
+    return any(not _off(cfg.get(k)) for k in KEYS)
+
+
+# ---------------------------------------------------------------- config -> spec
+
+def _ratios(cfg: dict, where: str, n_layers: int) -> tuple[int, ...]:
+    vals = cfg.get("compress_ratios")
+    if not isinstance(vals, list) or not vals:
+        raise AuditInputError(where, "key 'compress_ratios' must be a non-empty list of integers")
+    out = []
+    for v in vals:
+        if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise AuditInputError(where, f"key 'compress_ratios' must hold integers, got {str(v)[:20]!r}")
+        out.append(v)
+    # msModelSlim's ModelArgs writes 1 for "no compression" (model-deepseek-v4.md §1.1 sources)
+    out = [0 if v == 1 else v for v in out]
+    bad = sorted({v for v in out if v not in RATIOS})
+    if bad:
+        raise AuditInputError(where, f"compress_ratios has {bad}: the engine's compressed attention has ratios "
+                                     f"4 and 128 (0 = window only)")
+    if len(out) > n_layers:
+        raise AuditInputError(where, f"compress_ratios has {len(out)} entries for {n_layers} layers "
+                                     "(main + MTP)")
+    return tuple(out) + (0,) * (n_layers - len(out))
+
+
+def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "config.json") -> ModelSpec:
+    """The ModelSpec of a DeepSeek-V4-style config, one LayerKind per main and MTP layer."""
+    from .. import config as C            # the shared readers (lazy: config dispatches to families)
+    missing = [k for k in KEYS if _off(cfg.get(k))]
+    if missing:
+        have = [k for k in KEYS if k not in missing]
+        raise AuditInputError(where, f"structure audit does not model: {', '.join(have)} without "
+                                     f"{', '.join(missing)}; refused rather than read as a simpler model")
+    rest = [u for u in C.unmodelled_structure(cfg) if u.split(" ", 1)[0] not in
+            (*KEYS, "num_hash_layers", "sliding_window")]
+    if rest:
+        raise AuditInputError(where, "structure audit does not model: " + ", ".join(rest)
+                              + "; refused rather than read as a simpler model")
+    if cfg.get("kv_lora_rank") not in (None, 0):
+        raise AuditInputError(where, "compress_ratios with kv_lora_rank: MLA with compressed attention is not "
+                                     "a structure audit models")
+    for key in C.CONFIG_INT_CAPS:
+        if "." not in key:
+            C._int(cfg, key, where, default=0)
+    H = C._int(cfg, "hidden_size", where, positive=True)
+    Lyr = C._int(cfg, "num_hidden_layers", where, positive=True)
+    NH = C._int(cfg, "num_attention_heads", where, positive=True)
+    V = C._int(cfg, "vocab_size", where, positive=True)
+    nkv = C._int(cfg, "num_key_value_heads", where, default=1)
+    if nkv != 1:
+        raise AuditInputError(where, f"key 'num_key_value_heads' = {nkv}: compressed attention shares one latent "
+                                     "head (K = V); audit models 1")
+    D = C._int(cfg, "head_dim", where, positive=True)
+    Dr = C._int(cfg, "qk_rope_head_dim", where, positive=True)
+    Qr = C._int(cfg, "q_lora_rank", where, positive=True)
+    G = C._int(cfg, "o_groups", where, positive=True)
+    R = C._int(cfg, "o_lora_rank", where, positive=True)
+    hc = C._int(cfg, "hc_mult", where, positive=True)
+    W = C._int(cfg, "sliding_window", where, positive=True)
+    if Dr > D:
+        raise AuditInputError(where, f"qk_rope_head_dim {Dr} is larger than head_dim {D}")
+    if NH % G or (NH * D) % G:
+        raise AuditInputError(where, f"o_groups {G} must divide num_attention_heads {NH}")
+    IH = C._int(cfg, "index_n_heads", where, default=0)
+    ID = C._int(cfg, "index_head_dim", where, default=0)
+    topk = C._int(cfg, "index_topk", where, default=0)
+    mtp = C._int(cfg, "num_nextn_predict_layers", where, default=0)
+    ratios = _ratios(cfg, where, Lyr + mtp)
+    if any(r == 4 for r in ratios) and (IH <= 0 or ID <= 0 or topk <= 0):
+        raise AuditInputError(where, "compress-4 layers need the indexer keys 'index_n_heads', 'index_head_dim' "
+                                     "and 'index_topk'")
+    E = C._int(cfg, "n_routed_experts", where, positive=True)
+    I = C._int(cfg, "moe_intermediate_size", where, positive=True)
+    S = C._int(cfg, "n_shared_experts", where, default=0)
+    K = C._int(cfg, "num_experts_per_tok", where, positive=True)
+    if K > E:
+        raise AuditInputError(where, f"key 'num_experts_per_tok' = {K} is more than the {E} routed experts")
+    if (Lyr + mtp) * E > C.MAX_EXPERT_LAYERS:
+        raise AuditInputError(where, f"layers x n_routed_experts = {(Lyr + mtp) * E:,} is past the plausible "
+                                     f"{C.MAX_EXPERT_LAYERS:,} expert-layers")
+    n_hash = C._int(cfg, "num_hash_layers", where, default=0)
+    if n_hash > Lyr:
+        raise AuditInputError(where, f"num_hash_layers {n_hash} is more than num_hidden_layers {Lyr}")
+    dt = str(cfg.get("dtype") or cfg.get("torch_dtype") or "bfloat16")
+    pd = C.TORCH_DTYPE_TO_ST.get(dt, "BF16")
+    factor, orig = C._rope(cfg, where)
+    kinds = []
+    for i, r in enumerate(ratios):
+        is_mtp = i >= Lyr
+        kinds.append(LayerKind(attention="compressed" if r else "window", compress_ratio=r, window=W,
+                               indexer=r == 4, moe=True,
+                               # a draft layer is never hash-routed (model.py:315-330: is_draft_layer)
+                               router="hash" if (i < n_hash and not is_mtp) else "score", mtp=is_mtp))
+    main = kinds[:Lyr]
+    return ModelSpec(
+        name=name, model_type=str(cfg.get("model_type", "unknown")), H=H, NH=NH, Lyr=Lyr, V=V, pd=pd,
+        NKV=1, head_dim=D, mla=False, Qr=Qr, Dr=Dr,
+        dsa=any(k.indexer for k in kinds), IH=IH, ID=ID, topk_tokens=topk,
+        indexer_layers=tuple(k.indexer for k in main),
+        Id=0, moe=True, E=E, I=I, S=S, topk_experts=K, moe_layers=tuple(True for _ in main),
+        router_bias=str(cfg.get("topk_method", "")) == "noaux_tc",
+        mtp_layers=mtp, tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        max_position=C._int(cfg, "max_position_embeddings", where, default=0),
+        rope_scaling_factor=factor, rope_original_max=orig,
+        family=NAME, layer_kinds=tuple(kinds), residual_mult=hc, o_groups=G, o_lora_rank=R, sliding_window=W,
+        notes=() if dt in C.TORCH_DTYPE_TO_ST else (f"unknown model dtype {dt!r}; assuming bf16",),
+    )
+
+
+def structure_summary(spec: ModelSpec) -> list[str]:
+    main = spec.layer_kinds[:spec.Lyr]
+    n4 = sum(1 for k in main if k.compress_ratio == 4)
+    n128 = sum(1 for k in main if k.compress_ratio == 128)
+    nw = sum(1 for k in main if k.attention == "window")
+    n_hash = sum(1 for k in main if k.router == "hash")
+    out = [f"compressed attention (head {spec.head_dim}, 1 latent head; {n4} compress-4 + indexer "
+           f"{spec.IH}x{spec.ID} top-{spec.topk_tokens}, {n128} compress-128, {nw} window-only; window "
+           f"{spec.sliding_window})",
+           f"grouped output ({spec.o_groups} groups, rank {spec.o_lora_rank}); hyper-connections x{spec.residual_mult}",
+           f"MoE ({spec.E} routed top-{spec.topk_experts}, {spec.S} shared, {spec.Lyr} MoE layers, "
+           f"{n_hash} hash-routed)"]
+    if spec.mtp_layers:
+        out.append(f"MTP ({spec.mtp_layers} layer{'s' if spec.mtp_layers > 1 else ''}, window-only)")
+    return out
+
+
+# ---------------------------------------------------------------- checkpoint layout (DeepSeek-native names)
+
+def coff(ratio: int) -> int:
+    """Compressor window overlap: 2 rows of state per output at compress-4, 1 at compress-128."""
+    return 2 if ratio == 4 else 1
+
+
+_LIN = "lin"          # a linear: scheme tensors from the recipe
+_F32 = "F32"          # an fp32 parameter
+_PD = "pd"            # a model-dtype parameter (norms, embeddings)
+_I64 = "I64"
+
+
+def _attn(spec: ModelSpec, p: str, kind: LayerKind) -> Iterator[tuple[str, str, tuple[int, ...], str]]:
+    s, H = spec, spec.H
+    D = s.head_dim
+    yield _LIN, p + "attn.wq_a", (s.Qr, H), "attn"
+    yield _PD, p + "attn.q_norm.weight", (s.Qr,), ""
+    yield _LIN, p + "attn.wq_b", (s.NH * D, s.Qr), "attn"
+    yield _LIN, p + "attn.wkv", (D, H), "attn"
+    yield _PD, p + "attn.kv_norm.weight", (D,), ""
+    yield _LIN, p + "attn.wo_a", (s.o_groups * s.o_lora_rank, s.NH * D // s.o_groups), "float"
+    yield _LIN, p + "attn.wo_b", (H, s.o_groups * s.o_lora_rank), "float"
+    yield _F32, p + "attn.attn_sink", (s.NH,), ""
+    c = kind.compress_ratio
+    if c:
+        yield from _compressor(p + "attn.compressor.", c, D, H)
+    if kind.indexer:
+        yield _LIN, p + "attn.indexer.wq_b", (s.IH * s.ID, s.Qr), "attn"
+        yield _LIN, p + "attn.indexer.weights_proj", (s.IH, H), "float"
+        yield from _compressor(p + "attn.indexer.compressor.", c, s.ID, H)
+
+
+def _compressor(p: str, c: int, d: int, H: int) -> Iterator[tuple[str, str, tuple[int, ...], str]]:
+    w = coff(c) * d
+    yield _F32, p + "ape", (c, w), ""
+    yield _LIN, p + "wkv", (w, H), "float"
+    yield _LIN, p + "wgate", (w, H), "float"
+    yield _PD, p + "norm.weight", (d,), ""
+
+
+def _ffn(spec: ModelSpec, p: str, kind: LayerKind, n_experts: int) -> Iterator[tuple[str, str, tuple[int, ...], str]]:
+    s, H = spec, spec.H
+    yield _PD, p + "ffn.gate.weight", (s.E, H), ""
+    if kind.router == "hash":
+        yield _I64, p + "ffn.gate.tid2eid", (s.V, s.topk_experts), ""
+    elif s.router_bias:
+        yield _F32, p + "ffn.gate.bias", (s.E,), ""
+    for e in range(n_experts):
+        q = f"{p}ffn.experts.{e}."
+        yield _LIN, q + "w1", (s.I, H), "expert"
+        yield _LIN, q + "w2", (H, s.I), "expert"
+        yield _LIN, q + "w3", (s.I, H), "expert"
+    if s.S:
+        q = p + "ffn.shared_experts."
+        yield _LIN, q + "w1", (s.I * s.S, H), "mlp"
+        yield _LIN, q + "w2", (H, s.I * s.S), "mlp"
+        yield _LIN, q + "w3", (s.I * s.S, H), "mlp"
+
+
+def _hc(spec: ModelSpec, p: str, block: str) -> Iterator[tuple[str, str, tuple[int, ...], str]]:
+    hc, H = spec.residual_mult, spec.H
+    yield _F32, f"{p}hc_{block}_fn", (mix_outputs(hc), hc * H), ""
+    yield _F32, f"{p}hc_{block}_base", (mix_outputs(hc),), ""
+    yield _F32, f"{p}hc_{block}_scale", (HC_SCALES,), ""
+
+
+def _head_hc(spec: ModelSpec, p: str) -> Iterator[tuple[str, str, tuple[int, ...], str]]:
+    hc, H = spec.residual_mult, spec.H
+    yield _F32, p + "hc_head_fn", (hc, hc * H), ""
+    yield _F32, p + "hc_head_base", (hc,), ""
+    yield _F32, p + "hc_head_scale", (1,), ""
+
+
+def _layer(spec: ModelSpec, p: str, kind: LayerKind, n_experts: int) -> Iterator[tuple[str, str, tuple[int, ...], str]]:
+    yield from _attn(spec, p, kind)
+    yield from _ffn(spec, p, kind, n_experts)
+    yield _PD, p + "attn_norm.weight", (spec.H,), ""
+    yield _PD, p + "ffn_norm.weight", (spec.H,), ""
+    yield from _hc(spec, p, "attn")
+    yield from _hc(spec, p, "ffn")
+
+
+def modules(spec: ModelSpec, include_mtp: bool = True, n_experts: int | None = None
+            ) -> Iterator[tuple[str, str, tuple[int, ...], str]]:
+    """(kind, name, shape, linear class) of every stored module, main layers, MTP layers, globals.
+    ``kind``: ``lin`` (a linear: name without ``.weight``), ``F32`` / ``pd`` / ``I64`` (a tensor)."""
+    E = spec.E if n_experts is None else n_experts
+    H, V = spec.H, spec.V
+    for i in range(spec.Lyr):
+        yield from _layer(spec, f"layers.{i}.", spec.layer_kinds[i], E)
+    if include_mtp:
+        for j in range(spec.mtp_layers):
+            p = f"mtp.{j}."
+            yield from _layer(spec, p, spec.layer_kinds[spec.Lyr + j], E)
+            yield _LIN, p + "e_proj", (H, H), "float"
+            yield _LIN, p + "h_proj", (H, H), "float"
+            yield _PD, p + "enorm.weight", (H,), ""
+            yield _PD, p + "hnorm.weight", (H,), ""
+            yield _PD, p + "norm.weight", (H,), ""
+            yield _PD, p + "head.weight", (V, H), ""
+            yield _PD, p + "emb.tok_emb.weight", (V, H), ""
+            yield from _head_hc(spec, p)
+    yield _PD, "embed.weight", (V, H), ""
+    yield _PD, "norm.weight", (H,), ""
+    yield _PD, "head.weight", (V, H), ""
+    yield from _head_hc(spec, "")
+
+
+def scheme(recipe: str, cls: str) -> str:
+    if recipe not in RECIPE_SCHEMES:
+        raise AuditInputError("--recipe", f"recipe {recipe!r} (--recipe, or the config's quantization_config): DeepSeek-V4 checkpoints audit models are "
+                                          f"{', '.join(RECIPE_SCHEMES)} (msModelSlim W8A8 / W4A8 and bf16); the HF "
+                                          "FP8/FP4 release runs on vLLM-Ascend only through the A5 MX kernels "
+                                          "(quantization=deepseek_v4_fp8), not modelled")
+    return "FLOAT" if cls == "float" else RECIPE_SCHEMES[recipe][cls]
+
+
+def layout_rows(spec: ModelSpec, recipe: str, *, include_mtp: bool = True, writer: str | None = None,
+                n_experts: int | None = None) -> list[tuple[str, str, tuple[int, ...], str]]:
+    """(name, dtype, shape, scheme) of every stored tensor, as msModelSlim writes this family."""
+    from ..expected import linear_tensors
+    if writer == "hf-release":
+        raise AuditInputError("--writer", "the DeepSeek-V4 HF release (FP8 block scales, FP4 experts) is not modelled; "
+                                          "audit writes msModelSlim's W8A8 / W4A8 layouts (DeepSeek-native names)")
+    out: list[tuple[str, str, tuple[int, ...], str]] = []
+    pd = spec.pd
+    for kind, name, shape, cls in modules(spec, include_mtp, n_experts):
+        if kind == _LIN:
+            sch = scheme(recipe, cls)
+            for row in linear_tensors(name, sch, shape, pd, down=name.endswith(".w2")):
+                out.append((row[0], row[1], row[2], sch))
+        else:
+            # ASSUMED: norms stored in the model dtype (the description files were not readable, §2.2)
+            out.append((name, pd if kind == _PD else kind, shape, "FLOAT"))
+    return out
+
+
+def description(spec: ModelSpec, recipe: str, *, include_mtp: bool = True, n_experts: int | None = None) -> dict:
+    """``quant_model_description.json``: every tensor's scheme (DeepSeek-native keys, §2.2)."""
+    desc: dict = {name: sch for name, _, _, sch in layout_rows(spec, recipe, include_mtp=include_mtp,
+                                                                 n_experts=n_experts)}
+    desc.update({"version": "1.0.0", "model_quant_type": "W8A8_DYNAMIC" if recipe != "bf16" else "FLOAT",
+                 "metadata": {}, "group_size": 0})
+    return desc
+
+
+# ---------------------------------------------------------------- engine modules (the materializer's walk)
+
+def layer_modules(spec: ModelSpec, layer: int) -> list:
+    """The engine modules of ``layer`` (main or MTP) under the HF-spelled names ``model.names`` gives
+    the checkpoint's tensors (``attn.`` -> ``self_attn.``, ``ffn.`` -> ``mlp.``, w1/w2/w3 ->
+    gate/down/up_proj), in the engine's terms (model.py:452-518, 689-702; compressor.py:124-144;
+    indexer.py:270-315; mtp.py:55-104)."""
+    from ..blueprint import ModuleDecl as M
+    s, H, D = spec, spec.H, spec.head_dim
+    kind = s.layer_kinds[layer]
+    mtp = kind.mtp
+    a = "mtp" if mtp else "attention"
+    hc = s.residual_mult
+    out = [M("norm", "input_layernorm", (H,), "mtp" if mtp else "norm"),
+           M("norm", "post_attention_layernorm", (H,), "mtp" if mtp else "norm")]
+    for blk in ("attn", "ffn"):
+        out += [M("param", "", (mix_outputs(hc), hc * H), "mtp" if mtp else "other", suffix=f"hc_{blk}_fn", dtype="F32"),
+                M("param", "", (mix_outputs(hc),), "mtp" if mtp else "other", suffix=f"hc_{blk}_base", dtype="F32"),
+                M("param", "", (HC_SCALES,), "mtp" if mtp else "other", suffix=f"hc_{blk}_scale", dtype="F32")]
+    out += [M("linear", "self_attn.wq_a", (s.Qr, H), a),
+            M("norm", "self_attn.q_norm", (s.Qr,), a),
+            # DSA-CP replicates wq_b (wq_b_cls = ReplicatedLinear, model.py:484-492)
+            M("linear", "self_attn.wq_b", (s.NH * D, s.Qr), a, role="column", replicated_by="qb_kvb_replicated"),
+            M("linear", "self_attn.wkv", (D, H), a),
+            M("norm", "self_attn.kv_norm", (D,), a),
+            M("linear", "self_attn.wo_a", (s.o_groups * s.o_lora_rank, s.NH * D // s.o_groups), a, role="column",
+              switch=True),
+            M("linear", "self_attn.wo_b", (H, s.o_groups * s.o_lora_rank), a, role="row", switch=True),
+            M("param", "self_attn", (s.NH,), a, role="heads", suffix="attn_sink", dtype="F32")]
+    c = kind.compress_ratio
+    if c:
+        out += _compressor_modules("self_attn.compressor", c, D, H, a)
+    if kind.indexer:
+        b = "mtp" if mtp else "indexer"
+        out += [M("linear", "self_attn.indexer.wq_b", (s.IH * s.ID, s.Qr), b),
+                M("linear", "self_attn.indexer.weights_proj", (s.IH, H), b, float_only=True)]
+        out += _compressor_modules("self_attn.indexer.compressor", c, s.ID, H, b)
+    f = "mtp" if mtp else None
+    out.append(M("router", "mlp.gate", (s.E, H), f or "router", hash=kind.router == "hash"))
+    out.append(M("experts", "mlp.experts", (), f or "routed_experts"))
+    if s.S:
+        sh = f or "shared_experts"
+        out += [M("linear", "mlp.shared_experts.gate_up_proj", (2 * s.I * s.S, H), sh, role="column",
+                  members=("mlp.shared_experts.gate_proj", "mlp.shared_experts.up_proj"),
+                  replicated_by="shared_experts_replicated"),
+                M("linear", "mlp.shared_experts.down_proj", (H, s.I * s.S), sh, role="row",
+                  replicated_by="shared_experts_replicated")]
+    if mtp:
+        out += [M("linear", "e_proj", (H, H), "mtp", float_only=True),
+                M("linear", "h_proj", (H, H), "mtp", float_only=True),
+                M("norm", "enorm", (H,), "mtp"), M("norm", "hnorm", (H,), "mtp"),
+                M("norm", "shared_head.norm", (H,), "mtp"),
+                M("vocab", "shared_head.head", (s.V_padded, H), "mtp", group="lmhead"),
+                M("vocab", "embed_tokens", (s.V_padded, H), "mtp", group="embedding")]
+        out += _head_hc_modules(spec, "mtp")
+    return out
+
+
+def _compressor_modules(p: str, c: int, d: int, H: int, block: str) -> list:
+    from ..blueprint import ModuleDecl as M
+    w = coff(c) * d
+    return [M("param", p, (c, w), block, suffix="ape", dtype="F32"),
+            M("linear", p + ".wkv", (w, H), block, float_only=True),
+            M("linear", p + ".wgate", (w, H), block, float_only=True),
+            M("norm", p + ".norm", (d,), block)]
+
+
+def _head_hc_modules(spec: ModelSpec, block: str, model_level: bool = False) -> list:
+    """The head's mHC reduction parameters; at model level each tensor is its own module (``hc_head_fn``)."""
+    from ..blueprint import ModuleDecl as M
+    hc, H = spec.residual_mult, spec.H
+    return [M("param", n if model_level else "", shape, block, suffix=n, dtype="F32")
+            for n, shape in (("hc_head_fn", (hc, hc * H)), ("hc_head_base", (hc,)), ("hc_head_scale", (1,)))]
+
+
+def global_modules(spec: ModelSpec) -> list:
+    """Model-level modules besides the embedding, final norm and LM head every family has."""
+    return _head_hc_modules(spec, "other", model_level=True)
+
+
+def config_from_spec(spec: ModelSpec) -> dict[str, Any]:
+    """A config.json ``spec_from_config`` reads back as the same structure (synth of a bare spec)."""
+    main = spec.layer_kinds[:spec.Lyr]
+    cfg: dict[str, Any] = {
+        "model_type": spec.model_type, "torch_dtype": {"BF16": "bfloat16", "F16": "float16"}.get(spec.pd, "bfloat16"),
+        "hidden_size": spec.H, "num_hidden_layers": spec.Lyr, "num_attention_heads": spec.NH,
+        "num_key_value_heads": 1, "head_dim": spec.head_dim, "qk_rope_head_dim": spec.Dr, "q_lora_rank": spec.Qr,
+        "o_groups": spec.o_groups, "o_lora_rank": spec.o_lora_rank, "hc_mult": spec.residual_mult,
+        "sliding_window": spec.sliding_window, "compress_ratios": [k.compress_ratio for k in spec.layer_kinds],
+        "n_routed_experts": spec.E, "moe_intermediate_size": spec.I, "n_shared_experts": spec.S,
+        "num_experts_per_tok": spec.topk_experts, "num_hash_layers": sum(1 for k in main if k.router == "hash"),
+        "num_nextn_predict_layers": spec.mtp_layers, "vocab_size": spec.V, "tie_word_embeddings": spec.tie_embeddings,
+    }
+    if spec.dsa:
+        cfg.update(index_n_heads=spec.IH, index_head_dim=spec.ID, index_topk=spec.topk_tokens)
+    if spec.router_bias:
+        cfg["topk_method"] = "noaux_tc"
+    if spec.max_position:
+        cfg["max_position_embeddings"] = spec.max_position
+    if spec.rope_scaling_factor != 1.0 or spec.rope_original_max:
+        cfg["rope_scaling"] = {"type": "yarn", "factor": spec.rope_scaling_factor,
+                               "original_max_position_embeddings": spec.rope_original_max}
+    return cfg
