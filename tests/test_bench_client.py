@@ -173,3 +173,13 @@ def test_vllm_spelling_overrides_a_nightly_case_as_audits_does(tmp_path, capfd) 
     got = json.loads(ours)
     # the user's concurrency replaced the case's batch_size 4; the case's num_prompts 8 still stands
     assert (got["max_concurrency"], got["num_prompts"]) == (2, 8)
+
+
+def test_help_calls_the_scheduler_limits_what_they_are() -> None:
+    from auditor.cli.bench import bench_command
+    helps = {p.opts[0]: p.help for p in bench_command.params if isinstance(p, click.Option)}
+    assert helps["--max-num-seqs"].startswith("vLLM's scheduler limit: max sequences per step")
+    assert helps["--max-num-batched-tokens"].startswith("vLLM's scheduler limit: max tokens per step")
+    for new in ("--max-concurrency", "--random-input-len", "--random-output-len", "--dataset-name",
+                "--random-range-ratio", "--num-prompts", "--request-rate"):
+        assert helps[new], new

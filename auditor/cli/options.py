@@ -53,6 +53,21 @@ def capped(option: str) -> click.IntRange:
     return click.IntRange(cap.lo, cap.hi)
 
 
+#: vLLM's default --max-num-batched-tokens where a command does not search it (ParallelPlan's own)
+DEFAULT_BATCHED_TOKENS = ParallelPlan.max_num_batched_tokens
+
+
+def batched_tokens_option() -> Callable[[Callable], Callable]:
+    """``--max-num-batched-tokens``: one declaration for every command that takes it at vLLM's meaning
+    (``plan_options``, ``sweep``): the scheduler's token budget per step, which the memory model also
+    sizes buffers from."""
+    return click.option("--max-num-batched-tokens", type=Length("--max-num-batched-tokens"),
+                        default=DEFAULT_BATCHED_TOKENS, show_default=True,
+                        help="vLLM's scheduler limit: max tokens per step per DP rank (decode tokens plus "
+                             "prefill chunks; a longer prompt is chunked); memory: also sizes "
+                             "topk_indices_buffer, the rope buffers and the profile run")
+
+
 def plan_options(f: Callable) -> Callable:
     """--tp --dp --ep --pp --sp --dsa-cp --engine --role --mtp ... -> kwargs['plan'], kwargs['engine']."""
     opts = [
@@ -79,8 +94,7 @@ def plan_options(f: Callable) -> Callable:
                      help="additional_config.enable_shared_expert_dp"),
         click.option("--redundant-experts", type=capped("--redundant-experts"), default=0, show_default=True,
                      help="EPLB redundant experts (added to the routed experts before EP split)"),
-        click.option("--max-num-batched-tokens", type=Length("--max-num-batched-tokens"), default=8192, show_default=True,
-                     help="sizes topk_indices_buffer and rope buffers"),
+        batched_tokens_option(),
         click.option("--fused-mc2", type=click.IntRange(0, 2), default=0, show_default=True,
                      help="VLLM_ASCEND_ENABLE_FUSED_MC2: 1 = dispatch_ffn_combine MoE on A3 with EP <= 32 (int64 "
                           "expert scales; its workspace is in the activation peak)"),
