@@ -134,3 +134,38 @@ def test_sweep_takes_the_runtime_options(capsys):
     by = {(r["tp"], r["dp"]): r["kv_free_gib"] for r in small}
     assert big and all((r["tp"], r["dp"]) in by for r in big)
     assert all(r["kv_free_gib"] < by[(r["tp"], r["dp"])] for r in big)
+
+
+def _json_run(argv, capsys):
+    import json as _json
+    assert main(argv) == 0
+    return _json.loads(capsys.readouterr().out)
+
+
+def test_sweep_max_num_batched_tokens_is_the_engines_budget(capsys):
+    """sweep --max-num-batched-tokens T (default 8192, as every other command): a 16,384-token prompt is
+    prefilled in ceil(16384 / T) chunks and the budget is sized for T, so each row is what `audit perf` gives
+    for the same flags (TTFT, the worst rank's weights, the KV left after the request), and a larger budget
+    leaves less KV: the profile run holds at least one bf16 hidden state per batched token."""
+    from auditor.units import GiB
+    rows = {}
+    for t, chunks in ((4096, 4), (32768, 1), (None, 2)):
+        extra = [] if t is None else ["--max-num-batched-tokens", str(t)]
+        sw = _json_run(["sweep", "--tp", "16", "--dp", "1", "--tokens", "16384", "--format", "json", "--quiet"]
+                       + extra, capsys)
+        (row,) = sw["best_ttft"]
+        perf = _json_run(["perf", "--tp", "16", "--ep", "16", "--tokens", "16384", "--format", "json", "--quiet"]
+                         + extra, capsys)
+        assert len(perf["prefill"]["steps"]) == chunks
+        hbm = perf["hbm"]
+        assert row["ttft_ms"] == pytest.approx(perf["prefill"]["totals"]["time_ms"], abs=1e-4)
+        assert row["weights_gib"] == pytest.approx(hbm["runtime"]["weights_bytes"] / GiB, abs=1e-4)
+        assert row["kv_free_gib"] == pytest.approx((hbm["runtime"]["kv_pool_bytes"] - hbm["kv_needed_bytes"]) / GiB,
+                                                   abs=1e-4)
+        rows[t] = row
+    assert rows[None] != rows[4096] and rows[None] != rows[32768]
+    # 28,672 more batched tokens x hidden 6144 (GLM-5.1's config.json hidden_size) x 2 bytes, one bf16 hidden
+    # state each: a lower bound on what the larger budget takes from the KV pool
+    assert SPEC.H == 6144
+    hidden_state = (32768 - 4096) * 6144 * 2 / GiB
+    assert rows[4096]["kv_free_gib"] - rows[32768]["kv_free_gib"] >= hidden_state
