@@ -169,3 +169,31 @@ def test_sweep_max_num_batched_tokens_is_the_engines_budget(capsys):
     assert SPEC.H == 6144
     hidden_state = (32768 - 4096) * 6144 * 2 / GiB
     assert rows[4096]["kv_free_gib"] - rows[32768]["kv_free_gib"] >= hidden_state
+
+
+def test_sweep_max_num_batched_tokens_takes_any_text_as_a_length_or_one_bad_parameter():
+    """Values from outside: whatever text --max-num-batched-tokens gets, sweep parses it as the other commands do
+    (vLLM's human-readable lengths, within the option's cap) or refuses it as a bad parameter of that option."""
+    import click
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from auditor.cli.perf import sweep_command
+    from auditor.lengths import parse_length
+    from auditor.errors import AuditInputError
+
+    @settings(max_examples=60, deadline=None, derandomize=True)
+    @given(st.one_of(st.text(max_size=10), st.integers(-10, 10 ** 9).map(str),
+                     st.sampled_from(["8k", "32K", "25.6k", "0", "-1", "1e3", "nan", "inf", ""])))
+    def check(text):
+        try:
+            want = parse_length(text, "--max-num-batched-tokens")
+        except AuditInputError:
+            want = None
+        try:
+            ctx = sweep_command.make_context("sweep", ["--max-num-batched-tokens", text])
+        except click.BadParameter as exc:
+            assert want is None and exc.param.opts[0] == "--max-num-batched-tokens"
+            return
+        assert ctx.params["max_num_batched_tokens"] == want
+    check()
