@@ -134,3 +134,66 @@ def test_sweep_takes_the_runtime_options(capsys):
     by = {(r["tp"], r["dp"]): r["kv_free_gib"] for r in small}
     assert big and all((r["tp"], r["dp"]) in by for r in big)
     assert all(r["kv_free_gib"] < by[(r["tp"], r["dp"])] for r in big)
+
+
+def _json_run(argv, capsys):
+    import json as _json
+    assert main(argv) == 0
+    return _json.loads(capsys.readouterr().out)
+
+
+def test_sweep_max_num_batched_tokens_is_the_engines_budget(capsys):
+    """sweep --max-num-batched-tokens T (default 8192, as every other command): a 16,384-token prompt is
+    prefilled in ceil(16384 / T) chunks and the budget is sized for T, so each row is what `audit perf` gives
+    for the same flags (TTFT, the worst rank's weights, the KV left after the request), and a larger budget
+    leaves less KV: the profile run holds at least one bf16 hidden state per batched token."""
+    from auditor.units import GiB
+    rows = {}
+    for t, chunks in ((4096, 4), (32768, 1), (None, 2)):
+        extra = [] if t is None else ["--max-num-batched-tokens", str(t)]
+        sw = _json_run(["sweep", "--tp", "16", "--dp", "1", "--tokens", "16384", "--format", "json", "--quiet"]
+                       + extra, capsys)
+        (row,) = sw["best_ttft"]
+        perf = _json_run(["perf", "--tp", "16", "--ep", "16", "--tokens", "16384", "--format", "json", "--quiet"]
+                         + extra, capsys)
+        assert len(perf["prefill"]["steps"]) == chunks
+        hbm = perf["hbm"]
+        assert row["ttft_ms"] == pytest.approx(perf["prefill"]["totals"]["time_ms"], abs=1e-4)
+        assert row["weights_gib"] == pytest.approx(hbm["runtime"]["weights_bytes"] / GiB, abs=1e-4)
+        assert row["kv_free_gib"] == pytest.approx((hbm["runtime"]["kv_pool_bytes"] - hbm["kv_needed_bytes"]) / GiB,
+                                                   abs=1e-4)
+        rows[t] = row
+    assert rows[None] != rows[4096] and rows[None] != rows[32768]
+    # 28,672 more batched tokens x hidden 6144 (GLM-5.1's config.json hidden_size) x 2 bytes, one bf16 hidden
+    # state each: a lower bound on what the larger budget takes from the KV pool
+    assert SPEC.H == 6144
+    hidden_state = (32768 - 4096) * 6144 * 2 / GiB
+    assert rows[4096]["kv_free_gib"] - rows[32768]["kv_free_gib"] >= hidden_state
+
+
+def test_sweep_max_num_batched_tokens_takes_any_text_as_a_length_or_one_bad_parameter():
+    """Values from outside: whatever text --max-num-batched-tokens gets, sweep parses it as the other commands do
+    (vLLM's human-readable lengths, within the option's cap) or refuses it as a bad parameter of that option."""
+    import click
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from auditor.cli.perf import sweep_command
+    from auditor.lengths import parse_length
+    from auditor.errors import AuditInputError
+
+    @settings(max_examples=60, deadline=None, derandomize=True)
+    @given(st.one_of(st.text(max_size=10), st.integers(-10, 10 ** 9).map(str),
+                     st.sampled_from(["8k", "32K", "25.6k", "0", "-1", "1e3", "nan", "inf", ""])))
+    def check(text):
+        try:
+            want = parse_length(text, "--max-num-batched-tokens")
+        except AuditInputError:
+            want = None
+        try:
+            ctx = sweep_command.make_context("sweep", ["--max-num-batched-tokens", text])
+        except click.BadParameter as exc:
+            assert want is None and exc.param.opts[0] == "--max-num-batched-tokens"
+            return
+        assert ctx.params["max_num_batched_tokens"] == want
+    check()

@@ -13,10 +13,9 @@ from ..devices.profiles import DEFAULT_DEVICE
 from ..errors import AuditInputError
 from .deployment import DeploymentCommand, launch_option
 from .feedback import announce_compiles, stage
-from .options import (FiniteFloatRange, acceptance_option, async_option, capped, emit, finegrained_option, formats_options,
-                      graph_option, guard_output, plan_options, recipe_option)
+from .options import (FiniteFloatRange, acceptance_option, async_option, capped, client_options, emit, finegrained_option,
+                      formats_options, graph_option, guard_output, plan_options, recipe_option)
 from .runtime_options import hf_overrides_option, runtime_options
-from .vocabulary import Length
 
 
 def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, osl: int, balance: bool = False,
@@ -77,13 +76,7 @@ def _parse_instance(text: str, what: str):
               help="P/D: how many prefill instances")
 @click.option("--decode-count", type=click.IntRange(1, 4096), default=1, show_default=True,
               help="P/D: how many decode instances")
-@click.option("--concurrency", type=capped("--concurrency"), required=True, help="--max-concurrency")
-@click.option("--isl", type=Length("--isl"), required=True, help="input tokens per request (4096, 64k, 128K)")
-@click.option("--osl", type=Length("--osl"), required=True, help="output tokens per request (ignore_eos)")
-@click.option("--num-prompts", type=capped("--num-prompts"), default=None,
-              help="requests (default: 4 x concurrency)")
-@click.option("--request-rate", type=FiniteFloatRange(0.0, 1e9, min_open=True), default=None,
-              help="Poisson requests/s (default inf: all at once, bounded by --concurrency)")
+@client_options
 @click.option("--prefix-ratio", type=FiniteFloatRange(0.0, 1.0), default=0.0, show_default=True,
               help="share of every prompt that is one shared prefix (prefix-cache hits)")
 @click.option("--prefix-caching/--no-prefix-caching", default=True, show_default=True,

@@ -257,7 +257,7 @@ def _expand_nightly(own: list[str], vllm: list[str], path: str, picks: dict[str,
     else:
         raise AuditInputError(path, f"nodes of roles {', '.join(sorted(chosen))}: give --node N")
     if "--concurrency" in declared:
-        rendered += _case_options(cfg, case_name, [opts[k] for k in chosen.values()])
+        rendered += _unless_given(_case_options(cfg, case_name, [opts[k] for k in chosen.values()]), own)
     elif "--case" in picks:
         click.echo(f"audit: note: --case is not used by `audit {command.name}` (it has no client)", err=True)
     recipe = _recipe_in_name(cfg.model)
@@ -347,6 +347,26 @@ def _case_options(cfg: Any, name: str | None, instances: list[Any]) -> list[str]
     base = f", baseline {case.baseline:g} output tok/s (aisbench, whole deployment)" if case.baseline else ""
     click.echo(f"audit: note: {cfg.where}: case {case.name}: {case.dataset}, concurrency {case.concurrency}, "
                f"{case.num_prompts} prompts{base}", err=True)
+    return out
+
+
+def _unless_given(case: list[str], own: list[str]) -> list[str]:
+    """The case's client options without those the user's own arguments set, in audit's spelling or
+    ``vllm bench serve``'s (``options.CLIENT_SPELLINGS``): the user's value wins over the case's either way,
+    as an option typed on the command line wins over a launch (the case's and the user's would otherwise be
+    two spellings of one setting that disagree)."""
+    from .options import CLIENT_SPELLINGS
+    twins = {a: b for a, b in CLIENT_SPELLINGS} | {b: a for a, b in CLIENT_SPELLINGS}
+    given = {tok.split("=", 1)[0] for tok in own if tok.startswith("--")}
+    out, i = [], 0
+    while i < len(case):
+        name = case[i]
+        takes_value = i + 1 < len(case) and not case[i + 1].startswith("--")
+        if name in given or twins.get(name) in given:
+            i += 2 if takes_value else 1
+            continue
+        out += case[i:i + (2 if takes_value else 1)]
+        i += 2 if takes_value else 1
     return out
 
 

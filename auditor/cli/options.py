@@ -3,6 +3,7 @@ one place a report is written."""
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -52,6 +53,21 @@ def capped(option: str) -> click.IntRange:
     return click.IntRange(cap.lo, cap.hi)
 
 
+#: vLLM's default --max-num-batched-tokens where a command does not search it (ParallelPlan's own)
+DEFAULT_BATCHED_TOKENS = ParallelPlan.max_num_batched_tokens
+
+
+def batched_tokens_option() -> Callable[[Callable], Callable]:
+    """``--max-num-batched-tokens``: one declaration for every command that takes it at vLLM's meaning
+    (``plan_options``, ``sweep``): the scheduler's token budget per step, which the memory model also
+    sizes buffers from."""
+    return click.option("--max-num-batched-tokens", type=Length("--max-num-batched-tokens"),
+                        default=DEFAULT_BATCHED_TOKENS, show_default=True,
+                        help="vLLM's scheduler limit: max tokens per step per DP rank (decode tokens plus "
+                             "prefill chunks; a longer prompt is chunked); memory: also sizes "
+                             "topk_indices_buffer, the rope buffers and the profile run")
+
+
 def plan_options(f: Callable) -> Callable:
     """--tp --dp --ep --pp --sp --dsa-cp --engine --role --mtp ... -> kwargs['plan'], kwargs['engine']."""
     opts = [
@@ -78,8 +94,7 @@ def plan_options(f: Callable) -> Callable:
                      help="additional_config.enable_shared_expert_dp"),
         click.option("--redundant-experts", type=capped("--redundant-experts"), default=0, show_default=True,
                      help="EPLB redundant experts (added to the routed experts before EP split)"),
-        click.option("--max-num-batched-tokens", type=Length("--max-num-batched-tokens"), default=8192, show_default=True,
-                     help="sizes topk_indices_buffer and rope buffers"),
+        batched_tokens_option(),
         click.option("--block-size", type=capped("--block-size"), default=0,
                      help="vLLM's --block-size: tokens per KV block (0: the engine's; vLLM-Ascend's SFA backend forces "
                           "128; compressed-attention pools take 32, 64 or 128)"),
@@ -257,3 +272,109 @@ def finegrained_option(f: Callable) -> Callable:
     return click.option("--finegrained-tp", "finegrained_tp", default="", metavar="MODULE=SIZE,...",
                         help="additional_config finegrained_tp_config: lmhead=N shards lm_head, embedding=N "
                              "embed_tokens over N DP ranks instead of TP (N divides DP)")(wrapper)
+
+
+# ------------------------------------------------------------------ the benchmark client (bench)
+
+#: audit's spelling of a client setting -> ``vllm bench serve``'s spelling of the same setting: both fill one
+#: field of the bench workload, so a command line written for vLLM's client gives the report audit's gives
+CLIENT_SPELLINGS: tuple[tuple[str, str], ...] = (
+    ("--concurrency", "--max-concurrency"), ("--isl", "--random-input-len"), ("--osl", "--random-output-len"))
+
+#: ``vllm bench serve --dataset-name`` values audit can model: the random dataset's fixed-length prompts
+MODELLED_DATASETS = ("random",)
+
+
+class RequestRate(click.ParamType):
+    """``--request-rate``: ``inf`` (vLLM's default: every request at time 0, bounded by the concurrency) or a
+    positive finite number of requests per second, at most 1e9. ``nan`` and numbers that overflow to
+    infinity (``1e400``) are refused: only the word ``inf`` means all at once."""
+
+    name = "inf|R"
+    CAP = 1e9
+
+    def convert(self, value, param, ctx):
+        import math
+        if isinstance(value, float):
+            return value
+        text = str(value).strip().lower()
+        if text in ("inf", "+inf", "infinity", "+infinity"):
+            return float("inf")
+        try:
+            v = float(text)
+        except ValueError:
+            self.fail(f"{str(value)[:40]!r} is not inf or a number of requests per second", param, ctx)
+        if not math.isfinite(v):
+            self.fail(f"{str(value)[:40]!r} is not a finite number (all at once is 'inf')", param, ctx)
+        if not 0.0 < v <= self.CAP:
+            self.fail(f"{v:g} is not in (0, {self.CAP:g}] requests/s (all at once is 'inf')", param, ctx)
+        return v
+
+
+def _one_setting(kw: dict, audit_name: str, vllm_name: str, what: str, required: bool) -> Any:
+    """The value of one client setting given in audit's and/or vLLM's spelling (the same value if both)."""
+    ours, theirs = kw.pop(_param_name(audit_name)), kw.pop(_param_name(vllm_name))
+    if ours is not None and theirs is not None and ours != theirs:
+        raise AuditInputError(f"{audit_name}/{vllm_name}",
+                              f"{audit_name} {ours} and {vllm_name} {theirs} are both the {what}: give one value")
+    value = ours if ours is not None else theirs
+    if value is None and required:
+        raise AuditInputError(audit_name, f"missing: the {what}; give {audit_name} or vllm bench serve's {vllm_name}")
+    return value
+
+
+def _param_name(option: str) -> str:
+    return option[2:].replace("-", "_")
+
+
+def client_options(f: Callable) -> Callable:
+    """What the benchmark client sends, in audit's spellings or ``vllm bench serve``'s (``CLIENT_SPELLINGS``):
+    -> kwargs ``concurrency``, ``isl``, ``osl``, ``num_prompts``, ``request_rate`` (None: inf). vLLM's
+    ``--dataset-name`` is taken when it is ``random`` (fixed-length prompts: what bench models) and
+    ``--random-range-ratio`` when it is 0 (every request exactly ``--isl``/``--osl`` tokens); any other value
+    is refused by name, not modelled as something it is not."""
+    what = {"--concurrency": "client's concurrency (requests in flight)",
+            "--isl": "input tokens per request", "--osl": "output tokens per request"}
+    opts = [
+        click.option("--concurrency", type=capped("--concurrency"), default=None,
+                     help="requests in flight at once (required; vLLM's spelling --max-concurrency)"),
+        click.option("--max-concurrency", type=capped("--concurrency"), default=None,
+                     help="vllm bench serve's name for --concurrency"),
+        click.option("--isl", type=Length("--isl"), default=None,
+                     help="input tokens per request (4096, 64k, 128K; required; vLLM's spelling --random-input-len)"),
+        click.option("--random-input-len", type=Length("--isl"), default=None,
+                     help="vllm bench serve's name for --isl"),
+        click.option("--osl", type=Length("--osl"), default=None,
+                     help="output tokens per request (ignore_eos; required; vLLM's spelling --random-output-len)"),
+        click.option("--random-output-len", type=Length("--osl"), default=None,
+                     help="vllm bench serve's name for --osl"),
+        click.option("--num-prompts", type=capped("--num-prompts"), default=None,
+                     help="requests (default: 4 x concurrency; vllm bench serve's own default is 1000)"),
+        click.option("--request-rate", type=RequestRate(), default=None,
+                     help="Poisson requests/s, or inf (default: all at once, bounded by --concurrency)"),
+        click.option("--dataset-name", default="random", show_default=True,
+                     help="vllm bench serve's dataset: only random (fixed-length random prompts) is modelled"),
+        click.option("--random-range-ratio", type=FiniteFloatRange(0.0, 1.0, max_open=True), default=0.0,
+                     show_default=True,
+                     help="vllm bench serve's length spread: only 0 (every request exactly --isl/--osl tokens) is "
+                          "modelled"),
+    ]
+
+    @functools.wraps(f)
+    def wrapper(*args, **kw):
+        for ours, theirs in CLIENT_SPELLINGS:
+            kw[_param_name(ours)] = _one_setting(kw, ours, theirs, what[ours], required=True)
+        dataset = kw.pop("dataset_name")
+        if dataset not in MODELLED_DATASETS:
+            shown = dataset if re.fullmatch(r"[A-Za-z0-9_.-]{1,40}", dataset) else repr(dataset[:40])
+            raise AuditInputError(f"--dataset-name {shown}", "audit models only the random dataset")
+        ratio = kw.pop("random_range_ratio")
+        if ratio != 0.0:
+            raise AuditInputError(f"--random-range-ratio {ratio:g}",
+                                  "audit models fixed lengths only (0: every request exactly --isl input and "
+                                  "--osl output tokens)")
+        return f(*args, **kw)
+
+    for opt in reversed(opts):
+        wrapper = opt(wrapper)
+    return wrapper

@@ -15,8 +15,8 @@ from ..parallel import ParallelPlan
 from .deployment import DeploymentCommand, launch_option
 from .feedback import announce_compiles, on_terminal, stage
 from .refusal import warn_refusal
-from .options import (acceptance_option, capped, emit, engine_option, finegrained_option, graph_option, guard_output,
-                      output_options, plan_options, recipe_option)
+from .options import (acceptance_option, batched_tokens_option, capped, emit, engine_option, finegrained_option,
+                      graph_option, guard_output, output_options, plan_options, recipe_option)
 from .runtime_options import hf_overrides_option, runtime_options
 from .vocabulary import ExpertParallel, Length, parse_length_list
 
@@ -172,6 +172,7 @@ def _workload_fit(dep, phases, mtp, runtime):
 @acceptance_option
 @recipe_option("quantization recipe (default: the checkpoint's / preset's own); --quant is an alias")
 @runtime_options(mtp=False, seqs=False)
+@batched_tokens_option()
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="write every configuration to this CSV")
 @click.option("--top", type=capped("--top"), default=5, show_default=True, help="best configurations to print")
@@ -180,7 +181,7 @@ def _workload_fit(dep, phases, mtp, runtime):
               help="also write TTFT against decode tokens/s per die of every configuration (PNG, Pareto front)")
 @output_options
 def sweep_command(model, tps, dps, ep_mode, sp, dsa_cp, engine, role, tokens, context, batch, mtp, acceptance, recipe,
-                  device_name, runtime, csv_path, top, png, fmt, output) -> None:
+                  device_name, runtime, max_num_batched_tokens, csv_path, top, png, fmt, output) -> None:
     """Grid of TP x DP x workloads (batched kernel): the best configurations by TTFT and decode tok/s."""
     from ..devices.profiles import load_device
     from ..perf.sweep import parse_grid, run_sweep
@@ -213,7 +214,9 @@ def sweep_command(model, tps, dps, ep_mode, sp, dsa_cp, engine, role, tokens, co
     if n_plans > MAX_SWEEP_PLANS:           # a plan costs a program build, a grid point a kernel row
         raise AuditInputError("--tp/--dp", f"{n_plans:,} parallel plans (TP x DP), more than the "
                                            f"{MAX_SWEEP_PLANS:,} one sweep builds")
-    base = ParallelPlan(sp=sp, dsa_cp=dsa_cp, role=role)
+    # every row's engine has this token budget: its prefill is chunked at it, and its memory budget is sized
+    # for it (or for the row's decode step, when that is larger), as `audit perf` and `audit memory` take it
+    base = ParallelPlan(sp=sp, dsa_cp=dsa_cp, role=role, max_num_batched_tokens=max_num_batched_tokens)
     dev = load_device(device_name)
     args = (src.spec, base, engine, src.scheme_recipe, dev, grids["tp"], grids["dp"], grids["tokens"],
             grids["context"], grids["batch"], grids["mtp"], ep_mode == "on")

@@ -39,7 +39,9 @@ def runtime_options(*, device: bool = True, mtp: bool = True, seqs: bool = True)
         ]
         if seqs:
             opts.append(click.option("--max-num-seqs", type=capped("--max-num-seqs"), default=256, show_default=True,
-                                     help="max_num_seqs (logits, sampler and workspace sizes)"))
+                                     help="vLLM's scheduler limit: max sequences per step per DP rank (requests "
+                                          "running at once); memory: also sizes the logits, sampler and workspace "
+                                          "buffers"))
         opts += [
             click.option("--kv-cache-dtype", type=click.Choice(kv_dtype_choices() + ("auto",)), default="bf16", show_default=True,
                          help="bf16 (vLLM's auto); c8-indexer = LI-C8 (indexer keys int8); c8 = SFA-C8 + LI-C8"),
