@@ -203,3 +203,115 @@ def test_kv_numbers_with_separators(tokens, req, conc):
     assert ev.kv_tokens[0].tokens == tokens
     assert ev.concurrency[0].tokens_per_request == req
     assert ev.concurrency[0].factor == pytest.approx(conc / 100)
+
+
+# ------------------------------------------------------------------ config-line numbers (issue 31)
+CONFIG_LINE = ("(EngineCore_DP0 pid=1) INFO [core.py:1] Initializing a V1 LLM engine (v0.18.0) with config: "
+               "model='/models/GLM-5.1-w8a8', speculative_config=None, max_seq_len={mml}, "
+               "tensor_parallel_size={tp}, pipeline_parallel_size=1, data_parallel_size=2, quantization=ascend")
+NON_DEFAULT = "(APIServer pid=1) INFO [utils.py:233] non-default args: {{'model': '/m', {body}}}"
+
+
+@pytest.mark.parametrize("tp, mml, needle", [
+    ("0", "131072", "tensor_parallel_size: 0 is outside"),
+    ("-4", "131072", "tensor_parallel_size: -4 is outside"),
+    ("16", "1" + "0" * 30, "max_seq_len: 1" + "0" * 30 + " is outside"),
+    ("16", "1e30", "max_seq_len: 1e30 is outside"),
+    ("nan", "131072", "tensor_parallel_size: not a number: 'nan'"),
+    ("inf", "131072", "tensor_parallel_size: not a number: 'inf'"),
+    ("2.5", "131072", "tensor_parallel_size: expected a whole number"),
+    ("sixteen", "131072", "tensor_parallel_size: not a number"),
+    ("65537", "131072", "tensor_parallel_size: 65537 is outside"),
+])
+def test_config_line_absurd_numbers_are_refused(tp, mml, needle):
+    """A config line's TP / max_seq_len outside the options' caps is one error naming the file, the line
+    and the value, not a recognised engine config."""
+    text = "nothing\n" + CONFIG_LINE.format(tp=tp, mml=mml)
+    with pytest.raises(AuditInputError) as e:
+        parse_log_text(text, "run3.log")
+    msg = str(e.value)
+    assert msg.startswith("run3.log: line 2: engine config ") and needle in msg, msg
+
+
+@pytest.mark.parametrize("body, needle", [
+    ("'gpu_memory_utilization': 7.0", "gpu_memory_utilization: 7.0 is outside the plausible range (0, 1]"),
+    ("'gpu_memory_utilization': 0", "gpu_memory_utilization: 0 is outside"),
+    ("'gpu_memory_utilization': -0.5", "gpu_memory_utilization: -0.5 is outside"),
+    ("'gpu_memory_utilization': nan", "gpu_memory_utilization: not a number: 'nan'"),
+    ("'tensor_parallel_size': True", "tensor_parallel_size: not a number: 'True'"),
+    ("'tensor_parallel_size': 0", "tensor_parallel_size: 0 is outside"),
+    ("'data_parallel_size': " + "9" * 25, "data_parallel_size: " + "9" * 25 + " is outside"),
+    ("'max_model_len': -1", "max_model_len: -1 is outside"),
+    ("'max_num_seqs': 100000", "max_num_seqs: 100000 is outside"),
+    ("'speculative_config': {'method': 'deepseek_mtp', 'num_speculative_tokens': 99999}",
+     "num_speculative_tokens: 99999 is outside"),
+    ("'speculative_config': {'num_speculative_tokens': -1}", "num_speculative_tokens: -1 is outside"),
+])
+def test_non_default_args_absurd_numbers_are_refused(body, needle):
+    with pytest.raises(AuditInputError) as e:
+        parse_log_text(NON_DEFAULT.format(body=body), "serve.log")
+    msg = str(e.value)
+    assert msg.startswith("serve.log: line 1: non-default args ") and needle in msg, msg
+
+
+def test_config_numbers_in_range_are_read_and_normalized():
+    ev = parse_log_text(CONFIG_LINE.format(tp="16.0", mml="131072") + "\n" + NON_DEFAULT.format(
+        body="'gpu_memory_utilization': 1, 'max_num_seqs': 'None', 'speculative_config': "
+             "{'method': 'deepseek_mtp', 'num_speculative_tokens': 3}"))
+    (c,) = ev.configs
+    assert c.fields["tensor_parallel_size"] == "16" and c.fields["max_seq_len"] == "131072"
+    (nd,) = ev.non_default
+    assert nd.args["gpu_memory_utilization"] == 1.0 and nd.args["max_num_seqs"] == "None"
+
+
+# what a recognised value may be (README, bad input: the options' caps), restated here
+_RANGES = {"tensor_parallel_size": (1, 65_536), "data_parallel_size": (1, 65_536), "pipeline_parallel_size": (1, 1_024),
+           "decode_context_parallel_size": (1, 65_536), "max_model_len": (1, 1 << 24), "max_seq_len": (1, 1 << 24),
+           "max_num_seqs": (1, 65_536), "max_num_batched_tokens": (1, 1 << 24)}
+_VALUES = st.one_of(
+    st.integers(-10, 70_000), st.integers(-2 ** 100, 2 ** 100), st.sampled_from([0, 10 ** 30, 2 ** 63]),
+    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([7.0, -0.0, 1e-320, 0.92, 1.0000001]),
+    st.sampled_from(["nan", "inf", "-inf", "1e30", "True", "None", "", "0x10", "1_000", "16,384", "１６"]),
+    st.text(alphabet="0123456789.-+eE ,'\"=:{}()", max_size=12),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=st.sampled_from(sorted(_RANGES) + ["gpu_memory_utilization", "num_speculative_tokens"]),
+       value=_VALUES, config_line=st.booleans())
+def test_config_line_values_never_traceback_nor_out_of_range(key, value, config_line):
+    """Any value of a number audit reads, on the config line or the non-default args line: one
+    AuditInputError naming the file, or a recognised value within its range; the align readers built
+    on them (TP/DP/PP sizes, the KV settings) then see only in-range numbers."""
+    from types import SimpleNamespace
+
+    from auditor.align.kv import kv_settings
+    from auditor.align.ranks import sizes_from_config
+    text = value if isinstance(value, str) else repr(value)
+    if key == "num_speculative_tokens":
+        item = (f"speculative_config=SpeculativeConfig(method='mtp', num_spec_tokens={text})" if config_line
+                else f"'speculative_config': {{'method': 'mtp', 'num_speculative_tokens': {text}}}")
+    else:
+        item = f"{key}={text}" if config_line else f"'{key}': {text}"
+    line = (CONFIG_LINE.format(tp=8, mml=4096).replace("quantization=ascend", item) if config_line
+            else NON_DEFAULT.format(body=item))
+    try:
+        ev = parse_log_text("Loading model weights took 30.0 GB\n" + line, "hostile.log")
+    except AuditInputError as e:
+        assert str(e).startswith("hostile.log: line 2: "), str(e)
+        return
+    got = [c.fields for c in ev.configs] + [nd.args for nd in ev.non_default]
+    for fields in got:
+        for k, (lo, hi) in _RANGES.items():
+            v = fields.get(k)
+            if v is not None and v != "None" and v != "":
+                assert not isinstance(v, bool) and lo <= int(v) <= hi and str(int(v)) == str(v), (k, v)
+        u = fields.get("gpu_memory_utilization")
+        if u is not None and u != "None" and u != "":
+            assert 0 < float(u) <= 1, u
+    for name, v in sizes_from_config(ev).items():
+        assert 1 <= v <= 65_536, (name, v)
+    spec = SimpleNamespace(max_position=4096)
+    out, _ = kv_settings(spec, SimpleNamespace(mtp=True, max_num_batched_tokens=8192), ev)
+    assert 1 <= out["max_model_len"] <= 1 << 24 and 0 < out["util"] <= 1 and 0 <= out["mtp"] <= 16
+    assert 1 <= out["max_num_seqs"] <= 65_536 and out.get("dcp", 1) >= 1

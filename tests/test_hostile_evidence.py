@@ -95,6 +95,16 @@ case("log-nondefault-deep", "l.log", (W.format("38.2") + "non-default args: " + 
                                      + "\n").encode(), align_log, "any")
 case("log-concurrency-negative", "l.log", (W.format("38.2") + "Maximum concurrency for 8,192 tokens per request: "
                                           "-1.00x\n").encode(), align_log, needles=("concurrency",))
+case("log-config-tp-zero", "l.log", (W.format("38.2") + "INFO [core.py:1] Initializing a V1 LLM engine (v0.18.0) with "
+                                     "config: model='/m', tensor_parallel_size=0, data_parallel_size=2\n").encode(),
+     align_log, needles=("l.log: line 2: engine config tensor_parallel_size: 0 is outside",))
+case("log-config-max-seq-len-1e30", "l.log", (W.format("38.2") + "INFO [core.py:1] Initializing a V1 LLM engine "
+                                              "(v0.18.0) with config: model='/m', max_seq_len=" + "1" + "0" * 30
+                                              + "\n").encode(), align_log, needles=("line 2", "max_seq_len: 1000"))
+case("log-nondefault-util-7", "l.log", (W.format("38.2") + "non-default args: {'gpu_memory_utilization': 7.0}\n")
+     .encode(), align_log, needles=("l.log: line 2: non-default args gpu_memory_utilization: 7.0 is outside",))
+case("log-nondefault-tp-nan", "l.log", (W.format("38.2") + "non-default args: {'tensor_parallel_size': nan}\n")
+     .encode(), align_log, needles=("tensor_parallel_size: not a number: 'nan'",))
 # ---- profiles
 case("prof-na-everything", "k.csv", (KD + "N/A,N/A,N/A,N/A\n").encode(), align_prof, needles=("no kernel rows",))
 case("prof-negative-dim", "k.csv", (KD + 'MatMulV2,5,"4,-6144",0\n').encode(), align_prof, needles=("Input Shapes",))

@@ -169,3 +169,68 @@ def test_kv_edge_flag_is_what_bench_sees_with_5_percent_fewer_blocks(tmp_path):
             assert low_die * 1.25 >= b["tok_s_die"]
     assert True in flags and False in flags
     assert flags == sorted(flags)
+
+
+# ---------------------------------------------------------------- the P/D grid as arrays (issue 31)
+@settings(max_examples=300, deadline=None)
+@given(slots=st.integers(1, 5000), p_ranks=st.integers(0, 3000), t_pre=st.floats(1e-3, 50.0),
+       t_dec=st.floats(0.0, 200.0), sla=st.floats(1e-3, 100.0), chunks=st.integers(1, 64))
+def test_closed_loop_arrays_equal_the_scalar_call(slots, p_ranks, t_pre, t_dec, sla, chunks):
+    """Element by element the array form returns exactly (==, not approx) what closed_loop returns."""
+    import numpy as np
+
+    from auditor.planner.search import closed_loop_v
+    c, rate, ttft = closed_loop(slots, p_ranks, t_pre, t_dec, sla, t_pre / chunks)
+    cv, rv, tv = closed_loop_v(np.array([[slots, 1]]), np.array([[p_ranks, 1]]), np.array([[t_pre]]),
+                               np.array([[t_dec, t_dec]]), sla, np.array([[t_pre / chunks]]))
+    assert int(cv[0, 0]) == c and float(rv[0, 0]) == rate and float(tv[0, 0]) == ttft
+
+
+def _plan_space(dies, every_row):
+    from auditor.perf.acceptance import resolve
+    from auditor.planner.search import PlanSpace
+    spec = preset_spec("glm-5.1")
+    return spec, PlanSpace(dies=dies, acceptance=resolve(spec, None).equivalent(1), simulate=4,
+                           tps=(1, 2, 4), batches=(4, 16, 32), every_row=every_row)
+
+
+def test_built_rows_give_the_shortlist_and_counts_of_every_row():
+    """Building only the P/D rows the outputs read (the default) gives the same shortlist, the same
+    closest row and the same feasible counts as building every row (--csv)."""
+    from auditor.planner.search import run_plan
+    from auditor.planner.simulate import shortlist
+    from auditor.planner.workload import from_lengths
+    dev, wl = load_device("a3-752t"), from_lengths(4096, 1024)
+    out = {}
+    for every in (True, False):
+        spec, space = _plan_space([32, 64], every)
+        res = run_plan(spec, "vllm-ascend@main", "w8a8", dev, wl, replace_sim(space), 5000.0, 50.0)
+        out[every] = res
+    full, part = out[True], out[False]
+    assert part.feasible == full.feasible == len(full.configs) > len(part.configs)
+    for n in (32, 64):
+        assert part.feasible_of(n, "disagg") == sum(c.dies == n and c.mode == "disagg" for c in full.configs)
+    q_full, q_part = (shortlist(r, _plan_space([32, 64], False)[1], 5000.0, 50.0) for r in (full, part))
+    assert [[c.key for c in q] for q in q_full] == [[c.key for c in q] for q in q_part] and any(q_full)
+    for n in (32, 64):
+        def near(res):
+            rows = [c for c in res.configs if c.dies == n]
+            return min(rows, key=lambda c: max(c.ttft_ms / 5000.0, c.tpot_ms / 50.0)).key
+        assert near(full) == near(part)
+
+
+def replace_sim(space):
+    from dataclasses import replace
+    return replace(space, simulate=0)       # the estimate only: the shortlist is compared, not simulated
+
+
+def test_simulation_bound_counts_the_queue_cells():
+    """sim_cells restates the kernel's waiting queues: kinds x ranks x (2 x prompts + 2), prompts = 2 x slots."""
+    from auditor.planner.search import Config
+    from auditor.planner.simulate import MAX_SIM_CELLS, sim_cells
+    pd = Config("disagg", 8192, 4992, "p", 16, 3, 0, 0, 0, 0, 0, 0, 0, 0, True,
+                {"p_dp": 2048, "n_prefill": 1, "dp": 128, "n_decode": 7})
+    # 7 x 128 x 16 = 14,336 slots; ranks max(2048, 896); 2 x 2048 x (4 x 14,336 + 2)
+    assert sim_cells(pd) == 2 * 2048 * 57_346 > MAX_SIM_CELLS
+    agg = Config("agg", 128, 128, "a", 128, 3, 0, 0, 0, 0, 0, 0, 0, 0, True, {"dp": 128})
+    assert sim_cells(agg) == 128 * (4 * 16_384 + 2) <= MAX_SIM_CELLS

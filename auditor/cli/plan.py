@@ -150,7 +150,7 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
                       mtps=tuple(_ints(mtps, "--mtp")), sps=sps, util=utils[0], utils=utils,
                       kv_cache_dtype=kv_cache_dtype, acceptance=acceptance, disaggregated=disagg,
                       prefill_tokens=chunks, simulate=n_sim, dcp=dcp != 1, dcp_only=bool(dcp and dcp > 1),
-                      hccl_buffsize_mb=hccl_buffsize)
+                      hccl_buffsize_mb=hccl_buffsize, every_row=bool(csv_path or png or n_sim == 0))
     announce_compiles()
     with stage(f"plan: searching {', '.join(map(str, space.dies))} dies (estimate, then simulate the shortlist)"):
         res = run_plan(src.spec, engine, src.scheme_recipe, dev, wl, space, ttft_ms, tpot_ms)

@@ -36,13 +36,13 @@ def binds(res: PlanResult, n: int, head: dict, max_batch: int) -> str:
     """What limits the plan of ``n`` dies: memory (nothing, or no larger batch, fits) or the SLA."""
     rows = [c for c in res.configs if c.dies == n]
     helps = _helps(head)
-    if not rows:
+    if not res.feasible_of(n):
         return f"{n} dies: memory binds: no configuration fits; {helps} would help"
     best = next((c for c in res.best(len(res.configs)) if c.dies == n), None)
     if best is None:
         pool = [c for c in res.ranked() if c.dies == n and "simulation" not in c.detail] or rows
         near = min(pool, key=lambda c: max(c.ttft_ms / head["ttft_ms"], c.tpot_ms / head["tpot_ms"]))
-        return (f"{n} dies: SLA binds: {len(rows):,} configurations fit, none meets TTFT <= {head['ttft_ms']:g} ms and "
+        return (f"{n} dies: SLA binds: {res.feasible_of(n):,} configurations fit, none meets TTFT <= {head['ttft_ms']:g} ms and "
                 f"TPOT <= {head['tpot_ms']:g} ms; the closest, {near.plan} batch {near.batch} MTP {near.mtp}, "
                 f"reaches TTFT {near.ttft_ms:.0f} ms, TPOT {near.tpot_ms:.1f} ms")
     if best.batch >= max_batch:
@@ -69,7 +69,7 @@ def plan_json(res: PlanResult, top: int, launch: list[dict], head: dict,
     mb = int(head.get("max_batch", 0))
     return {**head, "workload": res.workload.__dict__, "evaluated": res.evaluated, "seconds": res.seconds,
             "configs_per_s": res.evaluated / res.seconds if res.seconds else None,
-            "feasible": len(res.configs), "meeting_sla": sum(c.meets_sla for c in res.ranked()),
+            "feasible": res.feasible, "meeting_sla": sum(c.meets_sla for c in res.ranked()),
             "simulated": res.simulated, "simulation_seconds": res.sim_seconds,
             "best": [c.to_json() for c in best],
             "best_per_budget": {str(n): ({**c.to_json(), "launch": (per_budget or {}).get(n, [])} if c else None)
@@ -99,7 +99,7 @@ def _mode_sections(res: PlanResult, best: list[Config], tf: str) -> list[str]:
         elif mode == "disagg" and res.disagg_verdicts:
             out.append("")
             out += [f"{name}: none within {n} dies: {v}" for n, v in sorted(res.disagg_verdicts.items())]
-        elif mode == "disagg" and not any(c.mode == mode for c in res.configs):
+        elif mode == "disagg" and not res.has_mode(mode):
             out += ["", f"{name}: not searched (--no-disagg)" if not res.searched_disagg else
                     f"{name}: none meets the SLA"]
         else:
@@ -135,7 +135,7 @@ def render_plan(res: PlanResult, fmt: str, top: int, launch: list[dict], head: d
            f"workload: isl {wl.isl} osl {wl.osl}, SLA TTFT <= {head['ttft_ms']:g} ms, TPOT <= {head['tpot_ms']:g} ms, "
            f"MTP acceptance {head['mtp_acceptance']:g}; dies {', '.join(map(str, head['dies']))}",
            f"{res.evaluated:,} configurations evaluated in {res.seconds:.2f} s "
-           f"({res.evaluated / max(res.seconds, 1e-9):,.0f}/s); {len(res.configs):,} fit in memory; "
+           f"({res.evaluated / max(res.seconds, 1e-9):,.0f}/s); {res.feasible:,} fit in memory; "
            f"{res.simulated} simulated ({res.sim_seconds:.2f} s), {len(res.best(len(res.configs))):,} meet the SLA", ""]
     pb = res.best_per_budget()
     mb = int(head.get("max_batch", 0))

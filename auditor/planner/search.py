@@ -52,6 +52,8 @@ DEFAULT_PREFILL_TOKENS = (4096, 8192, 16384, 32560)
 P_SEQS = (1, 2, 4, 8, 16)
 #: inputs from this length on search DCP (decode context parallel, DCP = TP) on decode instances
 DCP_FROM_ISL = 32768
+#: P/D rows built when every one is listed (--csv, --png, --simulate 0): ~1.5 kB each
+MAX_LISTED_ROWS = 1_000_000
 
 
 @dataclass
@@ -72,6 +74,9 @@ class PlanSpace:
     dcp: bool = True                    # search DCP = TP on decode / aggregated instances for long inputs
     dcp_only: bool = False              # --dcp N: every DSA instance of TP N runs DCP N (no DCP 1 variant)
     hccl_buffsize_mb: int = 200         # HCCL_BUFFSIZE of every instance (the mc2 communicator's buffer)
+    #: build every memory-feasible P/D row (--csv, --png, --simulate 0 list or rank them all); else only the
+    #: rows the shortlist, the binds line and the closest-row note can read are built (``_PDRows``)
+    every_row: bool = False
 
     @property
     def searched_utils(self) -> tuple[float, ...]:
@@ -126,6 +131,24 @@ class PlanResult:
     searched_disagg: bool = True
     simulated: int = 0                  # deployments simulated (0: the ranking is the estimate's)
     sim_seconds: float = 0.0
+    #: memory-feasible rows per (die budget, mode), built or not (``configs`` holds the built ones)
+    feasible_by: dict = field(default_factory=dict)
+    #: P/D rows within the shortlist's SLA slack too large to simulate (None: every row was built, count those)
+    pd_over_bound: int | None = None
+
+    @property
+    def feasible(self) -> int:
+        return sum(self.feasible_by.values()) if self.feasible_by else len(self.configs)
+
+    def has_mode(self, mode: str) -> bool:
+        if not self.feasible_by:
+            return any(c.mode == mode for c in self.configs)
+        return any(v for (_, m), v in self.feasible_by.items() if m == mode)
+
+    def feasible_of(self, n: int, mode: str | None = None) -> int:
+        if not self.feasible_by:
+            return sum(1 for c in self.configs if c.dies == n and mode in (None, c.mode))
+        return sum(v for (d, m), v in self.feasible_by.items() if d == n and mode in (None, m))
 
     def ranked(self) -> list[Config]:
         """Rows the ranking may use: the simulated ones when any was simulated."""
@@ -263,18 +286,27 @@ def run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWor
         kern = _Kernel(spec, engine, recipe, device)
         configs: list[Config] = []
         verdicts: dict[int, str] = {}
+        feasible: dict[tuple[int, str], int] = {}
+        over_bound: int | None = 0
         evaluated = 0
         for u in space.searched_utils:
             sp = replace(space, util=u)
-            c, n, v = _estimate(spec, engine, recipe, device, wl, sp, ttft_ms, tpot_ms, kern)
+            c, n, v, f = _estimate(spec, engine, recipe, device, wl, sp, ttft_ms, tpot_ms, kern)
             configs += c
             evaluated += n
             for k, text in v.items():
                 verdicts.setdefault(k, text)
+            for k, cnt in f["feasible"].items():
+                feasible[k] = feasible.get(k, 0) + cnt
+            if f["over_bound"] is None or over_bound is None:
+                over_bound = None
+            else:
+                over_bound += f["over_bound"]
         for n in list(verdicts):
-            if any(c.mode == "disagg" and c.dies == n for c in configs):
+            if feasible.get((n, "disagg")):
                 del verdicts[n]
-        res = PlanResult(configs, 0, 0.0, wl, _notes(space, wl), verdicts, space.disaggregated, dies=tuple(space.dies))
+        res = PlanResult(configs, 0, 0.0, wl, _notes(space, wl), verdicts, space.disaggregated, dies=tuple(space.dies),
+                         feasible_by=feasible, pd_over_bound=over_bound)
         t1 = time.perf_counter()
         if space.simulate > 0:
             res.simulated = simulate_shortlist(res, spec, engine, recipe, device, wl, space, ttft_ms, tpot_ms)
@@ -365,6 +397,230 @@ def operating_point(slots: int, run: Any, tries: int = 7) -> tuple[int, Any]:
     return 1, (r if hi == 1 else run(1)[1])
 
 
+def closed_loop_v(slots: np.ndarray, p_ranks: np.ndarray, t_pre: Any, t_dec: Any, ttft_sla: float, t_step: Any,
+                  tries: int = 7) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``closed_loop`` over arrays that broadcast together: the same arithmetic element by element (the
+    same operations in the same order, so each element equals the scalar call's result), and the same
+    bisection (``operating_point``) run on every element at once. Why: the P/D grid of a large die budget
+    is millions of (deployment, batch, K) rows, and one Python call each took minutes."""
+    slots = np.maximum(np.asarray(slots, dtype=np.int64), 1)
+    pr = np.maximum(np.asarray(p_ranks, dtype=np.int64), 1)
+    slots, pr = np.broadcast_arrays(slots, pr)
+
+    def at(c: np.ndarray):
+        rounds = -(-c // pr)
+        lag = np.maximum(0.0, c * t_pre / pr - t_dec) + np.where(c > 1, t_step, 0.0)
+        ttft = 0.5 * (t_pre * (rounds + 1) / 2 + t_pre + lag)
+        return ttft <= ttft_sla, 2 * c / (t_pre * (rounds + 1) + 2 * t_dec + lag), ttft
+
+    ok, rate, ttft = at(slots)
+    todo = ~ok & (slots > 1)
+    if not todo.any():
+        return slots, rate, ttft
+    lo, hi = np.zeros_like(slots), slots.copy()
+    found = np.zeros(slots.shape, dtype=bool)
+    best_rate, best_ttft = np.zeros_like(rate), np.zeros_like(ttft)
+    for _ in range(tries - 1):
+        act = todo & (hi - lo > 1)
+        if not act.any():
+            break
+        mid = np.where(lo > 0, (lo + hi) // 2, np.maximum(1, hi // 2))
+        ok_m, rate_m, ttft_m = at(mid)
+        good, bad = act & ok_m, act & ~ok_m
+        lo = np.where(good, mid, lo)
+        best_rate = np.where(good, rate_m, best_rate)
+        best_ttft = np.where(good, ttft_m, best_ttft)
+        found |= good
+        hi = np.where(bad, mid, hi)
+    _, rate1, ttft1 = at(np.ones_like(slots))
+    conc = np.where(todo, np.where(found, lo, 1), slots)
+    return (conc, np.where(todo, np.where(found, best_rate, rate1), rate),
+            np.where(todo, np.where(found, best_ttft, ttft1), ttft))
+
+
+#: grid elements (rows x batch-K columns) evaluated per numpy pass of the P/D enumeration
+_PD_CHUNK = 1 << 19
+
+
+class _PDBlock:
+    """The P/D rows of one decode plan (and DCP) against every shortlisted P plan and die budget, kept
+    as the few arrays they are computed from: row r is (P entry ``e[r]``, budget ``n[r]``, ``nd[r]`` D
+    instances), column j the r-th row's deployment at batch-K row ``ok[j]``. Row-major order is the
+    order the rows were enumerated in before (P entry, budget, D count, batch-K)."""
+
+    def __init__(self, dplan, dcp, d, tpot, r_d, ok, shortlist, dies, base: int):
+        self.dplan, self.dcp, self.d, self.tpot, self.r_d, self.ok = dplan, dcp, d, tpot, r_d, ok
+        self.shortlist, self.base = shortlist, base
+        self.s_d = dplan.tp * dplan.dp
+        e, n, nd = [], [], []
+        for k, x in enumerate(shortlist):
+            s_p = x[0].tp * x[0].dp
+            for m in dies:
+                cnt = max(0, (m - s_p) // self.s_d)
+                e.append(np.full(cnt, k, dtype=np.int64))
+                n.append(np.full(cnt, m, dtype=np.int64))
+                nd.append(np.arange(1, cnt + 1, dtype=np.int64))
+        cat = (lambda a: np.concatenate(a) if a else np.zeros(0, dtype=np.int64))  # noqa: E731
+        self.e, self.n, self.nd = cat(e), cat(n), cat(nd)
+        self.rows, self.cols = len(self.e), len(ok)
+        # per P entry: size, request rate, DP, prefill time, one chunk step
+        self.s_p = np.array([x[0].tp * x[0].dp for x in shortlist], dtype=np.int64)
+        self.r_p = np.array([x[2] for x in shortlist], dtype=np.float64)
+        self.p_dp = np.array([x[0].dp for x in shortlist], dtype=np.int64)
+        self.t_pre = np.array([x[1] for x in shortlist], dtype=np.float64)
+
+    def grid(self, a: int, b: int, wl: PlanWorkload, BK: np.ndarray, ttft_ms: float) -> dict[str, np.ndarray]:
+        """The estimate of rows a..b (2-D arrays, rows x columns), as the per-row loop computed it."""
+        e, n, nd = self.e[a:b], self.n[a:b, None], self.nd[a:b, None]
+        s_p, r_p = self.s_p[e][:, None], self.r_p[e][:, None]
+        ok = self.ok
+        n_p = np.clip(np.ceil(nd * self.r_d[ok][None, :] / r_p), 1, (n - nd * self.s_d) // s_p)
+        used = n_p * s_p + nd * self.s_d
+        chunks = np.array([-(-wl.isl // x[4]) for x in self.shortlist], dtype=np.int64)[e][:, None]
+        t_pre = self.t_pre[e][:, None]
+        conc, rate, ttft = closed_loop_v(nd * self.dplan.dp * BK[ok, 0].astype(np.int64)[None, :],
+                                         n_p.astype(np.int64) * self.p_dp[e][:, None], t_pre,
+                                         (wl.osl * self.tpot[ok])[None, :], ttft_ms / 1e3, t_pre / chunks)
+        return {"n_p": n_p, "used": used, "conc": conc, "rate": rate, "ttft": ttft}
+
+    def configs(self, r: int, wl: PlanWorkload, BK: np.ndarray, ttft_ms: float, d_tokens: int, p_len: int,
+                k_p: int) -> list[Config]:
+        """Row r's configurations, one per batch-K column."""
+        g = self.grid(r, r + 1, wl, BK, ttft_ms)
+        pplan, t_pre, r_p, _, chunk, pseq, pw, u_p = self.shortlist[int(self.e[r])]
+        dplan, dcp, d, tpot = self.dplan, self.dcp, self.d, self.tpot
+        n, nd = int(self.n[r]), int(self.nd[r])
+        out = []
+        for j, i in enumerate(self.ok):
+            n_p, used = g["n_p"][0, j], g["used"][0, j]
+            out.append(Config(
+                "disagg", n, int(used),
+                f"{int(n_p)}P x {_label(pplan)} + {nd}D x {_label(dplan)}" + (f" DCP{dcp}" if dcp > 1 else ""),
+                int(BK[i, 0]), int(BK[i, 1]), g["ttft"][0, j] * 1e3, tpot[i] * 1e3, g["rate"][0, j] * wl.osl / used,
+                1 / tpot[i],
+                d["weights"][i] / GiB, d["num_blocks"][i] * d["page_block"][i] / GiB,
+                int(d["num_blocks"][i] * d["block_tokens"]), d["kv_free"][i] / GiB, True,
+                {"n_prefill": int(n_p), "n_decode": nd, "p_tp": pplan.tp, "p_dp": pplan.dp,
+                 "p_ep": pplan.ep, "p_sp": pplan.sp, "p_dsa_cp": pplan.dsa_cp, "p_weights_gib": pw / GiB,
+                 "p_max_num_batched_tokens": chunk, "p_max_model_len": p_len,
+                 "p_max_num_seqs": pseq, "p_mtp": k_p, "p_util": u_p,
+                 "tp": dplan.tp, "dp": dplan.dp, "ep": dplan.ep, "sp": dplan.sp, "dsa_cp": dplan.dsa_cp, "dcp": dcp,
+                 "max_num_batched_tokens": d_tokens, "role": "decode"}, util=d["util"],
+                concurrency=int(g["conc"][0, j])))
+        return out
+
+
+class _PDRows:
+    """Every P/D row of one gpu-memory-utilization, counted; built as Config only where some output can
+    read it, unless ``every_row``:
+
+    * the shortlist (``planner.simulate.shortlist``) takes, per die budget, rows within 1.25 x the SLA
+      best estimate first and at most two per deployment shape (D TP x DP, P TP x DP, chunk); a row
+      after the first two of its shape (in that order) is never taken, so only those two are built;
+    * the binds line reads the SLA-closest row of a budget when nothing meets it: that row is built;
+    * the binds line also reads the best row's larger batches of the same deployment: ``siblings``
+      builds the whole row (every batch and K) of each deployment the shortlist took.
+
+    Rows keep their enumeration index, so the built ones are listed in the order all were."""
+
+    def __init__(self, every_row: bool, wl: PlanWorkload, BK: np.ndarray, ttft_ms: float, tpot_ms: float,
+                 d_tokens: int, p_len: int, k_p: int):
+        from .simulate import MAX_SIM_CELLS, SLACK
+        self.max_cells, self.over_bound = MAX_SIM_CELLS, 0
+        self.every_row, self.wl, self.BK, self.ttft_ms, self.tpot_ms = every_row, wl, BK, ttft_ms, tpot_ms
+        self.args = (wl, BK, ttft_ms, d_tokens, p_len, k_p)
+        self.slack = SLACK
+        self.count: dict[int, int] = {}
+        self.top2: dict[tuple, list] = {}            # (budget, shape) -> up to two (-tok/s/die, index, block, row)
+        self.near: dict[int, tuple] = {}             # budget -> (SLA ratio, index, block, row)
+        self.built: dict[tuple, list[Config]] = {}   # (block sequence, row) -> its Configs
+        self.blocks: list[_PDBlock] = []
+        self.total = 0                               # grid elements enumerated (the next block's base)
+
+    def add(self, blk: _PDBlock) -> None:
+        blk.seq = len(self.blocks)          # blocks without rows share a base: the key is the sequence
+        self.blocks.append(blk)
+        self.total += blk.rows * blk.cols
+        if not blk.rows or not blk.cols:
+            return
+        for m, c in zip(*np.unique(blk.n, return_counts=True)):
+            self.count[int(m)] = self.count.get(int(m), 0) + int(c) * blk.cols
+        if self.every_row:
+            return
+        tpot_ms = (blk.tpot[blk.ok] * 1e3)[None, :]
+        step = max(1, _PD_CHUNK // blk.cols)
+        for a in range(0, blk.rows, step):
+            b = min(blk.rows, a + step)
+            g = blk.grid(a, b, *self.args[:3])
+            ttft_ms = g["ttft"] * 1e3
+            tok = g["rate"] * self.wl.osl / g["used"]
+            idx = blk.base + np.arange(a * blk.cols, b * blk.cols, dtype=np.int64).reshape(b - a, blk.cols)
+            rows = np.broadcast_to(np.arange(a, b)[:, None], idx.shape)
+            # the shortlist's candidates: the first two of each (budget, P entry) in (-tok/s/die, index) order
+            inside = (ttft_ms <= self.ttft_ms * self.slack) & (tpot_ms <= self.tpot_ms * self.slack)
+            # the shortlist skips a row its simulation cannot bound (``planner.simulate.sim_cells``) without
+            # counting it against its shape: the first two of a shape are the first two under the bound
+            n_p, nd = g["n_p"].astype(np.int64), blk.nd[a:b, None]
+            p_dp = blk.p_dp[blk.e[a:b]][:, None]
+            cells = 2 * np.maximum(p_dp * n_p, blk.dplan.dp * nd) * (
+                4 * (blk.dplan.dp * nd * self.BK[blk.ok, 0].astype(np.int64)[None, :]) + 2)
+            big = inside & (cells > self.max_cells)
+            self.over_bound += int(big.sum())
+            inside &= ~big
+            if inside.any():
+                grp = np.broadcast_to((blk.e[a:b] * (1 << 20) + blk.n[a:b])[:, None], idx.shape)[inside]
+                neg, ix, rr = -tok[inside], idx[inside], rows[inside]
+                order = np.lexsort((ix, neg, grp))
+                grp, neg, ix, rr = grp[order], neg[order], ix[order], rr[order]
+                first = np.r_[True, grp[1:] != grp[:-1]]
+                second = np.r_[False, first[:-1]] & ~first
+                for q in np.flatnonzero(first | second):
+                    pplan, chunk = blk.shortlist[int(grp[q] >> 20)][0], blk.shortlist[int(grp[q] >> 20)][4]
+                    key = (int(grp[q] & ((1 << 20) - 1)), blk.dplan.tp, blk.dplan.dp, pplan.tp, pplan.dp, chunk)
+                    lst = self.top2.setdefault(key, [])
+                    lst.append((float(neg[q]), int(ix[q]), blk, int(rr[q])))
+                    lst.sort(key=lambda t: (t[0], t[1]))
+                    del lst[2:]
+            # the SLA-closest row of each budget (first in order on a tie)
+            ratio = np.maximum(ttft_ms / self.ttft_ms, tpot_ms / self.tpot_ms)
+            nn = blk.n[a:b]
+            for m in np.unique(nn):
+                sub = np.flatnonzero(nn == m)
+                flat = ratio[sub].ravel()
+                q = int(np.argmin(flat))
+                v, r = float(flat[q]), a + int(sub[q // blk.cols])
+                cur = self.near.get(int(m))
+                if cur is None or v < cur[0]:
+                    self.near[int(m)] = (v, int(idx[sub[q // blk.cols], q % blk.cols]), blk, r)
+
+    def _build(self, blk: _PDBlock, r: int) -> list[Config]:
+        key = (blk.seq, r)
+        if key not in self.built:
+            self.built[key] = blk.configs(r, *self.args)
+        return self.built[key]
+
+    def configs(self) -> list[tuple[int, Config]]:
+        """(enumeration index, Config) of the rows built, in enumeration order."""
+        if self.every_row:
+            for blk in self.blocks:
+                for r in range(blk.rows):
+                    self._build(blk, r)
+        else:
+            for lst in self.top2.values():
+                for _, _, blk, r in lst:
+                    self._build(blk, r)
+            for _, _, blk, r in self.near.values():
+                self._build(blk, r)
+        return self._listed()
+
+    def _listed(self) -> list[tuple[int, Config]]:
+        out = []
+        for (seq, r), cs in sorted(self.built.items(), key=lambda kv: kv[0]):
+            blk = self.blocks[seq]
+            out += [(blk.base + r * blk.cols + j, c) for j, c in enumerate(cs)]
+        return out
+
+
 def _prefill_time(kern: _Kernel, plan: ParallelPlan, isl: int, chunk: int, k: int) -> float:
     """One prompt of ``isl`` tokens prefilled in chunks of ``chunk`` (each chunk at the context before
     it), the drafter's pass (``k`` > 0) included."""
@@ -381,7 +637,7 @@ def _prefill_time(kern: _Kernel, plan: ParallelPlan, isl: int, chunk: int, k: in
 
 
 def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWorkload, space: PlanSpace,
-              ttft_ms: float, tpot_ms: float, kern: _Kernel) -> tuple[list[Config], int, dict[int, str]]:
+              ttft_ms: float, tpot_ms: float, kern: _Kernel) -> tuple[list[Config], int, dict[int, str], dict]:
     """The steady-state estimate of every candidate at one gpu-memory-utilization."""
     mtps = tuple(m for m in space.mtps if m == 0 or spec.mtp_layers) or (0,)
     BK = np.array(list(itertools.product(space.batches, mtps)), dtype=np.float64)
@@ -389,6 +645,7 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
     ctx_dec = np.array([float(wl.mean_context)])
     E = expected_tokens(BK[:, 1], space.acceptance)
     configs: list[Config] = []
+    feasible: dict[tuple[int, str], int] = {}      # (budget, mode) -> memory-feasible rows, built or not
     evaluated = 0
     u = space.util
     dcps = lambda plan: (((plan.tp,) if space.dcp_only else (1, plan.tp))  # noqa: E731
@@ -431,6 +688,7 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
                 for n in space.dies:
                     if n % s:
                         continue
+                    feasible[(n, "agg")] = feasible.get((n, "agg"), 0) + 1
                     configs.append(Config(
                         "agg", n, n, f"{n // s} x {_label(plan)}" + (f" DCP{dcp}" if dcp > 1 else ""), int(B[i]),
                         int(BK[i, 1]), t_pre * 1e3, tpot[i] * 1e3, per_die[i], 1 / tpot[i], d["weights"][i] / GiB,
@@ -441,6 +699,7 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
 
     # ---- disaggregated
     verdicts: dict[int, str] = {}
+    over_bound: int | None = None if space.every_row else 0
     if space.disaggregated:
         # each role configured for its own work: a P node prefills prompts in chunks of its own
         # max_num_batched_tokens with the drafter (K = prefill_mtp) and holds the prompts that fit;
@@ -487,6 +746,7 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
             if k not in by_shape:
                 by_shape.add(k)
                 shortlist.append(x)
+        pd = _PDRows(space.every_row, wl, BK, ttft_ms, tpot_ms, d_tokens, p_len, k_p)
         for dplan in _instance_plans(spec, space, "decode", engine, recipe, device, d_tokens, d_heavy, mtp=drafter):
             for dcp in dcps(dplan):
                 d = decode_side(dplan, dcp)
@@ -494,36 +754,22 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
                 tpot = d["t_step"] / E
                 d_seen.append((dplan, d, tpot))
                 r_d = dplan.dp * BK[:, 0] * E / (d["t_step"] * wl.osl)          # requests/s per D instance
-                s_d = dplan.tp * dplan.dp
                 ok = np.flatnonzero((d["kv_free"] >= 0) & (tpot * 1e3 <= tpot_ms))
-                for pplan, t_pre, r_p, g, chunk, pseq, pw, u_p in shortlist:
-                    s_p = pplan.tp * pplan.dp
-                    for n in space.dies:
-                        for nd in range(1, (n - s_p) // s_d + 1):
-                            n_p = np.clip(np.ceil(nd * r_d[ok] / r_p), 1, (n - nd * s_d) // s_p)
-                            used = n_p * s_p + nd * s_d
-                            evaluated += len(ok)
-                            for j, i in enumerate(ok):
-                                conc, rate, ttft = closed_loop(nd * dplan.dp * int(BK[i, 0]), int(n_p[j]) * pplan.dp,
-                                                               t_pre, wl.osl * tpot[i], ttft_ms / 1e3,
-                                                               t_pre / -(-wl.isl // chunk))
-                                configs.append(Config(
-                                    "disagg", n, int(used[j]),
-                                    f"{int(n_p[j])}P x {_label(pplan)} + {nd}D x {_label(dplan)}"
-                                    + (f" DCP{dcp}" if dcp > 1 else ""),
-                                    int(BK[i, 0]), int(BK[i, 1]), ttft * 1e3, tpot[i] * 1e3, rate * wl.osl / used[j],
-                                    1 / tpot[i],
-                                    d["weights"][i] / GiB, d["num_blocks"][i] * d["page_block"][i] / GiB,
-                                    int(d["num_blocks"][i] * d["block_tokens"]), d["kv_free"][i] / GiB, True,
-                                    {"n_prefill": int(n_p[j]), "n_decode": nd, "p_tp": pplan.tp, "p_dp": pplan.dp,
-                                     "p_ep": pplan.ep, "p_sp": pplan.sp, "p_dsa_cp": pplan.dsa_cp, "p_weights_gib": pw / GiB,
-                                     "p_max_num_batched_tokens": chunk, "p_max_model_len": p_len,
-                                     "p_max_num_seqs": pseq, "p_mtp": k_p, "p_util": u_p,
-                                     "tp": dplan.tp, "dp": dplan.dp, "ep": dplan.ep, "sp": dplan.sp, "dsa_cp": dplan.dsa_cp, "dcp": dcp,
-                                     "max_num_batched_tokens": d_tokens, "role": "decode"}, util=d["util"],
-                                    concurrency=conc))
+                # every (P plan, budget, D count, batch-K) row of this D plan, as arrays (_PDBlock)
+                blk = _PDBlock(dplan, dcp, d, tpot, r_d, ok, shortlist, space.dies, pd.total)
+                evaluated += blk.rows * blk.cols
+                if space.every_row and pd.total + blk.rows * blk.cols > MAX_LISTED_ROWS:
+                    raise AuditInputError("--csv/--png/--simulate 0", (
+                        f"listing every P/D configuration of {', '.join(map(str, space.dies))} dies builds more than "
+                        f"{MAX_LISTED_ROWS:,} rows; search fewer or smaller --dies, --tp or --batch values, or drop "
+                        "--csv, --png and --simulate 0 (the ranked table builds only the rows it reads)"))
+                pd.add(blk)
+        disagg_rows = [c for _, c in pd.configs()]
+        configs += disagg_rows
+        feasible.update({(n, "disagg"): v for n, v in pd.count.items()})
+        over_bound = None if space.every_row else pd.over_bound
         for n in space.dies:
-            if not any(c.mode == "disagg" and c.dies == n for c in configs):
+            if not feasible.get((n, "disagg")):
                 verdicts[n] = disagg_verdict(n, spec, engine, recipe, device, space, wl, BK, E, ttft_ms, tpot_ms,
                                              p_seen, d_seen, p_heavy, d_heavy, p_len)
-    return configs, evaluated, verdicts
+    return configs, evaluated, verdicts, {"feasible": feasible, "over_bound": over_bound}

@@ -28,6 +28,24 @@ from .workload import PlanWorkload
 
 SLACK = 1.25        # the estimate is not a bound: shortlist rows within 1.25 x the SLA
 EXTRA = 3           # at most this many x ``space.simulate`` per die budget and mode (see simulate_shortlist)
+#: the scheduler kernel's waiting queues are (instance kinds x ranks x (2 x prompts + 2)) int64 cells and its
+#: step loop visits every rank: a row whose first run (at its full decode slots, 2 x slots prompts) needs
+#: more cells than this (256 MiB) is not simulated. Any row of at most 128 dies at batch <= 128 needs at most
+#: 2 x 128 x (4 x 128 x 128 + 2) = 16.8M, so the bound only acts on larger budgets (1P x DP2048 + 7D x DP128
+#: at 14,336 slots would need 1.9 GB and ~10 s per run)
+MAX_SIM_CELLS = 1 << 25
+
+
+def sim_cells(c: Config) -> int:
+    """Waiting-queue cells of the scheduler kernel at the row's full decode slots (``serving.sim``: ranks
+    per instance kind = DP x count; an aggregated row runs one replica)."""
+    d = c.detail
+    if c.mode == "agg":
+        kinds, ranks, slots = 1, d["dp"], d["dp"] * c.batch
+    else:
+        kinds, ranks = 2, max(d["p_dp"] * d["n_prefill"], d["dp"] * d["n_decode"])
+        slots = d["dp"] * d["n_decode"] * c.batch
+    return kinds * ranks * (4 * slots + 2)
 
 
 def shortlist(res: PlanResult, space: PlanSpace, ttft_ms: float, tpot_ms: float) -> list[list[Config]]:
@@ -51,6 +69,8 @@ def shortlist(res: PlanResult, space: PlanSpace, ttft_ms: float, tpot_ms: float)
                 if (c.key in seen or any(per_shape.get(k, 0) >= 2 for k in pairs)
                         or any(per_shape.get(k, 0) >= 4 for k in parts)):
                     continue
+                if sim_cells(c) > MAX_SIM_CELLS:
+                    continue
                 seen.add(c.key)
                 for k in pairs + parts:
                     per_shape[k] = per_shape.get(k, 0) + 1
@@ -58,6 +78,19 @@ def shortlist(res: PlanResult, space: PlanSpace, ttft_ms: float, tpot_ms: float)
                 if len(queue) >= EXTRA * space.simulate:
                     break
             out.append(queue)
+    return out
+
+
+def over_bound(res: PlanResult, ttft_ms: float, tpot_ms: float) -> dict[str, int]:
+    """Rows within 1.25 x the SLA over the simulation bound, per mode: P/D rows counted while they were
+    enumerated (``res.pd_over_bound``; most are never built), the others from the built rows."""
+    out = {"agg": 0, "disagg": 0}
+    for c in res.configs:
+        if (c.mode == "agg" or res.pd_over_bound is None) and c.ttft_ms <= ttft_ms * SLACK \
+                and c.tpot_ms <= tpot_ms * SLACK and sim_cells(c) > MAX_SIM_CELLS:
+            out[c.mode] += 1
+    if res.pd_over_bound is not None:
+        out["disagg"] = res.pd_over_bound
     return out
 
 
@@ -122,6 +155,12 @@ def simulate_shortlist(res: PlanResult, spec: Any, engine: Any, recipe: str, dev
         return n
 
     queues = [q for q in shortlist(res, space, ttft_ms, tpot_ms) if q]
+    over = over_bound(res, ttft_ms, tpot_ms)
+    if any(over.values()):
+        res.notes.append(
+            f"simulation bound: a candidate whose scheduler run needs more than {MAX_SIM_CELLS:,} queue cells "
+            "(instance kinds x ranks x (4 x decode slots + 2)) is not simulated and the shortlist takes the next; "
+            f"{over['agg']:,} aggregated and {over['disagg']:,} P/D rows within 1.25 x the SLA were over it")
     workers = min(2, os.cpu_count() or 1) if workers is None else workers
     if workers <= 1 or len(queues) <= 1:
         return sum(run_queue(q) for q in queues)

@@ -25,6 +25,7 @@ Lines nothing matches are counted, never an error.
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from pathlib import Path
 
 from ...errors import AuditInputError
 from ...inputs import LOG_CAP, iter_lines, parse_number
+from ...limits import FLOAT_OPTION_CAPS, OPTION_CAPS
 from .workers import Worker, split_prefix
 from ...units import GiB, MiB
 
@@ -237,6 +239,55 @@ class _Checker:
 
     def real(self, value: str, line: int, what: str, hi: float) -> float:
         return parse_number(value, self.name, f"line {line}: {what}", lo=0, hi=hi, commas=True)
+
+
+#: the numbers audit takes from the engine-config line and the ``non-default args`` line, with the caps of
+#: the options they stand for (``auditor.limits``): a value outside is refused with the file, line and value
+#: (a log claiming TP 0 or max_model_len 10^30 is not evidence of anything audit can compare)
+CONFIG_INT_KEYS = {
+    "tensor_parallel_size": OPTION_CAPS["--tp"], "data_parallel_size": OPTION_CAPS["--dp"],
+    "pipeline_parallel_size": OPTION_CAPS["--pp"], "decode_context_parallel_size": OPTION_CAPS["--dcp"],
+    "max_model_len": OPTION_CAPS["--max-model-len"], "max_seq_len": OPTION_CAPS["--max-model-len"],
+    "max_num_seqs": OPTION_CAPS["--max-num-seqs"], "max_num_batched_tokens": OPTION_CAPS["--max-num-batched-tokens"],
+}
+#: real-valued keys: finite, lo < value <= hi
+CONFIG_FLOAT_KEYS = {"gpu_memory_utilization": FLOAT_OPTION_CAPS["--gpu-memory-utilization"]}
+#: the speculative token count inside ``speculative_config`` (a repr, not a literal): every occurrence
+SPEC_TOKENS = re.compile(r"num_spec(?:ulative)?_tokens['\"]?[ \t]{0,4}[:=][ \t]{0,4}([^\s,)}\]'\"]{0,41})", re.ASCII)
+SPEC_TOKENS_CAP = OPTION_CAPS["--mtp"]
+
+
+def checked_config(values: dict, where: str, what: str) -> dict:
+    """``values`` (one config line's fields, or a ``non-default args`` dict) with every number audit reads
+    from it range-checked: a whole number within its option's cap (TP, DP, PP, DCP, max_model_len /
+    max_seq_len, max_num_seqs, max_num_batched_tokens), a utilization in (0, 1], a speculative token
+    count in 0..16; anything else (negative, zero TP, 10^30, nan, inf, True, text) is one AuditInputError
+    naming ``where`` (the file; ``what`` names the line), the key and the value. Absent values (None, "None", "") stay absent.
+    Checked values come back normalized (an int, a float; the config line's strings as their digits), so
+    a reader downstream sees only what was checked."""
+    out = dict(values)
+    for key, v in values.items():
+        if key not in CONFIG_INT_KEYS and key not in CONFIG_FLOAT_KEYS and key != "speculative_config":
+            continue
+        if v is None or (isinstance(v, str) and v.strip().strip("'\"").strip() in ("", "None")):
+            continue
+        if key == "speculative_config":
+            for m in SPEC_TOKENS.finditer(str(v)[:4096]):
+                parse_number(m.group(1), where, f"{what} speculative_config num_speculative_tokens",
+                             lo=SPEC_TOKENS_CAP.lo, hi=SPEC_TOKENS_CAP.hi, integer=True)
+            continue
+        text = v.strip().strip("'\"") if isinstance(v, str) else repr(v) if not isinstance(v, bool) else str(v)
+        if key in CONFIG_INT_KEYS:
+            cap = CONFIG_INT_KEYS[key]
+            n = int(parse_number(text, where, f"{what} {key}", lo=cap.lo, hi=cap.hi, integer=True))
+            out[key] = str(n) if isinstance(v, str) else n
+        else:
+            lo, hi = CONFIG_FLOAT_KEYS[key]
+            x = parse_number(text, where, f"{what} {key}", lo=-math.inf, hi=math.inf)
+            if not lo < x <= hi:
+                raise AuditInputError(where, f"{what} {key}: {text} is outside the plausible range ({lo:g}, {hi:g}]")
+            out[key] = repr(x) if isinstance(v, str) else x
+    return out
 
 
 def config_fields(body: str) -> dict[str, str]:
@@ -484,12 +535,13 @@ def _line(ev: LogEvidence, chk: _Checker, worker, line: str, n: int, name: str) 
         if i >= 0:
             ver = line[line.find("(", i) + 1:].partition(")")[0].strip()[:40]
             body = line.partition("with config:")[2]
-            ev.configs.append(EngineConfig(ver or None, config_fields(body), where))
+            ev.configs.append(EngineConfig(ver or None, checked_config(config_fields(body), name,
+                                                                       f"line {n}: engine config"), where))
             return
     if _NON_DEFAULT_MARK in line:
         args = non_default_args(line.partition(_NON_DEFAULT_MARK)[2])
         if args is not None:
-            ev.non_default.append(NonDefaultArgs(args, where))
+            ev.non_default.append(NonDefaultArgs(checked_config(args, name, f"line {n}: non-default args"), where))
             return
     low = line.lower() if "lapo" in line.lower() else ""
     if "mlapo" in low and "disabl" in low:
