@@ -270,6 +270,8 @@ def checked_config(values: dict, where: str, what: str) -> dict:
         if key not in CONFIG_INT_KEYS and key not in CONFIG_FLOAT_KEYS and key != "speculative_config":
             continue
         if v is None or (isinstance(v, str) and v.strip().strip("'\"").strip() in ("", "None")):
+            if v not in ("", "None"):   # absent however quoted ("'", "'None'"): readers see None
+                out[key] = None
             continue
         if key == "speculative_config":
             for m in SPEC_TOKENS.finditer(str(v)[:4096]):

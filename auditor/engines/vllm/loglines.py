@@ -135,8 +135,9 @@ PATTERNS: dict[str, re.Pattern] = {
 }
 _KV_IN_USE = re.compile(rf"Current kv cache memory in use is ({NUM}) GiB", re.ASCII)
 
-#: the per-worker weights line as ``audit align`` reads every family's: (pattern, form, marker)
-WEIGHTS_PATTERNS: tuple[tuple[re.Pattern, str, str], ...] = ((PATTERNS["weights"], "cuda", "Model loading took"),)
+#: the per-worker weights line as ``audit align`` reads every family's: (pattern, form, marker); the form is
+#: "upstream": upstream vLLM prints this line on every platform (vLLM-Ascend reads it as the same form)
+WEIGHTS_PATTERNS: tuple[tuple[re.Pattern, str, str], ...] = ((PATTERNS["weights"], "upstream", "Model loading took"),)
 
 
 def _num(text: str) -> float | str:
