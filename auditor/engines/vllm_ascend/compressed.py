@@ -139,6 +139,11 @@ def kv_spec(spec: ModelSpec, plan: ParallelPlan, prof: Any, *, variant: str = "b
     if dcp != 1:
         raise AuditInputError("--dcp", "decode context parallel has no compressed-attention support in vLLM-Ascend "
                                        "(model-deepseek-v4.md §4.6)")
+    if spec.head_dim != 512 or (spec.dsa and spec.ID != 128):
+        # the pool's pages are the engine's table (DSV4_BLOCK_SIZES, layer.py:34-52): 512-wide latents and
+        # 128-wide indexer keys; another width has no page layout the engine defines
+        raise AuditInputError(spec.name, f"compressed attention with head_dim {spec.head_dim} / index_head_dim "
+                                         f"{spec.ID}: vLLM-Ascend's compressed caches are laid out for 512 / 128")
     stages = stage_layers(spec.Lyr, plan.pp)
     stage = plan.pp - 1 if stage is None else stage
     own = [spec.layer_kinds[i].compress_ratio for i in stages[stage]]

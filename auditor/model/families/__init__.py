@@ -21,20 +21,34 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-#: family modules, asked in order; the first whose ``claims`` is true reads the config
+#: family modules of this package, asked in order; the first whose ``claims`` is true reads the config
 _MODULES = ("deepseek_v4",)
+#: families registered from outside the package (``register``): name -> module-like object
+_EXTRA: dict[str, Any] = {}
+
+
+def register(fam: Any) -> None:
+    """Add a family defined elsewhere (an object with a module's names and ``NAME``); it is asked
+    before the built-in ones."""
+    _EXTRA[fam.NAME] = fam
+
+
+def unregister(name: str) -> None:
+    _EXTRA.pop(name, None)
 
 
 def family(name: str) -> ModuleType:
     """The family module called ``name`` (the value of ``ModelSpec.family``)."""
+    if name in _EXTRA:
+        return _EXTRA[name]
     if name not in _MODULES:
-        raise KeyError(f"no model family {name!r} (families: {', '.join(_MODULES)})")
+        raise KeyError(f"no model family {name!r} (families: {', '.join((*_EXTRA, *_MODULES))})")
     return importlib.import_module(f"{__name__}.{name}")
 
 
 def family_for_config(cfg: dict[str, Any]) -> ModuleType | None:
     """The family module whose structure keys ``cfg`` has, or None (the default MLA/GQA family)."""
-    for name in _MODULES:
+    for name in (*_EXTRA, *_MODULES):
         mod = family(name)
         if mod.claims(cfg):
             return mod
@@ -43,4 +57,4 @@ def family_for_config(cfg: dict[str, Any]) -> ModuleType | None:
 
 def declared(spec: Any) -> ModuleType | None:
     """The family module of ``spec`` when it is not the default family."""
-    return family(spec.family) if spec.family in _MODULES else None
+    return family(spec.family) if (spec.family in _MODULES or spec.family in _EXTRA) else None
