@@ -142,6 +142,12 @@ class Engine:
     def graph_deducted_bytes(self) -> int:
         return 0
 
+    def kv_available(self, requested: Any, weights: Any, activation: Any, non_torch: Any, graph: Any) -> Any:
+        """The engine's formula for the KV cache memory of a worker from its named terms (numpy arrays
+        broadcast; linear in ``weights``, which grids subtract last): vLLM's ``requested - weights -
+        peak activation - non-torch - graph estimate`` unless the engine says otherwise."""
+        return requested - weights - activation - non_torch - graph
+
     #: memory other processes hold on the die at start (outside the budget)
     others_at_start_bytes: ClassVar[int] = 0
     default_hccl_buffsize_mb: ClassVar[int] = 200

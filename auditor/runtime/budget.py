@@ -243,7 +243,7 @@ def kv_base(eng: Any, spec: ModelSpec, plan: ParallelPlan, *, total_bytes: float
                             for key in keys], dtype=float)
         n_nt = per_key[np.asarray(inverse).ravel()].reshape(shape)
     return {"terms": terms, "p_act": p_act, "nt_terms": nt_terms, "n_nt": n_nt, "graph": graph,
-            "requested": requested, "base": requested - p_act - n_nt - graph, "state": state}
+            "requested": requested, "base": eng.kv_available(requested, 0, p_act, n_nt, graph), "state": state}
 
 
 def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, *, weights_bytes: float | Sequence[float],
@@ -317,7 +317,7 @@ def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, *, weig
     stage_blocks = []
     for s in range(plan.pp):
         kv = eng.kv_spec(spec, plan, variant=kv_cache_dtype, dcp=dcp, mtp=mtp > 0, stage=s, arch=soc)
-        avail = int(requested - ws[s] - p_act - n_nt - graph)
+        avail = int(eng.kv_available(requested, ws[s], p_act, n_nt, graph))
         blocks = max(0, avail // kv.page_block_bytes) if avail > 0 else 0
         stage_blocks.append(int(blocks))
         key = (blocks, avail)
