@@ -187,6 +187,9 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "con
     if missing:
         raise AuditInputError(where, f"missing required key{'s' if len(missing) > 1 else ''} "
                                      f"{', '.join(repr(k) for k in missing)}")
+    for key in CONFIG_INT_CAPS:          # every known integer key is checked when present, used or not
+        if "." not in key:
+            _int(cfg, key, where, default=0)
     from .families import family_for_config        # a family with per-layer kinds reads its own keys
     fam = family_for_config(cfg)
     if fam is not None:
@@ -195,9 +198,6 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "con
     if unmodelled:
         raise AuditInputError(where, "structure audit does not model: " + ", ".join(unmodelled)
                               + "; refused rather than read as a simpler model")
-    for key in CONFIG_INT_CAPS:          # every known integer key is checked when present, used or not
-        if "." not in key:
-            _int(cfg, key, where, default=0)
     H = _int(cfg, "hidden_size", where, positive=True)
     Lyr = _int(cfg, "num_hidden_layers", where, positive=True)
     NH = _int(cfg, "num_attention_heads", where, positive=True)

@@ -84,6 +84,9 @@ def _ratios(cfg: dict, where: str, n_layers: int) -> tuple[int, ...]:
 def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "config.json") -> ModelSpec:
     """The ModelSpec of a DeepSeek-V4-style config, one LayerKind per main and MTP layer."""
     from .. import config as C            # the shared readers (lazy: config dispatches to families)
+    for key in C.CONFIG_INT_CAPS:         # every known integer key within its cap first, named if not
+        if "." not in key:
+            C._int(cfg, key, where, default=0)
     missing = [k for k in KEYS if _off(cfg.get(k))]
     if missing:
         have = [k for k in KEYS if k not in missing]
@@ -97,9 +100,6 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "con
     if cfg.get("kv_lora_rank") not in (None, 0):
         raise AuditInputError(where, "compress_ratios with kv_lora_rank: MLA with compressed attention is not "
                                      "a structure audit models")
-    for key in C.CONFIG_INT_CAPS:
-        if "." not in key:
-            C._int(cfg, key, where, default=0)
     H = C._int(cfg, "hidden_size", where, positive=True)
     Lyr = C._int(cfg, "num_hidden_layers", where, positive=True)
     NH = C._int(cfg, "num_attention_heads", where, positive=True)
