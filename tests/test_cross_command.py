@@ -1,5 +1,6 @@
-"""One deployment, three commands, one answer: memory, perf and bench report the same weights, KV
-blocks per rank and KV tokens for the same flags.
+"""One deployment, every command, one answer: memory, perf and bench report the same weights, KV
+blocks per rank and KV tokens for the same flags; a sweep row carries memory's weights and pool; the
+launch plan prints, read back by memory in vLLM's words, gives the figures plan reported.
 
 Before the deployment record, bench rebuilt each instance from a subset of the flags and silently
 dropped --pp, --redundant-experts and --no-dsa-cp (2,068 / 2,068 / 1,860 KV blocks per rank where
@@ -82,3 +83,39 @@ def test_pp2_budgets_the_worse_stage(capsys):
     two = _json(["memory", "glm-5.1", "--format", "json", *DEPLOYMENTS["pp2"], *RUNTIME], capsys)["runtime"]
     # half the layers per stage: the binding stage holds fewer weights and more KV blocks
     assert two["weights_bytes"] < one["weights_bytes"] and two["num_blocks"] > one["num_blocks"]
+
+
+#: deployments a sweep row can spell (sweep grids TP / DP with EP = DP x TP and one role)
+SWEEPABLE = ("no-dsa-cp", "dsa-cp", "c8", "decode")
+
+
+@pytest.mark.parametrize("name", SWEEPABLE)
+def test_sweep_row_is_memorys_budget(name, capsys):
+    """A sweep row of one deployment: the same weights as memory, and its free KV is memory's pool (its
+    whole blocks) less the batch's KV (S requests of max_model_len, the row's context + its one token)."""
+    flags = DEPLOYMENTS[name]
+    mem = _json(["memory", "glm-5.1", "--format", "json", *flags, *RUNTIME], capsys)["runtime"]
+    grid = [f if f != "32" or flags[flags.index(f) - 1] != "--ep" else "on" for f in flags]
+    sw = _json(["sweep", "glm-5.1", "--format", "json", *grid, "--tokens", "1", "--context", str(MML - 1),
+                "--batch", str(S), "--mtp", "0", "--max-model-len", str(MML)], capsys)
+    (row,) = sw["best_ttft"][:1]
+    assert row["weights_gib"] == round(mem["weights_bytes"] / 2 ** 30, 4)
+    assert row["kv_free_gib"] == round((mem["kv_pool_bytes"] - S * mem["kv_bytes_per_request"]) / 2 ** 30, 4)
+
+
+def test_plans_own_launch_reads_back_as_its_figures(capsys, monkeypatch):
+    """The launch plan prints for its best deployment, read back by memory in vLLM's own words (its flags
+    and its environment), gives the weights and KV tokens plan reported for it."""
+    import shlex
+    doc = _json(["plan", "glm-5.1", "--dies", "32", "--isl", "2048", "--osl", "256", "--ttft-ms", "20000",
+                 "--tpot-ms", "500", "--tp", "16", "--batch", "8", "--mtp", "0", "--no-disagg",
+                 "--max-model-len", str(MML), "--format", "json"], capsys)
+    best, launch = doc["best"][0], doc["launch"][0]
+    assert launch["args"][0].startswith("vllm serve ")
+    for key, value in launch["env"].items():
+        monkeypatch.setenv(key, str(value))
+    flat = [tok for a in launch["args"][1:] for tok in shlex.split(a)]
+    mem = _json(["memory", "glm-5.1", *flat, "--format", "json"], capsys)["runtime"]
+    assert mem["weights_bytes"] / 2 ** 30 == pytest.approx(best["weights_gib"], rel=1e-12)
+    assert mem["kv_tokens"] == best["kv_tokens"]
+    assert mem["kv_pool_bytes"] / 2 ** 30 == pytest.approx(best["kv_gib"], rel=1e-12)
