@@ -251,3 +251,22 @@ def test_engines_without_the_family_refuse(engine, words, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and words in err[0]
+
+
+def test_align_explains_a_weights_line(tmp_path, capsys):
+    """align reads a DeepSeek-V4 engine log with the family's recipes only (the HF FP8 release is not one
+    of them) and explains the weights line of the single-node deployment (§3.5: 23.1 GiB) by a ledger."""
+    flags = ["--tp", "4", "--dp", "4", "--ep", "on", "--shared-expert-dp", "--mtp", "1",
+             "--max-num-batched-tokens", "10240"]
+    rep = _memory_json(["deepseek-v4-flash", *flags, "--max-model-len", "131072", "--device", "a3-752t"], capsys)
+    line = rep["vllm_log_lines"][0]
+    assert abs(float(line.split()[-2]) - 23.1) <= 0.05
+    log = tmp_path / "serve.log"
+    log.write_text("INFO [model_runner_v1.py:3571] " + line + "\n")
+    assert main(["align", "deepseek-v4-flash", *flags, "--log", str(log), "--output-dir", str(tmp_path / "t"),
+                 "--no-png"]) == 0
+    capsys.readouterr()
+    ticket = json.loads((tmp_path / "t" / "ticket.json").read_text())
+    assert ticket["verdict"]["explained"]
+    assert ticket["memory"]["candidates"][0]["max_rel_residual"] < 1e-3
+    assert set(ticket["memory"]["search"]["recipes"]) <= {"bf16", "w8a8", "w8a8-dynamic", "w4a8"}

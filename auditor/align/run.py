@@ -91,7 +91,8 @@ def _dp_known(req: AlignRequest, logs: LogEvidence) -> bool:
 def _recipes(req: AlignRequest, source) -> list[str]:
     """The recipes searched: the checkpoint's own (its tensors, or its quant description) when it has
     one or --recipe was given; else every recipe, the model's default first."""
-    from ..model.recipes import RECIPES
+    from ..model.families import recipes_of
+    RECIPES = recipes_of(source.spec)
     if req.recipe_pinned or not source.synthesized or (source.kind == "config-only" and source.desc is not None
                                                        and source.recipe is None):
         return [source.recipe or source.scheme_recipe]

@@ -58,3 +58,11 @@ def family_for_config(cfg: dict[str, Any]) -> ModuleType | None:
 def declared(spec: Any) -> ModuleType | None:
     """The family module of ``spec`` when it is not the default family."""
     return family(spec.family) if (spec.family in _MODULES or spec.family in _EXTRA) else None
+
+
+def recipes_of(spec: Any) -> tuple[str, ...]:
+    """The recipes ``spec``'s checkpoints exist in: a declared family's own (``RECIPE_SCHEMES``), else
+    every recipe of ``model.recipes``."""
+    from ..recipes import RECIPES
+    fam = declared(spec)
+    return tuple(getattr(fam, "RECIPE_SCHEMES", None) or RECIPES) if fam is not None else RECIPES
