@@ -61,25 +61,15 @@ class InstancePlan:
     def from_plan(cls, name: str, count: int, plan: Any, **runtime: Any) -> "InstancePlan":
         """An instance of ``plan`` (a ParallelPlan): every parallel field carried over, so no flag of the
         plan is lost on the way to bench or a launch. ``runtime``: the remaining InstancePlan fields."""
+        from .parallel import carried
         role = {"prefill": "kv_producer", "decode": "kv_consumer"}.get(plan.role)
-        return cls(name=name, count=count, tp=plan.tp, dp=plan.dp, ep=plan.ep, sp=plan.sp,
-                   max_num_batched_tokens=plan.max_num_batched_tokens, pp=plan.pp, dcp=plan.dcp,
-                   fused_mc2=plan.fused_mc2, combine_max_tokens=plan.combine_max_tokens, dsa_cp=plan.dsa_cp,
-                   redundant_experts=plan.redundant_experts, nz_mode=plan.nz_mode,
-                   shared_expert_dp=plan.shared_expert_dp, layer_sharding=tuple(plan.layer_sharding),
-                   finegrained_tp=tuple(plan.finegrained_tp), block_size=plan.block_size,
-                   **{"kv_role": role, **runtime})
+        return cls(name=name, count=count, **{**carried(plan), "kv_role": role, **runtime})
 
     def parallel_plan(self) -> Any:
         """The ParallelPlan this instance runs (the inverse of ``from_plan``), validated."""
-        from .parallel import ParallelPlan
-        return ParallelPlan(tp=self.tp, dp=self.dp, ep=self.ep, pp=self.pp, sp=self.sp, dsa_cp=self.dsa_cp,
-                            role=self.ROLES[self.name], mtp=self.mtp > 0,
-                            layer_sharding=tuple(self.layer_sharding), nz_mode=self.nz_mode,
-                            shared_expert_dp=self.shared_expert_dp, redundant_experts=self.redundant_experts,
-                            max_num_batched_tokens=self.max_num_batched_tokens, fused_mc2=self.fused_mc2,
-                            combine_max_tokens=self.combine_max_tokens, dcp=self.dcp,
-                            finegrained_tp=tuple(self.finegrained_tp), block_size=self.block_size).validate()
+        from .parallel import ParallelPlan, carried
+        return ParallelPlan(**carried(self), role=self.ROLES[self.name], mtp=self.mtp > 0,
+                            num_speculative_tokens=self.mtp).validate()
 
     @property
     def label(self) -> str:

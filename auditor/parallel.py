@@ -6,6 +6,8 @@ are replicated) is resolved against the model structure and the engine profile e
 """
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass, field, replace
 
 from .errors import AuditInputError
@@ -13,6 +15,26 @@ from .limits import MAX_WORLD
 
 ROLES = ("mixed", "prefill", "decode")   # kv_both/none, kv_producer, kv_consumer
 NZ_MODES = (0, 1, 2)
+
+
+#: ParallelPlan fields every record of a deployment carries under the same name and meaning (InstancePlan,
+#: the launch reader's DeploymentOptions, the CLI's options): the conversions between them copy exactly
+#: these, so a new switch is declared here and on the records once, and tests/test_deployment_fields.py
+#: fails until every record and the CLI carry it. The other fields are derived: ``role`` (an instance's
+#: name / kv_role), ``mtp`` and ``num_speculative_tokens`` (the drafter and its K), ``extra``.
+CARRIED_FIELDS = ("tp", "dp", "ep", "pp", "sp", "dsa_cp", "layer_sharding", "nz_mode", "shared_expert_dp",
+                  "redundant_experts", "max_num_batched_tokens", "fused_mc2", "combine_max_tokens", "dcp",
+                  "finegrained_tp", "block_size")
+DERIVED_FIELDS = ("role", "mtp", "num_speculative_tokens", "extra")
+
+
+def carried(record: Any) -> dict[str, Any]:
+    """The carried switches of any deployment record, by name (tuples kept as tuples)."""
+    out = {}
+    for name in CARRIED_FIELDS:
+        v = getattr(record, name)
+        out[name] = tuple(v) if isinstance(v, list) else v
+    return out
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
     if mtp > 0:
         if mtp_drafter is False:
             raise AuditInputError("--mtp", "speculative tokens need the MTP drafter (drop --no-mtp-drafter)")
-        plan = plan.with_(mtp=True)
+        plan = plan.with_(mtp=True, num_speculative_tokens=mtp)
     obs = parse_size(observed, "--observed") if observed is not None else None
     bud = parse_size(budget, "--budget") if budget is not None else None
     for option, value in (("--observed", obs), ("--budget", bud)):

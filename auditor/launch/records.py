@@ -125,13 +125,10 @@ class DeploymentOptions:
 
     def plan(self) -> ParallelPlan:
         """The ParallelPlan these options describe, validated (AuditInputError naming the option)."""
-        return ParallelPlan(tp=self.tp, dp=self.dp, ep=self.ep, pp=self.pp, sp=self.sp, dsa_cp=self.dsa_cp,
-                            role=self.role, mtp=self.mtp_drafter, layer_sharding=self.layer_sharding,
-                            nz_mode=self.nz_mode, shared_expert_dp=self.shared_expert_dp,
-                            redundant_experts=self.redundant_experts,
-                            max_num_batched_tokens=self.max_num_batched_tokens, fused_mc2=self.fused_mc2,
-                            combine_max_tokens=self.combine_max_tokens,
-                            finegrained_tp=self.finegrained_tp, block_size=self.block_size).validate()
+        from ..parallel import carried
+        # DCP is a runtime option here: the commands check it against TP where they use it
+        return ParallelPlan(**{**carried(self), "dcp": 1}, role=self.role, mtp=self.mtp_drafter,
+                            num_speculative_tokens=self.mtp if self.mtp_drafter else 0).validate()
 
     def runtime(self) -> dict[str, Any]:
         """The ``runtime`` dict ``cli.runtime_options`` builds (``rank_budget`` keyword arguments)."""
