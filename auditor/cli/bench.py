@@ -159,7 +159,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
         kv = ", ".join(f"{c.inst.name} {c.num_blocks:,} blocks/rank" for c in costs)
         text = (f"audit bench: {src.spec.name} ({src.scheme_recipe}) on {dev.name}, {engine}: {shape}\n"
                 f"workload: concurrency {concurrency}, {wl.num_prompts} prompts, isl {isl}, osl {osl}, "
-                f"prefix {prefix_ratio:g} (hit {wl.hit_tokens} tokens), MTP acceptance "
+                f"prefix {prefix_ratio:g} (hit {wl.hit_tokens_at(engine.prefix_block_tokens)} tokens), MTP acceptance "
                 f"{acc.text(max(i.mtp for i in insts))}; "
                 f"KV {kv}; {run.dies} dies\n\n" + render_block(m)
                 + f"output tokens/s per die: {m['output_throughput_per_die']:.2f}\n"

@@ -148,6 +148,9 @@ class Engine:
         peak activation - non-torch - graph estimate`` unless the engine says otherwise."""
         return requested - weights - activation - non_torch - graph
 
+    #: tokens of the KV block prefix-cache hits are counted in (vLLM's default --block-size)
+    prefix_block_tokens: ClassVar[int] = 16
+
     #: memory other processes hold on the die at start (outside the budget)
     others_at_start_bytes: ClassVar[int] = 0
     default_hccl_buffsize_mb: ClassVar[int] = 200

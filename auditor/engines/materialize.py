@@ -96,6 +96,8 @@ class Materializer:
     #: the engine cannot load it) and the words that say so
     UNRULED_SEVERITY: str = "warning"
     UNRULED_NOTE: str = "modelled as stored FLOAT"
+    #: scheme-name prefix -> (severity, finding) the engine says once when a checkpoint uses that scheme
+    SCHEME_NOTES: dict[str, tuple[str, str]] = {}
 
     def __init__(self, spec: ModelSpec, plan: ParallelPlan, prof: Any, layout: Any,
                  stored: StoredIndex, desc: QuantDescription | None, row_cache: dict | None = None):
@@ -235,11 +237,10 @@ class Materializer:
         sms = [self.lookup(layer, m) for m in members]
         scheme = "FLOAT" if force_float else self.scheme_of(sms, name, layer)
         rules = self.R.LINEAR.get(scheme)
-        if scheme.startswith("FP8") and not self._fp8_noted:
+        note = next((n for prefix, n in self.SCHEME_NOTES.items() if scheme.startswith(prefix)), None)
+        if note and not self._fp8_noted:
             self._fp8_noted = True
-            self.findings.append(Finding("warning", None, "FP8 linears: vLLM-Ascend has no FP8 linear method (A2/A3 "
-                                                          "have no FP8 units); weights shown as stored, convert to "
-                                                          "W8A8 to deploy"))
+            self.findings.append(Finding(note[0], None, note[1]))
         if rules is None:
             self.findings.append(Finding(self.UNRULED_SEVERITY, f"model.layers.{layer}.{name}",
                                          f"scheme {scheme} has no engine rule; {self.UNRULED_NOTE}"))

@@ -10,8 +10,8 @@ from ..deployment import InstancePlan
 from ..errors import AuditInputError
 from .costs import DEFAULT_KV_LINK_BYTES_PER_S, ROLE, StepCosts, host_params, step_costs
 
-#: vLLM-Ascend forces block_size 128 with prefix caching or chunked prefill (serving-facts §1.5,
-#: vllm_ascend/utils.py:1173-1199): hits are whole blocks, and the last prompt token is recomputed
+#: prefix-cache hits are whole KV blocks of the engine's block size (``Engine.prefix_block_tokens``), and
+#: the last prompt token is recomputed; this default is vLLM-Ascend's forced 128
 PREFIX_BLOCK = 128
 
 
@@ -36,13 +36,16 @@ class BenchWorkload:
 
     @property
     def hit_tokens(self) -> int:
-        """Prefix-cache hit per prompt once the prefix is cached: whole 128-token blocks of the shared
-        prefix, never the last prompt token (``kv_cache_manager.py:212-222``). Which ranks hold it
-        before the run is ``warm_ranks``; the others compute it with their first request."""
+        return self.hit_tokens_at(PREFIX_BLOCK)
+
+    def hit_tokens_at(self, block: int) -> int:
+        """Prefix-cache hit per prompt once the prefix is cached: whole ``block``-token blocks of the
+        shared prefix, never the last prompt token (``kv_cache_manager.py:212-222``). Which ranks hold
+        it before the run is ``warm_ranks``; the others compute it with their first request."""
         if not self.prefix_caching or self.prefix_ratio <= 0:
             return 0
         shared = min(int(self.isl * self.prefix_ratio), self.isl - 1)
-        return shared // PREFIX_BLOCK * PREFIX_BLOCK
+        return shared // block * block
 
 
 @dataclass
@@ -149,7 +152,8 @@ def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None)
         xfer = wl.isl * costs[1].kv_bytes_per_token / dep.kv_link_bytes_per_s
     send, first, done = np.full(N, -1.0), np.full(N, -1.0), np.full(N, -1.0)
     log = np.zeros((400_000, 5))
-    hit = wl.hit_tokens
+    from ..engines.registry import as_engine
+    hit = wl.hit_tokens_at(as_engine(dep.engine).prefix_block_tokens)
     preempts = np.zeros(n, np.int64)
     nlog = core(n, ranks, seqs, budget, blocks, btok, kk, role, le, ld, split, ctx, tok, dec, pre_rest, pre_ctx,
                 dec_ctx, hp,

@@ -27,6 +27,8 @@ class Vllm(Engine):
     aliases: ClassVar[dict[str, str]] = versions.ALIASES
     kv_dtypes: ClassVar[tuple[str, ...]] = kv.KV_DTYPES
     block_size: ClassVar[int] = kv.BLOCK_SIZE
+    #: prefix-cache hits are whole blocks of the sparse-MLA block size (spec §2: 64)
+    prefix_block_tokens: ClassVar[int] = kv.BLOCK_SIZE
     others_at_start_bytes: ClassVar[int] = estimates.HELD_BEFORE_SNAPSHOT_BYTES
     term_docs: ClassVar[dict[str, str]] = estimates.TERM_DOCS
     materializer_fields: ClassVar[tuple[str, ...]] = ("gate_dtype", "kv_b_kept", "indexer_fused_wk", "index_cache")

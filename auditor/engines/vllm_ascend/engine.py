@@ -24,6 +24,9 @@ class VllmAscend(Engine):
     kv_dtypes: ClassVar[tuple[str, ...]] = kv.KV_DTYPES
     block_size: ClassVar[int] = kv.BLOCK_SIZE
     others_at_start_bytes: ClassVar[int] = budget_terms.OTHERS_AT_START_BYTES
+    #: block_size forced to 128 with prefix caching or chunked prefill (serving-facts §1.5,
+    #: vllm_ascend/utils.py:1173-1199@182b75ea): hits are whole 128-token blocks
+    prefix_block_tokens: ClassVar[int] = 128
     default_hccl_buffsize_mb: ClassVar[int] = hccl.DEFAULT_HCCL_BUFFSIZE_MB
     term_docs: ClassVar[dict[str, str]] = activation.TERM_DOCS
     budget_labels: ClassVar[dict[str, str]] = {"non_torch": "HCCL + runtime", "graph": "ACL graph estimate",

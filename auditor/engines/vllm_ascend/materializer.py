@@ -18,6 +18,8 @@ from . import rules as R
 
 class AscendMaterializer(Materializer):
     R = R
+    SCHEME_NOTES = {"FP8": ("warning", "FP8 linears: vLLM-Ascend has no FP8 linear method (A2/A3 have no FP8 units); "
+                                       "weights shown as stored, convert to W8A8 to deploy")}
 
     # ---------------------------------------------------------------- compressed-attention models
     def router(self, layer: int, d: B.ModuleDecl) -> None:
