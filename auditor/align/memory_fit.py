@@ -1,7 +1,7 @@
 """Explain observed per-rank weights: which engine configuration reproduces them, rank by rank.
 
 The user pins what they know (plan sizes, and any engine option given on the command line); the
-rest of the engine-behaviour space (SEARCH_SPACE: engine version, role, SP / DSA-CP, layer sharding,
+rest of the engine-behaviour space (each engine's ``align_search_space``: engine version, role, SP / DSA-CP, layer sharding,
 shared-expert DP, MTP drafter, NZ mode) is enumerated and each configuration's per-rank resident
 bytes is compared with the observed ones. A configuration whose ranks differ where the log's ranks
 differ (layer sharding leaves some ranks one layer's share lighter) scores better than one that
@@ -37,19 +37,27 @@ from ..parallel import ParallelPlan
 from ..source import ModelSource
 from .ranks import Observed
 
-#: the engine-behaviour space searched for options the user did not pin (order = preference on ties:
-#: earlier values are the defaults, so the simpler configuration wins an exact tie)
-SEARCH_SPACE: dict[str, tuple] = {
-    "engine": (),                                  # (): every profile of the families registered when searched
-    "role": ("mixed", "prefill", "decode"),
-    "sp": (False, True),
-    "dsa_cp": (None, True),                        # None: enable_dsa_cp not set (the engine default)
-    "layer_sharding": ((), ("q_b_proj",), ("o_proj",), ("q_b_proj", "o_proj")),
-    "shared_expert_dp": (False, True),
-    "mtp": (False, True),
-    "nz_mode": (1, 0, 2),
-}
+#: plan options a candidate may set (each engine's ``align_search_space`` says which it searches and in
+#: what order: earlier values are the defaults, so the simpler configuration wins an exact tie)
 PLAN_OPTIONS = ("role", "sp", "dsa_cp", "layer_sharding", "shared_expert_dp", "mtp", "nz_mode")
+
+
+def engine_keys(pinned: dict, engines: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """The engine profiles searched: the given ones, the pinned one, else every registered profile."""
+    if engines:
+        return tuple(engines)
+    if "engine" in pinned:
+        return (pinned["engine"],)
+    return tuple(k for cls in families().values() for k in cls.profiles)
+
+
+def search_space(keys: tuple[str, ...]) -> dict[str, tuple]:
+    """The union of the searched engines' spaces, ``engine`` first (what the ticket says was searched)."""
+    out: dict[str, tuple] = {"engine": keys}
+    for key in keys:
+        for dim, values in as_engine(key).align_search_space.items():
+            out.setdefault(dim, values)
+    return out
 
 
 @dataclass(frozen=True)
@@ -229,25 +237,28 @@ def rank_totals(mat: Materialization, spec, plan: ParallelPlan, drop_causes: fro
 
 
 def candidates(spec, base: ParallelPlan, pinned: dict, engines: tuple[str, ...] | None = None):
-    """Every configuration of SEARCH_SPACE that agrees with the pinned options and that the engine
-    would actually run as asked (e.g. layer sharding only where the profile has it and it applies)."""
-    dims = {k: ((pinned[k],) if k in pinned else v) for k, v in SEARCH_SPACE.items()}
-    if engines:
-        dims["engine"] = engines
-    elif not dims["engine"]:
-        dims["engine"] = tuple(k for cls in families().values() for k in cls.profiles)
-    if not spec.mtp_layers:
-        dims["mtp"] = (False,)
-    if not (base.ep > 1 and base.tp > 1) and "shared_expert_dp" not in pinned:
-        dims["shared_expert_dp"] = (False,)
+    """Every configuration of each searched engine's space (``Engine.align_search_space``) that agrees
+    with the pinned options and that the engine would actually run as asked (e.g. layer sharding only
+    where the profile has it and it applies; ``Engine.align_skip``)."""
+    for key in engine_keys(pinned, engines):
+        eng = as_engine(key)
+        prof = eng.profile
+        dims = {k: ((pinned[k],) if k in pinned else v) for k, v in eng.align_search_space.items()}
+        dims.update({k: (pinned[k],) for k in PLAN_OPTIONS if k in pinned and k not in dims})
+        if "mtp" in dims and not spec.mtp_layers:
+            dims["mtp"] = (False,)
+        if "shared_expert_dp" in dims and not (base.ep > 1 and base.tp > 1) and "shared_expert_dp" not in pinned:
+            dims["shared_expert_dp"] = (False,)
+        yield from _engine_candidates(spec, base, pinned, eng, prof, dims)
+
+
+def _engine_candidates(spec, base: ParallelPlan, pinned: dict, eng, prof, dims: dict):
     names = list(dims)
     for values in itertools.product(*(dims[n] for n in names)):
         opt = dict(zip(names, values))
-        eng = as_engine(opt["engine"])
-        prof = eng.profile
-        if opt["dsa_cp"] and (not opt["sp"] or prof.dsa_cp_trigger == "sp") and "dsa_cp" not in pinned:
-            continue     # enable_dsa_cp is a switch of its own only from v0.20.2rc, and deployments set it with SP
-        plan = base.with_(**{k: opt[k] for k in PLAN_OPTIONS})
+        if eng.align_skip(opt, pinned):
+            continue
+        plan = base.with_(**{k: opt[k] for k in PLAN_OPTIONS if k in opt})
         try:
             pl = eng.placement(spec, plan)
         except AuditInputError:
@@ -285,8 +296,10 @@ def fit_memory(cache: LedgerCache, base: ParallelPlan, observed: Observed, pinne
     n = 0
     # NZ padding is searched last and only when some resident shape is not already NZ-aligned: for a
     # model whose every padded dimension is aligned, nz_mode 0/1/2 hold the same bytes
-    nz_free = "nz_mode" not in pinned and len(SEARCH_SPACE["nz_mode"]) > 1
-    passes = [dict(pinned, nz_mode=SEARCH_SPACE["nz_mode"][0])] if nz_free else [pinned]
+    space = search_space(engine_keys(pinned, engines))
+    nz_values = space.get("nz_mode", ())
+    nz_free = "nz_mode" not in pinned and len(nz_values) > 1
+    passes = [dict(pinned, nz_mode=nz_values[0])] if nz_free else [pinned]
     skipped: list[dict] = []
     k = 0
     while k < len(passes):
@@ -309,7 +322,7 @@ def fit_memory(cache: LedgerCache, base: ParallelPlan, observed: Observed, pinne
                               grouping_ok=partition(tot[ranks], tol) == obs_part)
         if k == 0 and nz_free:
             if cache.nz_padded:
-                passes += [dict(pinned, nz_mode=v) for v in SEARCH_SPACE["nz_mode"][1:]]
+                passes += [dict(pinned, nz_mode=v) for v in nz_values[1:]]
             else:
                 skipped.append({"dimension": "nz_mode", "why": (
                     "no resident tensor of this model has a shape FRACTAL_NZ would pad (every 2-D+ weight is "
@@ -319,7 +332,7 @@ def fit_memory(cache: LedgerCache, base: ParallelPlan, observed: Observed, pinne
     # the log's ranks differ wins
     fits = sorted(groups.values(), key=lambda f: (f.score, not f.grouping_ok, f.candidate.complexity(), f.max_abs))
     seconds = time.perf_counter() - t0
-    searched = [k for k in SEARCH_SPACE if k not in pinned and not (k == "engine" and engines)
+    searched = [k for k in space if k not in pinned and not (k == "engine" and engines)
                 and k not in {x["dimension"] for x in skipped}]
     out = MemoryFit(observed, fits[:top], searched, n, cache.materialized, seconds, skipped=skipped)
     if fits:

@@ -184,6 +184,16 @@ class Engine:
         """The launch command of one instance: {'args': [...], 'env': {...}, 'command': str}."""
         raise NotImplementedError
 
+    # ------------------------------------------------------------ what align searches
+    #: the engine-behaviour options ``audit align`` searches when the user did not pin them, in order of
+    #: preference (earlier values are the defaults): the plan's role and the drafter for every engine
+    align_search_space: ClassVar[dict[str, tuple]] = {"role": ("mixed", "prefill", "decode"), "mtp": (False, True)}
+
+    def align_skip(self, option: dict, pinned: dict) -> bool:
+        """Whether ``option`` (one point of the search space) is no configuration this engine runs as
+        given, so align does not score it (default: every point is one)."""
+        return False
+
     # ------------------------------------------------------------ kernels
     def kernel_path(self, variant: str) -> Any:
         """The kernel constants of a cache variant (indexer / top-k / sparse-attention tiling)."""

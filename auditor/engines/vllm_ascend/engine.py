@@ -27,6 +27,21 @@ class VllmAscend(Engine):
     #: block_size forced to 128 with prefix caching or chunked prefill (serving-facts §1.5,
     #: vllm_ascend/utils.py:1173-1199@182b75ea): hits are whole 128-token blocks
     prefix_block_tokens: ClassVar[int] = 128
+    #: what align searches on this engine: its switches besides the role and the drafter
+    align_search_space: ClassVar[dict[str, tuple]] = {
+        "role": ("mixed", "prefill", "decode"),
+        "sp": (False, True),
+        "dsa_cp": (None, True),                        # None: enable_dsa_cp not set (the engine default)
+        "layer_sharding": ((), ("q_b_proj",), ("o_proj",), ("q_b_proj", "o_proj")),
+        "shared_expert_dp": (False, True),
+        "mtp": (False, True),
+        "nz_mode": (1, 0, 2),
+    }
+
+    def align_skip(self, option: dict, pinned: dict) -> bool:
+        """enable_dsa_cp is a switch of its own only from v0.20.2rc, and deployments set it with SP."""
+        return bool(option.get("dsa_cp") and (not option.get("sp") or self.profile.dsa_cp_trigger == "sp")
+                    and "dsa_cp" not in pinned)
     default_hccl_buffsize_mb: ClassVar[int] = hccl.DEFAULT_HCCL_BUFFSIZE_MB
     term_docs: ClassVar[dict[str, str]] = activation.TERM_DOCS
     budget_labels: ClassVar[dict[str, str]] = {"non_torch": "HCCL + runtime", "graph": "ACL graph estimate",
