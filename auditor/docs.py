@@ -48,7 +48,7 @@ def pages() -> list[Path]:
 @dataclass(frozen=True)
 class Example:
     command: str      # what the marker says, filters included
-    start: int        # span of the fenced body in the README text
+    start: int        # span of the fenced body in the page's text
     end: int
 
 
