@@ -1,7 +1,8 @@
-"""Regenerate (or check) the README's example outputs from the tool itself.
+"""Regenerate (or check) the example outputs of the README and the docs/ pages from the tool itself.
 
 Why: an example pasted by hand goes stale the day calibration or a rule changes. Every example in
-the README sits under a marker naming the command that produced it::
+the README and in every ``docs/*.md`` page (``pages()`` lists them) sits under a marker naming the
+command that produced it::
 
     <!-- example: memory glm-5.1 --tp 16 | head 12 -->
     ```
@@ -9,18 +10,21 @@ the README sits under a marker naming the command that produced it::
     ...output...
     ```
 
-``python -m auditor.docs`` reruns every marked command in-process and rewrites the fenced block
-under it; ``python -m auditor.docs --check`` exits 1 and names the examples that differ (the test
-suite runs the check). Filters after ``|``: ``head N``, ``tail N``, ``grep REGEX`` (Python regex,
+``python -m auditor.docs`` reruns every marked command of every page in-process and rewrites the
+fenced block under it; ``python -m auditor.docs --check`` exits 1 and names the examples that differ
+(the test suite runs the check); ``python -m auditor.docs FILE`` does one file. Filters after ``|``: ``head N``, ``tail N``, ``grep REGEX`` (Python regex,
 lines kept in order), ``drop REGEX`` (lines removed: wall-clock timings, which no README can
 hold), ``from REGEX`` (lines from the first match on: a report's last section), and ``file PATH`` (show a file the command wrote under ``$TMP`` instead of
 its stdout, e.g. a ticket). A trailing ``2>&1`` appends what the command printed on stderr, and the
 exit code is shown when it is not 0. ``$TMP`` in a command is a fresh temporary directory, shown
-as ``/tmp``. Commands run from the repository root (``../shared`` is the reference data beside it).
+as ``/tmp``. Commands run from the repository root whichever page holds them (``../shared`` is the
+reference data beside it). A command is run once per process: examples that show the same run
+through different filters share it.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import re
@@ -31,13 +35,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MARKER = re.compile(r"^<!-- example: (?P<cmd>.+?) -->\n```[a-z]*\n(?P<body>.*?)^```\n", re.M | re.S)
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+
+
+def pages() -> list[Path]:
+    """Every file whose examples are generated: the README first, then docs/*.md by name."""
+    return [README, *sorted(DOCS.glob("*.md"))]
 
 
 @dataclass(frozen=True)
 class Example:
     command: str      # what the marker says, filters included
-    start: int        # span of the fenced body in the README text
+    start: int        # span of the fenced body in the page's text
     end: int
 
 
@@ -70,21 +81,28 @@ def _cwd(path: Path):
         os.chdir(old)
 
 
-def run_example(spec: str) -> str:
-    """Run one marked command in-process and return the block body the README should hold."""
+@functools.lru_cache(maxsize=None)
+def _run(cmd: str, merge_stderr: bool, files: tuple[str, ...]) -> tuple[str, int]:
+    """(text, exit code) of one command run in-process from the repository root: its stdout (plus
+    stderr when merged), or the last of ``files`` it wrote under $TMP; $TMP shown as /tmp."""
     from .cli import main
 
-    cmd, filters, merge_stderr = _filters(spec)
     with tempfile.TemporaryDirectory(prefix="audit-docs-") as tmp:
         argv = shlex.split(cmd.replace("$TMP", tmp))
         out, err = io.StringIO(), io.StringIO()
-        with _cwd(README.parent), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with _cwd(ROOT), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(argv)
         text = out.getvalue() + (err.getvalue() if merge_stderr else "")
-        for name, arg in filters:
-            if name == "file":
-                text = (Path(tmp) / arg).read_text(encoding="utf-8")
+        for arg in files:
+            text = (Path(tmp) / arg).read_text(encoding="utf-8")
         text = text.replace(tmp, "/tmp")
+    return text, code
+
+
+def run_example(spec: str) -> str:
+    """Run one marked command in-process and return the block body the page should hold."""
+    cmd, filters, merge_stderr = _filters(spec)
+    text, code = _run(cmd, merge_stderr, tuple(arg for name, arg in filters if name == "file"))
     lines = text.rstrip("\n").split("\n")
     for name, arg in filters:
         if name == "head":
@@ -106,7 +124,7 @@ def run_example(spec: str) -> str:
 
 
 def regenerate(text: str) -> tuple[str, list[str]]:
-    """(new README text, commands whose block changed)."""
+    """(new page text, commands whose block changed)."""
     changed, pieces, pos = [], [], 0
     for ex in examples(text):
         new = run_example(ex.command)
@@ -118,20 +136,33 @@ def regenerate(text: str) -> tuple[str, list[str]]:
     return "".join(pieces), changed
 
 
+def _name(path: Path) -> str:
+    """How a message names a page: README, or its path from the repository root (docs/perf.md)."""
+    if path.resolve() == README:
+        return "README"
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     check = "--check" in args
-    path = Path(next((a for a in args if not a.startswith("--")), README))
-    text = path.read_text(encoding="utf-8")
-    new, changed = regenerate(text)
-    if check:
-        for c in changed:
-            print(f"stale README example: {c}", file=sys.stderr)
-        return 1 if changed else 0
-    if changed:
-        path.write_text(new, encoding="utf-8")
-    print(f"{len(examples(text))} examples, {len(changed)} regenerated in {path}")
-    return 0
+    named = [Path(a) for a in args if not a.startswith("--")]
+    stale = False
+    for path in named or pages():
+        text = path.read_text(encoding="utf-8")
+        new, changed = regenerate(text)
+        if check:
+            for c in changed:
+                print(f"stale {_name(path)} example: {c}", file=sys.stderr)
+            stale = stale or bool(changed)
+            continue
+        if changed:
+            path.write_text(new, encoding="utf-8")
+        print(f"{len(examples(text))} examples, {len(changed)} regenerated in {path}")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ def _run(tmp_path: Path, name: str, lines: list[str], *extra: str) -> tuple[int,
 
 
 def test_kv_lines_against_the_runtime_budget_by_hand(tmp_path):
-    # W: the best candidate's ledger (38.234 GiB, the v0.18 P node the README works out by hand)
+    # W: the best candidate's ledger (38.234 GiB, the v0.18 P node docs/memory.md works out by hand)
     _, t0, _ = _run(tmp_path, "w", _weights_lines())
     W = t0["memory"]["groups"][0]["predicted_bytes"]
     assert abs(W / GiB - 38.234) < 5e-4

@@ -264,7 +264,7 @@ def test_config_numbers_in_range_are_read_and_normalized():
     assert nd.args["gpu_memory_utilization"] == 1.0 and nd.args["max_num_seqs"] == "None"
 
 
-# what a recognised value may be (README, bad input: the options' caps), restated here
+# what a recognised value may be (docs/options.md, bad input: the options' caps), restated here
 _RANGES = {"tensor_parallel_size": (1, 65_536), "data_parallel_size": (1, 65_536), "pipeline_parallel_size": (1, 1_024),
            "decode_context_parallel_size": (1, 65_536), "max_model_len": (1, 1 << 24), "max_seq_len": (1, 1 << 24),
            "max_num_seqs": (1, 65_536), "max_num_batched_tokens": (1, 1 << 24)}

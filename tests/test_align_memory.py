@@ -1,7 +1,7 @@
 """Candidate search: logs synthesized from known configurations must be explained by them.
 
 The expected configurations come from the spec's rules (engine-vllm-ascend.md §0, §3.3-§3.4): a
-v0.18 P node replicates o_proj (the README's 38.234 GiB), layer sharding leaves the ranks that own
+v0.18 P node replicates o_proj (docs/memory.md's 38.234 GiB), layer sharding leaves the ranks that own
 one layer fewer (78 layers over 32 ranks: 14 own 3, 18 own 2) one layer's o_proj + q_b_proj lighter.
 """
 from __future__ import annotations
@@ -54,7 +54,7 @@ def test_rank_totals_equal_the_ledger(cache):
 
 
 def test_38_2_gb_is_the_v018_p_node(cache):
-    """The seed RFC's ~38 GB per rank: a v0.18 P node (README: 38.234 GiB)."""
+    """The seed RFC's ~38 GB per rank: a v0.18 P node (docs/memory.md: 38.234 GiB)."""
     obs = observed_weights(parse_log_text(_log([38.2 * GiB] * 32, digits=1)), BASE)
     fit = fit_memory(cache, BASE, obs, {"sp": True, "tp": 16, "dp": 2, "ep": 32})
     best = fit.fits[0]

@@ -1,6 +1,6 @@
 """Property: every header we accept, ``safetensors.safe_open`` accepts with identical entries;
-every header we refuse, it refuses too, or one of our documented rules does (README: duplicate
-keys, dimensions/offsets of 2**63 or more). Never a traceback: only AuditInputError. And the
+every header we refuse, it refuses too, or one of our documented rules does (docs/options.md,
+bad input: duplicate keys, dimensions/offsets of 2**63 or more). Never a traceback: only AuditInputError. And the
 accelerated reader agrees with the exact one, answer for answer.
 
 Examples per run: AUDIT_FUZZ_EXAMPLES (default 150, a few seconds); benchmarks/bench_hostile.py
@@ -23,7 +23,7 @@ from auditor.inventory.shards import read_headers
 from auditor.dtypes import DTYPE_BITS
 
 EXAMPLES = int(os.environ.get("AUDIT_FUZZ_EXAMPLES", "150"))
-# our documented rules beyond the library's (README, bad input)
+# our documented rules beyond the library's (docs/options.md, bad input)
 OUR_RULES = ("duplicate key", "2**63 or more", "are too large")
 
 DTYPES = sorted(DTYPE_BITS) + ["I4", "C128", "f32", "", "F8_E4M3F"]

@@ -4,7 +4,7 @@
 Every case runs ``auditor.cli.main(argv)`` in process (a representative subset also runs as
 ``python -m auditor`` out of process) and asserts the contract in ``hostile_harness``: exit 0/2/3,
 one ``audit: error:`` line on error, no traceback, no hang, the model directory untouched.
-The README's caps come from ``auditor.limits``; the cases read them from there only to build the
+The documented caps (docs/options.md, bad input) come from ``auditor.limits``; the cases read them from there only to build the
 first value past each cap, never to decide whether the answer is right.
 """
 from __future__ import annotations

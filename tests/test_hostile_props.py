@@ -65,7 +65,7 @@ def _as_int(v):
 
 def accepted_config_is_plausible(cfg: dict) -> list[str]:
     """The documented rules an accepted config must satisfy (an independent restatement of the
-    README's caps, checked on what audit accepted)."""
+    caps in docs/options.md, checked on what audit accepted)."""
     bad = []
     for key, cap in CONFIG_INT_CAPS.items():
         parent, _, leaf = key.rpartition(".")

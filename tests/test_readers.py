@@ -359,7 +359,7 @@ DUPLICATES = {
 
 @pytest.mark.parametrize("name", sorted(DUPLICATES))
 def test_duplicate_keys_are_refused_in_every_spelling(name: str, tmp_path: Path, capsys, monkeypatch) -> None:
-    """Our rule (README): a key twice anywhere in a header is an error, though the library keeps
+    """Our rule (docs/options.md, bad input): a key twice anywhere in a header is an error, though the library keeps
     the last tensor of a repeated name. Both scan modes agree."""
     d = model_dir(tmp_path / "m")
     (d / "model.safetensors.index.json").unlink()

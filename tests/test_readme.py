@@ -1,31 +1,94 @@
-"""The README cannot go stale: every example output in it is what the tool prints today, and its
-quick start is what CI runs."""
+"""The README and the docs/ pages cannot go stale: every example output in them is what the tool
+prints today, the README's quick start is what CI runs, the README stays a front page that links
+every page, and no relative link points at nothing."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import pytest
+
 from auditor import docs
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+PAGES = docs.pages()
+DOCS_PAGES = sorted((ROOT / "docs").glob("*.md"))
+_ids = [str(p.relative_to(ROOT)) for p in PAGES]
 
 
-def test_every_readme_example_is_what_the_tool_prints():
-    exs = docs.examples(README)
-    assert len(exs) >= 4, "the README lost its generated examples"
+def test_pages_are_the_readme_and_every_docs_page():
+    assert PAGES[0] == ROOT / "README.md" and PAGES[1:] == DOCS_PAGES and len(DOCS_PAGES) >= 10
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_ids)
+def test_every_example_is_what_the_tool_prints(page):
+    text = page.read_text(encoding="utf-8")
+    exs = docs.examples(text)
+    if page.name == "README.md":
+        assert len(exs) >= 4, "the README lost its generated examples"
     if not (ROOT.parent / "shared").is_dir():      # examples that read the reference data
         exs = [ex for ex in exs if "../shared" not in ex.command]
-    stale = [ex.command for ex in exs if README[ex.start:ex.end] != docs.run_example(ex.command)]
-    assert not stale, f"stale README examples (run `python -m auditor.docs`): {stale}"
+    stale = [ex.command for ex in exs if text[ex.start:ex.end] != docs.run_example(ex.command)]
+    assert not stale, f"stale examples in {page.name} (run `python -m auditor.docs`): {stale}"
 
 
-def test_no_hand_pasted_tool_output():
+@pytest.mark.parametrize("page", PAGES, ids=_ids)
+def test_no_hand_pasted_tool_output(page):
     """A fenced block that shows an `$ audit` run must sit under an example marker."""
-    covered = {README[ex.start:ex.end] for ex in docs.examples(README)}
-    blocks = re.findall(r"^```[a-z]*\n(.*?)^```\n", README, re.M | re.S)
+    text = page.read_text(encoding="utf-8")
+    covered = {text[ex.start:ex.end] for ex in docs.examples(text)}
+    blocks = re.findall(r"^```[a-z]*\n(.*?)^```\n", text, re.M | re.S)
     pasted = [b.splitlines()[0] for b in blocks if b.startswith("$ audit") and b not in covered]
-    assert not pasted, f"README blocks with tool output but no example marker: {pasted}"
+    assert not pasted, f"{page.name} blocks with tool output but no example marker: {pasted}"
+
+
+def test_readme_is_a_front_page():
+    n = len(README.splitlines())
+    assert n <= 300, f"README.md has {n} lines: move the detail to a docs/ page and link it"
+
+
+def _prose(text: str) -> str:
+    """The text outside fenced blocks (tool output may hold '# ...' lines and brackets)."""
+    return re.sub(r"^```.*?^```$", "", text, flags=re.M | re.S)
+
+
+def _links(text: str) -> list[str]:
+    return re.findall(r"\[[^\]\n]*\]\(([^)\s]+)\)", _prose(text))
+
+
+def test_every_docs_page_is_linked_from_the_readme():
+    linked = {(ROOT / link.split("#", 1)[0]).resolve() for link in _links(README)}
+    unlinked = [p.name for p in DOCS_PAGES if p.resolve() not in linked]
+    assert not unlinked, f"docs pages the README does not link: {unlinked}"
+
+
+def _anchors(text: str) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to '-', repeats numbered."""
+    seen: dict[str, int] = {}
+    out = set()
+    for heading in re.findall(r"^#+ (.+)$", _prose(text), re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_ids)
+def test_relative_links_point_at_what_exists(page):
+    """Every relative link names an existing file, and its #anchor a heading of that page."""
+    broken = []
+    for link in _links(page.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", link):                  # https:, mailto:
+            continue
+        path, _, anchor = link.partition("#")
+        target = (page.parent / path).resolve() if path else page
+        if not target.exists():
+            broken.append(link)
+        elif anchor and target.suffix == ".md" and anchor not in _anchors(target.read_text(encoding="utf-8")):
+            broken.append(link)
+    assert not broken, f"{page.name}: links to nothing: {broken}"
 
 
 def test_quick_start_test_command_is_what_ci_runs():
