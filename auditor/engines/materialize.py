@@ -125,7 +125,7 @@ class Materializer:
         if tok == "deq":
             return "F32" if self.spec.pd == "BF16" else "I64"
         if tok == "gate":
-            return "F32" if self.prof.gate_dtype == "F32" else self.spec.pd
+            return "F32" if self.gate_in_fp32() else self.spec.pd
         if tok == "stored":
             return stored or self.spec.pd
         return tok
@@ -307,7 +307,7 @@ class Materializer:
                       placement="stage", naive_shard=None, module_cause=None, conditions={})
             self.mlapo_drops(layer)
         # IndexCache per version row: a "shared" layer holds no Indexer from v0.23.0rc1 on
-        if s.layer_has_indexer(layer, getattr(self.prof, "index_cache", True)):
+        if s.layer_has_indexer(layer, self.index_cache()):
             self.indexer(layer, "mtp" if mtp else "indexer")
 
     def kv_b(self, layer: int, blk: str) -> None:
@@ -336,7 +336,7 @@ class Materializer:
                 self.findings.append(Finding("warning", f"model.layers.{layer}.{m}.weight",
                                              f"stored as {sm.scheme}, but the engine builds this projection with "
                                              "quant_config=None (bf16)"))
-        if self.prof.indexer_fused_wk:
+        if self.indexer_fused_wk():
             self.module(layer, blk, B.IDX_WK_WEIGHTS, True, force_float=True)
         else:
             self.module(layer, blk, B.IDX_WK, True, force_float=True)
@@ -437,6 +437,18 @@ class Materializer:
         self.buffers()
 
     # ---------------------------------------------------------------- engine hooks (defaults)
+    def gate_in_fp32(self) -> bool:
+        """The router gate's weight is held in fp32 (rule dtype ``gate``); default: the model dtype."""
+        return False
+
+    def index_cache(self) -> bool:
+        """A layer whose top-k is shared drops its indexer (IndexCache); default: yes."""
+        return True
+
+    def indexer_fused_wk(self) -> bool:
+        """The indexer's wk and weights_proj are one fused linear; default: two."""
+        return False
+
     def _mlapo_applies(self, qkv_scheme: str, layer: int) -> bool:
         """Whether the engine keeps fused MLA-preprocess copies of this layer (none by default)."""
         return False

@@ -24,6 +24,16 @@ class CudaMaterializer(Materializer):
     UNRULED_NOTE = ("vLLM on CUDA has no linear method for it (msModelSlim's --quantization ascend is "
                     "vLLM-Ascend's): the engine refuses to start; bytes shown as stored")
 
+    # the version row's decisions (versions.py, each cited there)
+    def gate_in_fp32(self) -> bool:
+        return self.prof.gate_dtype == "F32"
+
+    def index_cache(self) -> bool:
+        return self.prof.index_cache
+
+    def indexer_fused_wk(self) -> bool:
+        return self.prof.indexer_fused_wk
+
     def __init__(self, *args, arch: str = "", **kw) -> None:
         super().__init__(*args, **kw)
         # the generic linear() notes "vLLM-Ascend has no FP8 linear method" once; CUDA has one

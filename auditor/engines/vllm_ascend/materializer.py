@@ -21,6 +21,16 @@ class AscendMaterializer(Materializer):
     SCHEME_NOTES = {"FP8": ("warning", "FP8 linears: vLLM-Ascend has no FP8 linear method (A2/A3 have no FP8 units); "
                                        "weights shown as stored, convert to W8A8 to deploy")}
 
+    # ---------------------------------------------------------------- version-row decisions
+    def gate_in_fp32(self) -> bool:
+        return self.prof.gate_dtype == "F32"        # AscendGateLinear (gate_linear.py:48@v0.21.0rc1)
+
+    def index_cache(self) -> bool:
+        return self.prof.index_cache                # IndexCache from v0.23.0rc1 (PR #10441)
+
+    def indexer_fused_wk(self) -> bool:
+        return self.prof.indexer_fused_wk           # wk_weights_proj (sfa_v1.py:471@v0.21.0rc1)
+
     # ---------------------------------------------------------------- compressed-attention models
     def router(self, layer: int, d: B.ModuleDecl) -> None:
         """A compressed-attention model's gate keeps the model-dtype weight and an fp32 copy
