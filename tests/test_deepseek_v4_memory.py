@@ -270,3 +270,40 @@ def test_align_explains_a_weights_line(tmp_path, capsys):
     assert ticket["verdict"]["explained"]
     assert ticket["memory"]["candidates"][0]["max_rel_residual"] < 1e-3
     assert set(ticket["memory"]["search"]["recipes"]) <= {"bf16", "w8a8", "w8a8-dynamic", "w4a8"}
+
+
+#: model-deepseek-v4.md §6.3: the CI configs given for calibration, per node: (file, node, TP, DP, role,
+#: max_num_batched_tokens, max_num_seqs, block size, MTP k, DSA-CP)
+CI_NODES = [
+    ("DeepSeek-V4-Flash-W8A8-A3.yaml", None, 4, 4, "mixed", 10240, 64, 128, 1, False),
+    ("DeepSeek-V4-flash-w8a8-PD-no-prefix.yaml", "0", 4, 4, "prefill", 8192, 16, 32, 1, True),
+    ("DeepSeek-V4-flash-w8a8-PD-no-prefix.yaml", "1", 1, 16, "decode", 240, 60, 32, 3, False),
+    ("DeepSeek-V4-Pro-w4a8-1M-PD.yaml", "0", 16, 2, "prefill", 2048, 16, 128, 1, False),
+    ("DeepSeek-V4-Pro-w4a8-1M-PD.yaml", "2", 16, 2, "decode", 60, 60, 128, 1, False),
+]
+
+
+@pytest.mark.parametrize("name,node,tp,dp,role,batched,seqs,bs,k,cp", CI_NODES,
+                         ids=[f"{c[0][:-5]}-{c[1]}" for c in CI_NODES])
+def test_ci_configs_read_through_launch(shared_dir, name, node, tp, dp, role, batched, seqs, bs, k, cp, capsys):
+    """The three DeepSeek-V4 CI configs of §6.3 (block sizes 32 and 128, MTP k 1 and 3, a 1M-token dataset,
+    --no-disable-hybrid-kv-cache-manager) read through --launch into the deployment they run; offline, the
+    checkpoint's hub name implies its preset."""
+    args = ["memory", "--launch", str(shared_dir / "data" / "published" / "deepseek-v4" / name), "--format", "json"]
+    if node is not None:
+        args += ["--node", node]
+    assert main(args) == 0
+    rep = json.loads(capsys.readouterr().out)
+    plan, rt = rep["plan"], rep["runtime"]
+    assert (plan["tp"], plan["dp"], plan["role"]) == (tp, dp, role)
+    assert (rt["max_num_batched_tokens"], rt["max_num_seqs"], rt["block_size"], rt["mtp"]) == (batched, seqs, bs, k)
+    assert rep["model"]["name"].startswith("deepseek-v4") and rt["error"] is None
+    assert plan["dsa_cp"] is cp        # the resolved switch: enable_dsa_cp on the weekly P node only
+
+
+def test_hub_names_imply_presets_but_not_the_dspark_checkpoints():
+    from auditor.launch.nightly import implied_preset
+    assert implied_preset("Eco-Tech/DeepSeek-V4-Flash-w8a8-mtp") == "deepseek-v4-flash"
+    assert implied_preset("ms://Eco-Tech/DeepSeek-V4-Pro-w4a8-mtp") == "deepseek-v4-pro"
+    assert implied_preset("Eco-Tech/DeepSeek-V4-Flash-0731-w8a8") is None          # a DSpark drafter
+    assert implied_preset("UploadWeight/DeepSeek-V4-Flash-DSpark-w4a8-test") is None

@@ -145,7 +145,11 @@ FLAG_RULES: tuple[Rule, ...] = (
     I("--otlp-traces-endpoint", "str", _HOST), I("--collect-detailed-traces", "str", _HOST),
     I("--kv-events-config", "json", "KV cache event publishing"),
     I("--prefix-caching-hash-algo", "str", "hash of prefix blocks"),
-    I("--disable-hybrid-kv-cache-manager", "bool", "one KV cache group for these models either way"),
+    # the hybrid manager is what lays compressed-attention caches out in groups over one block-id pool
+    # (DeepSeek-V4's tutorials pass --no-disable-...: "otherwise, the service may OOM during startup");
+    # one-group models are the same either way. Disabling it is not modelled
+    I("--disable-hybrid-kv-cache-manager", "bool", "one KV cache group for MLA / GQA models either way; the "
+      "compressed-attention pool needs it on", assumes=(False,)),
     I("--disable-cascade-attn", "bool", "not used by the Ascend attention backends"),
     I("--disable-custom-all-reduce", "bool", "CUDA custom all-reduce; not used on Ascend"),
     I("--swap-space", "str", "host memory for swapped blocks"),

@@ -236,7 +236,9 @@ def is_warmup(name: str) -> bool:
 
 #: hub names of the checkpoints the CI serves -> audit's preset (the first match wins, newest first)
 _PRESET_NAMES = (("glm-5.2", r"glm-?5[._]2"), ("glm-5.1", r"glm-?5[._]1"), ("glm-5", r"glm-?5(?![._]?\d)"),
-                 ("deepseek-v3.2", r"deepseek-v3[._]2"), ("deepseek-v3", r"deepseek-v3(?![._]?\d)"))
+                 ("deepseek-v3.2", r"deepseek-v3[._]2"), ("deepseek-v3", r"deepseek-v3(?![._]?\d)"),
+                 # DeepSeek-V4: the DSpark checkpoints (Flash-0731, Flash-DSpark) carry a drafter the preset lacks
+                 ("deepseek-v4-flash", r"deepseek-v4-flash(?!-0731|-dspark)"), ("deepseek-v4-pro", r"deepseek-v4-pro"))
 
 
 def implied_preset(model: str) -> str | None:
@@ -260,10 +262,12 @@ def _cases(benchmarks: Any, where: str) -> dict[str, Case]:
             continue
         ds = str(b.get("dataset_path", ""))
         what = f"benchmarks.{name}"
-        m = re.search(r"(?:^|[-_/])in(\d+)(k?)(?=$|[-_])", ds, re.IGNORECASE)
+        # in3500, in128k (x 1024), in1M (x 1024^2: DeepSeek-V4's 1M-context cases)
+        m = re.search(r"(?:^|[-_/])in(\d+)([km]?)(?=$|[-_])", ds, re.IGNORECASE)
         if m is None:
             raise AuditInputError(where, f"{what}: dataset {ds!r} names no input length (inNNNN)")
-        isl = _capped(int(m.group(1)) * (1024 if m.group(2) else 1), "--isl", where, f"{what}: dataset {ds!r}")
+        unit = {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
+        isl = _capped(int(m.group(1)) * unit, "--isl", where, f"{what}: dataset {ds!r}")
         p = re.search(r"prefix(\d+)", ds, re.IGNORECASE)
         prefix = int(p.group(1)) / 100 if p else 0.0
         if not 0 <= prefix <= 1:
