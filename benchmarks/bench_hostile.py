@@ -163,6 +163,15 @@ def build_readers(root: Path, hub: str) -> dict[str, tuple[list[str], dict[str, 
     cases["plan-dies-8192"] = (plan + ["--dies", "8192"], {})
     cases["plan-dies-8192-csv"] = (plan + ["--dies", "8192", "--csv", str(root / "plan.csv")], {})
     cases["option-hf-overrides-10k-deep"] = (bench + ["--hf-overrides", '{"a": ' * 10_000 + "1" + "}" * 10_000], {})
+    # calibrate: the largest legal file (64 measurements, MAX_SCENARIOS) is fitted within its bound; one
+    # more is refused before any fit
+    for n in (64, 65):
+        rows = ["scenario,phase,query_len,context_len,measured_ms"]
+        rows += [f"s{i},{'prefill' if i % 2 else 'decode'},{4096 if i % 2 else 4},{1000 * (i + 1)},"
+                 f"{50.0 + i}" for i in range(n)]
+        (root / f"calibrate-{n}.csv").write_text("\n".join(rows) + "\n")
+        cases[f"calibrate-{n}-rows"] = (["calibrate", str(root / f"calibrate-{n}.csv"), "-o",
+                                         str(root / f"profile-{n}.json")], {})
     env = {"HF_ENDPOINT": hub, "AUDIT_CACHE": str(root / "cache"), "HF_TOKEN": "hf_bench_token"}
     for name in ("remote-gzip-bomb", "remote-endless-body", "remote-link-loop", "remote-million-files"):
         cases[name] = (["memory", f"hf://acme/{name}"], env)
@@ -172,7 +181,8 @@ def build_readers(root: Path, hub: str) -> dict[str, tuple[list[str], dict[str, 
 # seconds and peak MiB (README, bad input: every case within 10 s and 600 MiB; `plan --dies 8192`, the
 # documented maximum, within 20 s and 3 GB: 6.2M P/D rows enumerated as arrays, ~80k built; with --csv
 # it refuses before building a million rows)
-PLAN_BOUNDS = {"plan-dies-8192": (20, 3072), "plan-dies-8192-csv": (20, 3072)}
+PLAN_BOUNDS = {"plan-dies-8192": (20, 3072), "plan-dies-8192-csv": (20, 3072),
+               "calibrate-64-rows": (60, 600), "calibrate-65-rows": (10, 600)}
 READER_BOUNDS = PLAN_BOUNDS | {name: (10, 600) for name in (
     "nightly-billion-laughs", "nightly-50k-deep-flow", "nightly-10000-args", "nightly-100000-digits",
     "nightly-at-cap-1MiB", "corpus-deep", "corpus-5000-digits", "corpus-dev-zero", "corpus-fifo",
