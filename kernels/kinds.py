@@ -39,13 +39,15 @@ VEC_D, VEC_TENSORS, VEC_OPS = range(3)          # D, [T, D] tensors read+written
 # sfa: local heads, latent and rope dims, top-k cap, query rows sharing one staged KV gather,
 # bytes of one cached entry (latent + rope, as stored), ranks the cached entries are split over (DCP
 # decode: each rank attends all heads over its 1/dcp share of the selected entries; 0 or 1 = no split)
-SFA_HEADS, SFA_LATENT, SFA_ROPE, SFA_CAP, SFA_TILE, SFA_ENTRY_BYTES, SFA_SPLIT = range(7)
+# ``SFA_RATIO``: the attended cache holds one row per that many tokens (compressed attention; 0 or 1 = a
+# row per token), so a query at key position L sees min(L / ratio, cap) rows
+SFA_HEADS, SFA_LATENT, SFA_ROPE, SFA_CAP, SFA_TILE, SFA_ENTRY_BYTES, SFA_SPLIT, SFA_RATIO = range(8)
 # indexer_score: index heads, index head dim, bytes of one cached key (+ its scale), query rows
 # sharing one read of a request's key cache, vector ops per (query, key, head) after the Cube
-IDX_HEADS, IDX_DIM, IDX_KEY_BYTES, IDX_TILE, IDX_VEC_PER_HEAD = range(5)
+IDX_HEADS, IDX_DIM, IDX_KEY_BYTES, IDX_TILE, IDX_VEC_PER_HEAD, IDX_RATIO = range(6)   # ratio: keys per token 1/r
 # indexer_topk (fused into the indexer kernel: no launch of its own): top-k kept, vector
 # sort/merge element ops per candidate key and per kept entry
-TOPK_K, TOPK_PER_KEY, TOPK_PER_KEPT = range(3)
+TOPK_K, TOPK_PER_KEY, TOPK_PER_KEPT, TOPK_RATIO = range(4)
 ROUTER_E, ROUTER_K = range(2)
 GMM_H, GMM_I, GMM_TOPK, GMM_E, GMM_DOMAIN, GMM_ACT_BYTES, GMM_DYNAMIC = range(7)
 EMBED_H = 0

@@ -46,14 +46,14 @@ from .kinds import (ATTN, ATTN_HEADS, ATTN_HEAD_DIM, ATTN_KV_HEADS, BMM, BMM_HEA
                     DEV_STATIC_COMM, DEV_STATIC_GP, DEV_STATIC_MMA, DEV_VECTOR_PEAK, DEV_VECTOR_SORT, DT_BF16,
                     EMBED, EMBED_H, GMM, GMM_ACT_BYTES, GMM_DOMAIN, GMM_DYNAMIC, GMM_E, GMM_H, GMM_I, GMM_TOPK,
                     GRP_BW, GRP_LATENCY, GRP_SIZE, IDX_DIM, IDX_HEADS, IDX_KEY_BYTES, IDX_SCORE, IDX_TILE,
-                    IDX_TOPK, IDX_VEC_PER_HEAD, LINEAR, LINEAR_ACT_BYTES, LINEAR_DYNAMIC, LINEAR_K, LINEAR_N,
+                    IDX_RATIO, IDX_TOPK, IDX_VEC_PER_HEAD, LINEAR, LINEAR_ACT_BYTES, LINEAR_DYNAMIC, LINEAR_K, LINEAR_N,
                     LINEAR_OUT_BYTES, MULT_ALWAYS, MULT_FIRST_MTP, N_CO_OUT, N_OUT, N_PARAMS, N_ST, N_STREAMS,
                     OPF_COUNT, OPF_WEIGHT, OPI_DPMUL, OPI_DTYPE, OPI_EXP, OPI_KIND, OPI_STREAM, OUT_BOUND,
                     OUT_BYTES, OUT_COUNT, OUT_MMA, OUT_SORT, OUT_TIME, OUT_TOKENS, OUT_T_COMPUTE, OUT_T_MEMORY,
                     OUT_VEC, RND_INDEXER_CACHE, RND_NONE, RND_SFA_KV, ROUTER_E, ROUTER_K, ROUTER_TOPK, SFA,
-                    SFA_CAP, SFA_ENTRY_BYTES, SFA_HEADS, SFA_LATENT, SFA_ROPE, SFA_SPLIT, SFA_TILE, STREAM_MAIN,
+                    SFA_CAP, SFA_ENTRY_BYTES, SFA_HEADS, SFA_LATENT, SFA_RATIO, SFA_ROPE, SFA_SPLIT, SFA_TILE, STREAM_MAIN,
                     STREAM_MTP_LATER, STREAM_ROWS, ST_CONTEXT, ST_DECODE, ST_QUERIES, ST_REQUESTS, TOPK_K,
-                    TOPK_PER_KEPT, TOPK_PER_KEY, VEC, VEC_D, VEC_OPS, VEC_TENSORS, ZERO)
+                    TOPK_PER_KEPT, TOPK_PER_KEY, TOPK_RATIO, VEC, VEC_D, VEC_OPS, VEC_TENSORS, ZERO)
 
 __all__ = ["N_OUT", "N_CO_OUT", "evaluate_program", "partial_time", "sweep_grid", "stream_table", "op_work",
            "ops_time", "colls_time", "host_time", "context_dependent"]
@@ -106,6 +106,16 @@ def capped_pairs(n: float, q: float, c: float, cap: float) -> float:
 
 
 @njit(cache=True)
+def ratio_pairs(n: float, q: float, c: float, r: float, cap: float) -> float:
+    """Sum over i = 1..q of min((c + i) / r, cap), for n requests: attention over a cache that keeps one
+    row per ``r`` tokens (compressed attention), top-k capped; r <= 1 is one row per token."""
+    if r <= 1.0:
+        return capped_pairs(n, q, c, cap)
+    m = min(max(cap * r - c, 0.0), q)
+    return n * ((m * c + m * (m + 1.0) / 2.0) / r + (q - m) * cap)
+
+
+@njit(cache=True)
 def mult(mode: int, mtp: float) -> float:
     if mode == MULT_ALWAYS:
         return 1.0
@@ -148,7 +158,7 @@ def op_work(kind: int, p: np.ndarray, w: float, t: float, frac: float, st: np.nd
         dl = p[SFA_LATENT]
         dr = p[SFA_ROPE]
         cap = p[SFA_CAP]
-        pairs = capped_pairs(n, q, c, cap) * frac / max(p[SFA_SPLIT], 1.0)
+        pairs = ratio_pairs(n, q, c, p[SFA_RATIO], cap) * frac / max(p[SFA_SPLIT], 1.0)
         mma = 2.0 * pairs * h * (dl + dr) + 2.0 * pairs * h * dl
         vec = 4.0 * pairs * h
         seq = t * h * (dl + dr) * 2.0 + t * h * dl * 2.0
@@ -160,7 +170,8 @@ def op_work(kind: int, p: np.ndarray, w: float, t: float, frac: float, st: np.nd
     if kind == IDX_SCORE:
         ih = p[IDX_HEADS]
         d = p[IDX_DIM]
-        keys = causal_keys(n, q, c) * frac
+        r = max(p[IDX_RATIO], 1.0)        # compressed keys: one per r tokens
+        keys = causal_keys(n, q, c) * frac / r
         mma = 2.0 * keys * ih * d
         vec = p[IDX_VEC_PER_HEAD] * keys * ih
         seq = t * ih * d * 2.0 + t * ih * 4.0
@@ -170,9 +181,9 @@ def op_work(kind: int, p: np.ndarray, w: float, t: float, frac: float, st: np.nd
         present = min(n, n * frac + 1.0) if frac < 1.0 else n
         rows = n * q * frac / present if present > 0 else 0.0
         reads = present * math.ceil(rows / max(p[IDX_TILE], 1.0) - 1e-9)
-        return mma, vec, 0.0, seq, reads * (c + q) * p[IDX_KEY_BYTES], RND_INDEXER_CACHE, 1.0
+        return mma, vec, 0.0, seq, reads * (c + q) / r * p[IDX_KEY_BYTES], RND_INDEXER_CACHE, 1.0
     if kind == IDX_TOPK:
-        keys = causal_keys(n, q, c) * frac
+        keys = causal_keys(n, q, c) * frac / max(p[TOPK_RATIO], 1.0)
         srt = p[TOPK_PER_KEY] * keys + p[TOPK_PER_KEPT] * p[TOPK_K] * t
         return 0.0, 0.0, srt, t * p[TOPK_K] * 4.0, 0.0, RND_NONE, 0.0
     if kind == ROUTER_TOPK:

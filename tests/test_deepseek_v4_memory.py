@@ -235,13 +235,6 @@ def test_synthesized_checkpoint_reads_like_the_preset(tmp_path, capsys):
     assert not [f for f in ckpt["findings"] if f["severity"] == "error"]
 
 
-@pytest.mark.parametrize("cmd", ["perf", "sweep"])
-def test_timing_commands_refuse_by_name(cmd, capsys):
-    code = main([cmd, "deepseek-v4-flash", "--tp", "4"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "op program" in err[0] and "not modelled" in err[0]
-
-
 @pytest.mark.parametrize("engine,words", [("vllm-ascend@0.23", "not modelled on vLLM-Ascend v0.23.0"),
                                           ("vllm@0.28", "not modelled on upstream vLLM")])
 def test_engines_without_the_family_refuse(engine, words, capsys):

@@ -141,6 +141,8 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
                                                  f"({wl.max_len:,} tokens)")
     mml = max_model_len or wl.max_len
     src = open_model(model, recipe, tables=False)
+    from ..perf.program import check_servable
+    check_servable(src.spec, "plan")
     refused = warn_refusal(src)
     from ..perf.acceptance import resolve
     acceptance = resolve(src.spec, acceptance).equivalent(1)

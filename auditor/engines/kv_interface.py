@@ -76,6 +76,10 @@ class KVSpec:
         """max_memory_usage_bytes: what one request of ``length`` tokens needs on this rank."""
         return self.blocks_per_request(length) * self.page_block_bytes
 
+    def steady_bytes_per_request(self, length: int, in_flight: int = 1) -> int:
+        """What a running request of ``length`` tokens holds (one block table: the same as above)."""
+        return self.bytes_per_request(length)
+
     @property
     def page_size_bytes(self) -> int:
         """vLLM's name for the bytes of one block over this worker's cache layers."""
@@ -250,6 +254,11 @@ class PooledKVSpec:
     layout: str = "groups"
     #: what the engine logs while laying the pool out (e.g. a block size it replaces)
     engine_lines: tuple[str, ...] = ()
+    #: bytes of one cached row by kind ("latent": a window / compressed K=V row, "indexer": a key + scale)
+    rows: tuple[tuple[str, int], ...] = ()
+
+    def row_bytes(self, kind: str) -> int:
+        return dict(self.rows)[kind]
 
     @property
     def cache_layers(self) -> int:
@@ -276,6 +285,11 @@ class PooledKVSpec:
 
     def bytes_per_request(self, length: int) -> int:
         return self.blocks_per_request(length) * self.page_block_bytes
+
+    def steady_bytes_per_request(self, length: int, in_flight: int = 1) -> int:
+        """What a running request holds with ``in_flight`` tokens in its step (a decode step: 1 + K):
+        the sliding groups keep the window plus those, not the capacity check's max_num_batched_tokens."""
+        return self.blocks_per_request(length, in_flight) * self.page_block_bytes
 
     def request_blocks(self, tokens):
         import numpy as np

@@ -138,13 +138,13 @@ def add_rms_norm(name: str, tok: Tok, d: int) -> Op:
 
 
 def sfa(name: str, tok: Tok, heads: int, dl: int, dr: int, cap: float, tile: float = 1.0,
-        entry_bytes: float | None = None, split: int = 1) -> Op:
+        entry_bytes: float | None = None, split: int = 1, ratio: int = 1) -> Op:
     """Sparse flash attention over the latent cache, top-k capped, bf16 inputs (seed §3.6); each
     query row gathers its own selected entries (``tile`` rows share one staged set); ``split``: the
     cache is sharded over that many DCP ranks and each attends all heads over its share."""
     p = _params({K.SFA_HEADS: heads, K.SFA_LATENT: dl, K.SFA_ROPE: dr, K.SFA_CAP: cap, K.SFA_TILE: tile,
                  K.SFA_ENTRY_BYTES: (dl + dr) * 2.0 if entry_bytes is None else entry_bytes,
-                 K.SFA_SPLIT: float(split)})
+                 K.SFA_SPLIT: float(split), K.SFA_RATIO: float(ratio)})
     return Op(name, "sfa", SFA, tok, tok, p, (("T", heads, dl + dr),),
               (("T", heads, dl),), 0.0, "BF16", None, "sparse_flash_attention")
 
@@ -156,20 +156,22 @@ def dense_attention(name: str, tok: Tok, heads: int, kv_heads: int, hd: int) -> 
 
 
 def indexer_score(name: str, tok: Tok, ih: int, d: int, key_bytes: float | None = None, tile: float = 8.0,
-                  vec_per_head: float = 8.0, dtype: str = "BF16") -> Op:
+                  vec_per_head: float = 8.0, dtype: str = "BF16", ratio: int = 1) -> Op:
     """LightningIndexer: q . k over the causal key range on the Cube (ReLU in its Fixpipe), then
     per-head weights and the sum over index heads on the Vector cores; a request's key cache is
     read once per ``tile`` query rows."""
     p = _params({K.IDX_HEADS: ih, K.IDX_DIM: d, K.IDX_KEY_BYTES: d * 2.0 if key_bytes is None else key_bytes,
-                 K.IDX_TILE: tile, K.IDX_VEC_PER_HEAD: vec_per_head})
+                 K.IDX_TILE: tile, K.IDX_VEC_PER_HEAD: vec_per_head, K.IDX_RATIO: float(ratio)})
     return Op(name, "indexer_score", IDX_SCORE, tok, tok, p, (("T", ih, d), ("T", ih)), (("T", "K"),), 0.0, dtype,
               None, "lightning_indexer")
 
 
-def indexer_topk(name: str, tok: Tok, topk: int, per_key: float = 4.36, per_kept: float = 3.32) -> Op:
+def indexer_topk(name: str, tok: Tok, topk: int, per_key: float = 4.36, per_kept: float = 3.32,
+                 ratio: int = 1) -> Op:
     """Exact top-k fused into the indexer kernel: sort/merge on the Vector cores, no launch."""
     return Op(name, "indexer_topk", IDX_TOPK, tok, tok,
-              _params({K.TOPK_K: topk, K.TOPK_PER_KEY: per_key, K.TOPK_PER_KEPT: per_kept}), (("T", "K"),),
+              _params({K.TOPK_K: topk, K.TOPK_PER_KEY: per_key, K.TOPK_PER_KEPT: per_kept, K.TOPK_RATIO: float(ratio)}),
+              (("T", "K"),),
               (("T", topk),), 0.0, "BF16", None, "indexer_topk")
 
 

@@ -198,6 +198,9 @@ class _Builder:
     def layer(self, L: int, kind: LayerKind, st: State, shard: bool, mtp_layer: bool = False) -> State:
         """One decoder layer; ``shard`` = sequence parallel applies (prefill with SP, TP > 1)."""
         s = self.spec
+        if s.layer_kinds:           # a family with per-layer kinds (model.spec.LayerKind): its own program
+            from .compressed import compressed_layer
+            return compressed_layer(self, L, kind, st, shard, mtp_layer)
         x = st.hidden
         if st.residual is None:
             self.op(O.rms_norm("input_layernorm", x, s.H))
@@ -490,12 +493,21 @@ def layer_kinds(spec: ModelSpec, prof: Any = None) -> list[LayerKind]:
 
 
 def check_timeable(spec: ModelSpec) -> None:
-    """The op program walks MLA / GQA layers; a family with per-layer kinds needs its own (not built
-    yet): every timing command refuses it in one line instead of timing a simpler model."""
+    """The op program has MLA / GQA layers and compressed-attention layers (``perf.compressed``); a
+    family with another attention kind is refused in one line instead of timed as a simpler model."""
+    bad = sorted({k.attention for k in spec.layer_kinds} - {"compressed", "window"})
+    if bad:
+        raise AuditInputError(spec.name, f"the {spec.family} family's {', '.join(bad)} layers have no op program")
+
+
+def check_servable(spec: ModelSpec, command: str) -> None:
+    """The serving model, the sweep grid and the planner admit requests by one block table; a pool of
+    cache groups (compressed attention) is not in them yet: refused in one line."""
+    check_timeable(spec)
     if spec.layer_kinds:
-        raise AuditInputError(spec.name, f"the {spec.family} family's op program (per-layer compressed attention, "
-                                         "hyper-connections, grouped output) is not modelled yet: perf, sweep, bench "
-                                         "and plan cannot time it; audit memory can")
+        raise AuditInputError(spec.name, f"audit {command} does not model the {spec.family} family yet (its KV pool "
+                                         "of cache groups is not in the serving model and the grid); audit perf "
+                                         "times its steps and audit memory budgets it")
 
 
 def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, phase: str,
@@ -514,7 +526,7 @@ def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
     main = Tok(MAIN)
     b.layers = []
     st = State(b.embed("", main, shard), None)
-    kinds = layer_kinds(spec, eng.profile)
+    kinds = list(spec.layer_kinds[:spec.Lyr]) if spec.layer_kinds else layer_kinds(spec, eng.profile)
     if graph == "expanded":
         for L, kind in enumerate(kinds):
             b.layers = [L]
@@ -531,11 +543,15 @@ def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
                 raise ContractError(f"repeated region (layers {layers[0]}..{layers[-1]}) is not "
                                     f"layout-transparent: {entry} -> {st}")
     b.layers = []
+    if spec.layer_kinds and spec.residual_mult > 1:
+        # the head's mHC reduction over the hc copies, plain torch (model.py:837-844)
+        b.op(O.vector("hc_head", "hc_head", st.hidden, spec.residual_mult * spec.H, 2, 4))
     b.head("", st, Tok(ROWS), "norm")
     if spec.mtp_layers and mtp_enabled:
         for j in range(spec.mtp_layers):
             L = spec.Lyr + j
-            kind = LayerKind(spec.layer_is_moe(L), spec.layer_has_indexer(L), True)
+            kind = spec.layer_kinds[L] if spec.layer_kinds else LayerKind(spec.layer_is_moe(L),
+                                                                           spec.layer_has_indexer(L), True)
             # passes 2..K run the drafter on the pass-1 row count (input_batch_size = num_input_tokens for
             # method "mtp", llm_base_proposer.py:1215-1270@182b75ea): every op on the padded rows except
             # the attention kernels, whose metadata has one query per request (``attention``)
@@ -544,9 +560,13 @@ def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
                 b.layers = [L]
                 p = f"mtp{j}." if spec.mtp_layers > 1 else "mtp."
                 tok = b.embed(p, Tok(stream), sh)
-                b.op(O.rms_norm(f"{p}enorm", tok, spec.H))
-                b.op(O.rms_norm(f"{p}hnorm", tok, spec.H))
-                b.op(O.linear(f"{p}eh_proj", tok, 2 * spec.H, spec.H, FLOAT, b.wb(L, "eh_proj"), "eh_proj"))
+                if spec.layer_kinds:
+                    from .compressed import mtp_inputs
+                    mtp_inputs(b, p, tok, L)
+                else:
+                    b.op(O.rms_norm(f"{p}enorm", tok, spec.H))
+                    b.op(O.rms_norm(f"{p}hnorm", tok, spec.H))
+                    b.op(O.linear(f"{p}eh_proj", tok, 2 * spec.H, spec.H, FLOAT, b.wb(L, "eh_proj"), "eh_proj"))
                 out = b.layer(L, kind, State(tok, None), sh, mtp_layer=True)
                 b.head(p, out, Tok(MTP_LATER), "shared_head.norm")
         b.mult = K.MULT_ALWAYS

@@ -73,7 +73,8 @@ def workload_fit(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe
                     max_model_len=max(1, int(request_tokens)), max_num_seqs=max(1, int(batch)),
                     max_num_batched_tokens=T, kv_cache_dtype=kv_cache_dtype, dcp=dcp,
                     hccl_buffsize_mb=hccl_buffsize_mb, mtp=mtp, dsa_cp=dsa_cp, recipe=recipe)
-    need = int(batch) * b.kv.bytes_per_request(max(1, int(request_tokens)))
+    # the batch as it runs: a decode step has 1 + K tokens of each request in flight
+    need = int(batch) * b.kv.steady_bytes_per_request(max(1, int(request_tokens)), 1 + int(mtp))
     return WorkloadFit(b, int(batch), int(request_tokens), need)
 
 

@@ -18,7 +18,7 @@ from ...parallel import ParallelPlan, stage_layers
 from ..bridge import C_BUFFERS, C_OPROJ
 from ..kv_interface import PooledKVSpec
 from ..materialize import Resident
-from .kv_compressed import BLOCK_GEOMETRY, compressed_cache_config
+from .kv_compressed import BLOCK_GEOMETRY, INDEXER_ROW, LATENT_ROW, compressed_cache_config
 
 #: the block size the platform keeps when none is given (vllm-ascend sets 128 by default; UNCONFIRMED for
 #: DeepSeek-V4, model-deepseek-v4.md §6.1 "what block size it then gets"); outside {32, 64, 128} the engine
@@ -152,4 +152,5 @@ def kv_spec(spec: ModelSpec, plan: ParallelPlan, prof: Any, *, variant: str = "b
     window = spec.sliding_window
     cfg = compressed_cache_config(own, mtp_ratios, window=window, block_size=bs)
     return PooledKVSpec(variant="bf16", config=cfg, block_size=bs, in_flight=int(plan.max_num_batched_tokens),
-                        main_layers=len(own), mtp_layers=len(mtp_ratios), engine_lines=(line,) if line else ())
+                        main_layers=len(own), mtp_layers=len(mtp_ratios), engine_lines=(line,) if line else (),
+                        rows=(("latent", LATENT_ROW), ("indexer", INDEXER_ROW)))
