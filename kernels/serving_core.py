@@ -114,7 +114,7 @@ def step_host(eager: bool, t_pre: float, dtok: float, launches_eager: float, lau
 
 
 @njit(cache=True, nogil=True)     # plan runs independent simulations on two threads
-def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager, launches_draft, token_split,
+def simulate(n_inst, ranks, seqs, budget, blocks, btok, bfix, kk, role, launches_eager, launches_draft, token_split,
              ctx, tok, dec, pre_rest, pre_ctx, dec_ctx, hp,
              n_req, conc, isl, osl, hit, arrival, acc, xfer,
              rq_send, rq_first, rq_done, step_log, warm, balance, seed, graph_tokens, preempts, async_sched):
@@ -233,7 +233,7 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
                     new[j] = 0
                     k += 1
                     continue
-                need = (comp[j] + n + kk[i] + btok[i] - 1) // btok[i] - held[j]
+                need = (comp[j] + n + kk[i] + btok[i] - 1) // btok[i] + bfix[i] - held[j]
                 self_out = False
                 while need > free[i, r]:
                     v = run[i, r, nrun[i, r] - 1]
@@ -286,10 +286,10 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, kk, role, launches_eager
                     else:
                         n = min(left[j], bud)
                         total = comp[j] + left[j]
-                    full = (total + btok[i] - 1) // btok[i] - held[j]
+                    full = (total + btok[i] - 1) // btok[i] + bfix[i] - held[j]
                     if full > free[i, r]:
                         break
-                    need = full if n == 1 and role[i] == 2 else (comp[j] + n + btok[i] - 1) // btok[i] - held[j]
+                    need = full if n == 1 and role[i] == 2 else (comp[j] + n + btok[i] - 1) // btok[i] + bfix[i] - held[j]
                     free[i, r] -= need
                     held[j] += need
                     wh[i, r] += 1

@@ -14,7 +14,8 @@ ROWS = Path(__file__).parent / "data" / "serving_published.json"
 
 
 def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, ranks=1, hit=0, warm=-1, balance=0,
-          arrival=None, seed=0, launches=0.0, hp=None, graph_tokens=-1, preempts=None, split=1.0, async_sched=0):
+          arrival=None, seed=0, launches=0.0, hp=None, graph_tokens=-1, preempts=None, split=1.0, async_sched=0,
+          fixed=0, block_tokens=128):
     """One instance with flat tables: decode step 10 ms, eager step 100 ms; no host time unless ``hp``
     (launch s, prefill-token s, decode-token s, step s) and ``launches`` per eager step are given."""
     from auditor_kernels.serving_core import simulate
@@ -29,8 +30,8 @@ def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, rank
     send, first, done = np.full(n, -1.0), np.full(n, -1.0), np.full(n, -1.0)
     log = np.zeros((100000, 5))
     arr = np.zeros(n) if arrival is None else np.asarray(arrival, dtype=np.float64)
-    nlog = simulate(1, np.array([ranks]), np.array([seqs]), np.array([budget]), np.array([blocks]), np.array([128]),
-                    np.array([k]), np.array([0]), np.array([float(launches)]), np.zeros(1), np.array([float(split)]),
+    nlog = simulate(1, np.array([ranks]), np.array([seqs]), np.array([budget]), np.array([blocks]),
+                    np.array([block_tokens]), np.array([fixed]), np.array([k]), np.array([0]), np.array([float(launches)]), np.zeros(1), np.array([float(split)]),
                     ctx, tok, dec, rest,
                     pctx, dctx, np.zeros(6) if hp is None else full_host(hp), n, conc, isl,
                     osl, hit, arr, np.atleast_1d(np.asarray(acc, dtype=np.float64)), 0.0, send, first, done, log, warm,
@@ -49,7 +50,7 @@ def _pd_core(n, isl, osl, hit, xfer, budgets, blocks, block_tokens):
     rest = np.full((2, 2), 0.100)
     send, first, done = np.full(n, -1.0), np.full(n, -1.0), np.full(n, -1.0)
     simulate(2, np.array([1, 1]), np.array([4, 4]), np.array(budgets), np.array(blocks), np.array(block_tokens),
-             np.array([0, 0]), np.array([1, 2]), np.zeros(2), np.zeros(2), np.ones(2), ctx, tok, dec, rest,
+             np.array([0, 0]), np.array([0, 0]), np.array([1, 2]), np.zeros(2), np.zeros(2), np.ones(2), ctx, tok, dec, rest,
              np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(6), n, n, isl, osl, hit, np.zeros(n), np.ones(1), xfer,
              send, first, done, np.zeros((1000, 5)), -1, np.array([0, 0], np.int64), 0, np.array([-1, -1], np.int64),
              np.zeros(2, np.int64), np.zeros(2, np.int64))
@@ -527,3 +528,14 @@ def test_bench_names_preemptions_when_the_pool_binds():
     assert n > 0 and any(note.startswith(f"{n} preemptions on the aggregated instance") for note in run.notes)
     run = simulate(scaled_pool(dep, 1.5), wl)
     assert int(run.preemptions.sum()) == 0 and not any("preemptions" in note for note in run.notes)
+
+
+
+def test_fixed_blocks_per_request_limit_admission():
+    """A pool whose requests hold a fixed count of blocks besides their growing ones (sliding windows and
+    states of compressed attention): 2 requests of 300 tokens need 2 x (3 + 10) blocks; 25 blocks admit
+    one at a time, 26 both at once (block 128, one rank, concurrency 2)."""
+    _, first25, _, _ = _core(isl=300, osl=1, budget=1000, conc=2, n=2, seqs=2, blocks=25, fixed=10)
+    _, first26, _, _ = _core(isl=300, osl=1, budget=1000, conc=2, n=2, seqs=2, blocks=26, fixed=10)
+    assert first26[0] == first26[1]                 # one step prefills both
+    assert first25[1] > first25[0]                  # the second waits for the first's blocks

@@ -109,8 +109,8 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     if (prefill_opts is None) != (decode_opts is None):
         raise AuditInputError("--prefill/--decode", "a P/D deployment needs both --prefill and --decode")
     src = open_model(model, recipe, tables=False)
-    from ..perf.program import check_servable
-    check_servable(src.spec, "bench")
+    from ..perf.program import check_timeable
+    check_timeable(src.spec)
     dev = load_device(device_name)
     if prefill_opts is not None:
         pp, prt, pm, pg, pa = _parse_instance(prefill_opts, "--prefill")

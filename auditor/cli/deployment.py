@@ -342,7 +342,10 @@ def _case_options(cfg: Any, name: str | None, instances: list[Any]) -> list[str]
         out += ["--request-rate", f"{case.request_rate:g}"]
     if case.prefix_ratio:
         out += ["--prefix-ratio", f"{case.prefix_ratio:g}", "--prefix-warm-ranks", str(case.warm_prompts)]
-    if any(o.prefix_caching is False for o in instances):
+    # prefix hits are the prompt-computing instance's: a decode node that only receives KV (its own
+    # --no-enable-prefix-caching, DeepSeek-V4-Pro's 1M P/D) leaves the prefill node's cache on
+    computing = [o for o in instances if o.role != "decode"] or list(instances)
+    if any(o.prefix_caching is False for o in computing):
         out += ["--no-prefix-caching"]
     base = f", baseline {case.baseline:g} output tok/s (aisbench, whole deployment)" if case.baseline else ""
     click.echo(f"audit: note: {cfg.where}: case {case.name}: {case.dataset}, concurrency {case.concurrency}, "

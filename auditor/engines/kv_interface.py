@@ -121,6 +121,11 @@ class KVSpec:
         """Longest request (<= ``limit``) that ``blocks`` blocks hold."""
         return int(min(max(0, blocks) * self.tokens_per_block, limit))
 
+    def affine_blocks(self, in_flight: int = 1) -> tuple[int, int]:
+        """(tokens per growing block, fixed blocks per request): one block table grows by one block
+        per ``tokens_per_block`` tokens and holds nothing fixed."""
+        return self.tokens_per_block, 0
+
     def to_json(self) -> dict:
         return {"variant": self.variant, "layout": self.layout, "block_size": self.block_size, "dcp": self.dcp,
                 "dcp_formula": self.dcp_formula, "mla_bytes_per_token_layer": self.mla_bytes,
@@ -296,6 +301,15 @@ class PooledKVSpec:
         t = np.asarray(tokens, dtype=np.int64)
         flat = [self.blocks_per_request(max(1, int(x))) for x in t.ravel().tolist()]
         return np.asarray(flat, dtype=np.int64).reshape(t.shape)
+
+    def affine_blocks(self, in_flight: int = 1) -> tuple[int, int]:
+        """(tokens per growing block id, fixed block ids per request) of a long request with ``in_flight``
+        tokens in its step: the groups that keep every (compressed) row grow together (one block id per
+        1 / sum(1 / block_size) tokens, rounded down so demand is never under-counted); the windows and
+        states hold a fixed count. What a serving model with one block table per request can admit by."""
+        rate = sum(1.0 / g.kind.block_size for g in self.config.groups if not isinstance(g.kind, SlidingWindowSpec))
+        fixed = sum(g.blocks(1 << 40, in_flight) for g in self.config.groups if isinstance(g.kind, SlidingWindowSpec))
+        return (max(1, int(1.0 / rate)) if rate else 1 << 40), int(fixed)
 
     def max_length(self, blocks: int, limit: int) -> int:
         """Longest request (<= ``limit``) whose blocks fit in ``blocks`` (bisection: demand grows with L)."""

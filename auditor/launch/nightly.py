@@ -262,11 +262,12 @@ def _cases(benchmarks: Any, where: str) -> dict[str, Case]:
             continue
         ds = str(b.get("dataset_path", ""))
         what = f"benchmarks.{name}"
-        # in3500, in128k (x 1024), in1M (x 1024^2: DeepSeek-V4's 1M-context cases)
+        # in3500, in128k (x 1024), in1M: 10^6 (DeepSeek-V4-Pro's 1M case runs 1M + 1,024 output tokens within
+        # --max-model-len 1048576, which 1024^2 + 1024 would not fit)
         m = re.search(r"(?:^|[-_/])in(\d+)([km]?)(?=$|[-_])", ds, re.IGNORECASE)
         if m is None:
             raise AuditInputError(where, f"{what}: dataset {ds!r} names no input length (inNNNN)")
-        unit = {"": 1, "k": 1024, "m": 1024 * 1024}[m.group(2).lower()]
+        unit = {"": 1, "k": 1024, "m": 1_000_000}[m.group(2).lower()]
         isl = _capped(int(m.group(1)) * unit, "--isl", where, f"{what}: dataset {ds!r}")
         p = re.search(r"prefix(\d+)", ds, re.IGNORECASE)
         prefix = int(p.group(1)) / 100 if p else 0.0

@@ -501,13 +501,14 @@ def check_timeable(spec: ModelSpec) -> None:
 
 
 def check_servable(spec: ModelSpec, command: str) -> None:
-    """The serving model, the sweep grid and the planner admit requests by one block table; a pool of
-    cache groups (compressed attention) is not in them yet: refused in one line."""
+    """The sweep grid and the planner's estimate price KV by one block table per request; a pool of cache
+    groups (compressed attention) is not in them yet: refused in one line (bench's simulation admits by
+    the pool's growing and fixed blocks, ``PooledKVSpec.affine_blocks``)."""
     check_timeable(spec)
     if spec.layer_kinds:
         raise AuditInputError(spec.name, f"audit {command} does not model the {spec.family} family yet (its KV pool "
-                                         "of cache groups is not in the serving model and the grid); audit perf "
-                                         "times its steps and audit memory budgets it")
+                                         "of cache groups is not in the grid and the planner's estimate); audit "
+                                         "bench and audit perf time it, audit memory budgets it")
 
 
 def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, phase: str,

@@ -66,6 +66,7 @@ class StepCosts:
     token_split: float = 1.0  # ranks a prefill step's tokens are split over (DSA-CP: TP; perf.host)
     weights_bytes: int = 0   # the budget's own figures (what `audit memory` reports for these flags)
     kv_tokens: int = 0
+    fixed_blocks: int = 0    # blocks a request holds whatever its length (sliding windows and states of a pool)
 
 
 def instance_plan(inst: InstancePlan) -> ParallelPlan:
@@ -107,9 +108,11 @@ def step_costs(spec: Any, inst: InstancePlan, engine: Any, recipe: str, device: 
                      step_tokens=inst.max_num_batched_tokens, mtp=k, util=inst.gpu_memory_utilization,
                      kv_cache_dtype=cache, dcp=plan.dcp, hccl_buffsize_mb=inst.hccl_buffsize_mb).budget
     blocks = int(b.num_blocks)
+    per_block, fixed = b.kv.affine_blocks(1 + k)
     return StepCosts(inst, plan, ctx, tok, dtab, rest, pctx, dctx, hm.launches_eager, hm.launches_draft,
-                     blocks, int(b.kv.tokens_per_block), float(b.kv.bytes_per_token()), b.weights_bytes / 2**30,
-                     blocks * b.kv.page_block_bytes / 2**30, hm.token_split, int(b.weights_bytes), int(b.kv_tokens))
+                     blocks, int(per_block), float(b.kv.bytes_per_token()), b.weights_bytes / 2**30,
+                     blocks * b.kv.page_block_bytes / 2**30, hm.token_split, int(b.weights_bytes), int(b.kv_tokens),
+                     int(fixed))
 
 
 __all__ = ["StepCosts", "step_costs", "host_params", "launch_counts", "ROLE", "DEFAULT_KV_LINK_BYTES_PER_S",

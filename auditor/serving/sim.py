@@ -117,6 +117,7 @@ def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None)
     budget = np.array([c.inst.max_num_batched_tokens for c in costs], np.int64)
     blocks = np.array([c.num_blocks for c in costs], np.int64)
     btok = np.array([int(c.block_tokens) for c in costs], np.int64)     # per instance: DCP x block_size
+    bfix = np.array([int(c.fixed_blocks) for c in costs], np.int64)     # per request, whatever its length
     kk = np.array([c.inst.mtp for c in costs], np.int64)
     role = np.array([ROLE[c.inst.name] for c in costs], np.int64)
     le = np.array([c.launches_eager for c in costs])
@@ -155,7 +156,7 @@ def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None)
     from ..engines.registry import as_engine
     hit = wl.hit_tokens_at(as_engine(dep.engine).prefix_block_tokens)
     preempts = np.zeros(n, np.int64)
-    nlog = core(n, ranks, seqs, budget, blocks, btok, kk, role, le, ld, split, ctx, tok, dec, pre_rest, pre_ctx,
+    nlog = core(n, ranks, seqs, budget, blocks, btok, bfix, kk, role, le, ld, split, ctx, tok, dec, pre_rest, pre_ctx,
                 dec_ctx, hp,
                 N, wl.concurrency, wl.isl, wl.osl, hit, arrival, _chain(wl.acceptance, int(kk.max())), xfer, send,
                 first, done, log,

@@ -1,0 +1,35 @@
+"""audit bench on DeepSeek-V4's three CI configs (../shared/data/published/deepseek-v4/, section F of its README:
+given for calibration). The measured figure of each case is the config's own ``baseline``; the op program
+and the host model are not fitted on them (the host constants are the device profile's), so these are
+predictions: two cases are within the issue's 1.3x, two are not yet (marked, with the reason)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from auditor.cli import main
+from auditor.launch.nightly import read_nightly
+
+CASES = [
+    ("DeepSeek-V4-Flash-W8A8-A3.yaml", None, None),
+    ("DeepSeek-V4-flash-w8a8-PD-no-prefix.yaml", "perf_TPOT20_3_5_1_5", None),
+    ("DeepSeek-V4-flash-w8a8-PD-no-prefix.yaml", "perf_TPOT50_3_5_1_5",
+     "concurrency 1024 is prefill-bound on the DSA-CP P node: predicted 0.70x; the host model's eager prefill "
+     "constants are GLM-5.1's fit (launch_us, prefill_token_us), DeepSeek-V4's op program launches more kernels"),
+    ("DeepSeek-V4-Pro-w4a8-1M-PD.yaml", None,
+     "1M input, 99% prefix: predicted 2.2x the measured rate; how the prefix hits land on the two P ranks after a "
+     "one-prompt warm-up and the 1M-token KV pull to the D node are not modelled for the compressed pool"),
+]
+
+
+@pytest.mark.parametrize("name,case", [
+    pytest.param(n, c, marks=pytest.mark.xfail(reason=why, strict=True)) if why else (n, c) for n, c, why in CASES],
+    ids=[f"{c[0][:-5]}-{c[1]}" for c in CASES])
+def test_ci_throughput_within_1_3x(shared_dir, name, case, capsys):
+    path = shared_dir / "data" / "published" / "deepseek-v4" / name
+    baseline = read_nightly(path).performance_case(case).baseline
+    args = ["bench", "--launch", str(path), "--format", "json"] + (["--case", case] if case else [])
+    assert main(args) == 0
+    got = json.loads(capsys.readouterr().out)["output_throughput"]
+    assert 1 / 1.3 <= got / baseline <= 1.3, (got, baseline)
