@@ -1,7 +1,7 @@
 """An engine family built on the generic ``Engine`` base alone (no vLLM-Ascend class, no HCCL, NZ or
 DSA-CP): its own placement, tensor rules, KV dtype and block, budget formula, log lines and launch.
-memory, perf and plan run through it; every expected figure is worked by hand from the dense-32b preset
-(H 5120, 64 layers, 64 heads of 128, 8 KV heads, intermediate 25600, vocab 151936, bf16).
+memory, perf, plan, bench and align run through it; every expected figure is worked by hand from the
+dense-32b preset (H 5120, 64 layers, 64 heads of 128, 8 KV heads, intermediate 25600, vocab 151936, bf16).
 """
 from __future__ import annotations
 
@@ -115,6 +115,11 @@ class BareEngine(Engine):
     def loglines(self):
         return _LINES
 
+    @classmethod
+    def weights_patterns(cls):
+        import re
+        return ((re.compile(r"bare: weights ([0-9.]{1,20}) (GiB)"), "bare", "bare:"),)
+
     def launch(self, model, instance, *, quantized=False):
         args = [f"bareserve {model}", f"--shards {instance.tp}x{instance.dp}"]
         return {"args": args, "env": {}, "command": " ".join(args)}
@@ -177,3 +182,33 @@ def test_plan_launches_the_bare_engine(bare, capsys):
     assert main(args) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["launch"] and all(inst["command"].startswith("bareserve ") for inst in doc["launch"])
+
+
+def test_bench_through_the_bare_engine(bare, capsys):
+    """bench's simulation runs on the bare engine's own pool: its blocks per rank are memory's."""
+    flags = ["dense-32b", "--tp", "4", "--engine", "bare@1.0", "--device", "a3-752t", "--max-model-len", "32768",
+             "--max-num-seqs", "8"]
+    assert main(["memory", *flags, "--format", "json"]) == 0
+    mem = json.loads(capsys.readouterr().out)["runtime"]
+    assert main(["bench", *flags, "--concurrency", "4", "--isl", "1024", "--osl", "64", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    inst = doc["instances"][0]
+    assert inst["kv_blocks_per_rank"] == mem["num_blocks"] and inst["weights_bytes"] == _weights_by_hand(4)
+    assert doc["output_throughput"] > 0
+
+
+
+def test_align_reads_the_bare_engines_weights_line(bare, tmp_path, capsys):
+    """The bare engine's own weights line, read back by align's log reader, is explained by its ledger."""
+    flags = ["dense-32b", "--tp", "4", "--engine", "bare@1.0", "--device", "a3-752t", "--max-model-len", "32768"]
+    assert main(["memory", *flags, "--format", "json"]) == 0
+    line = json.loads(capsys.readouterr().out)["vllm_log_lines"][0]
+    log = tmp_path / "bare.log"
+    log.write_text("INFO start\n" + line + "\n")
+    assert main(["align", *flags, "--log", str(log), "--output-dir", str(tmp_path / "t"), "--no-png"]) == 0
+    capsys.readouterr()
+    ticket = json.loads((tmp_path / "t" / "ticket.json").read_text())
+    best = ticket["memory"]["candidates"][0]
+    assert best["engine"] == "bare@1.0" and best["max_rel_residual"] < 1e-3
+    # the bare engine searches only its own space: the role and the drafter
+    assert set(ticket["memory"]["search"]["dimensions"]) <= {"recipe", "dp", "engine", "role", "mtp"}
