@@ -231,8 +231,13 @@ def check_consistency(ct: ClassifiedTable, desc: QuantDescription | None) -> lis
         missing = np.flatnonzero(loaded & ~ct.in_desc)
         if len(missing) and desc.globals:
             # a tensor whose name is also a global key (DeepSeek-V4's ``hc_head_fn``, which the engine
-            # reads as the marker of DeepSeek-native names) is described by that key
-            missing = np.array([i for i in missing.tolist() if names.get(i) not in desc.globals], dtype=np.int64)
+            # reads as the marker of DeepSeek-native names) is described by that key; only names no
+            # longer than the longest global key can be one (no Python pass over a hostile 10^6)
+            longest = max(len(str(k)) for k in desc.globals)
+            short = missing[names.length[missing] <= longest]
+            named = {i for i in short.tolist() if names.get(i) in desc.globals}
+            if named:
+                missing = np.array([i for i in missing.tolist() if i not in named], dtype=np.int64)
         for i in missing[:MAX_LISTED].tolist():
             out.append(Finding("warning", names.get(i), "stored but missing from quant_model_description.json"))
         if len(missing) > MAX_LISTED:

@@ -27,6 +27,11 @@ def resolve_placement(spec: ModelSpec, plan: ParallelPlan, prof: VllmProfile) ->
                                           "family) is not modelled on upstream vLLM yet; use --engine vllm-ascend@main")
     if plan.pp > spec.Lyr:
         raise AuditInputError("--pp", f"{plan.pp} pipeline stages for {spec.Lyr} decoder layers")
+    block_note = []
+    if plan.block_size and plan.block_size != 64:
+        # the sparse-MLA backends (FlashMLA sparse) page the latent in blocks of 64 (spec §2: block 64)
+        block_note.append(("warning", f"--block-size {plan.block_size}: audit models the sparse-MLA block of 64 "
+                                      f"tokens {prof.label} runs these models with (UNCONFIRMED for other values)"))
     if plan.dsa_cp:
         raise AuditInputError("--dsa-cp", f"{prof.label} has no DSA context parallel (a vLLM-Ascend feature)")
     if plan.sp:
@@ -66,5 +71,5 @@ def resolve_placement(spec: ModelSpec, plan: ParallelPlan, prof: VllmProfile) ->
     return Placement(
         dsa_cp=False, heads_local=spec.NH // plan.tp, qb_kvb_replicated=False, o_proj_replicated=False,
         o_proj_gather_pool=False, shared_experts_replicated=False, moe_tp=moe_tp, experts_local=e_local,
-        I_p=i_p, dense_tp=plan.tp, layer_sharding=(), kv_role=KV_ROLE[plan.role], assumptions=notes, findings=[],
+        I_p=i_p, dense_tp=plan.tp, layer_sharding=(), kv_role=KV_ROLE[plan.role], assumptions=notes, findings=block_note,
     )
