@@ -66,3 +66,19 @@ def test_every_listed_command_loads() -> None:
         cmd = cli.commands[name]
         assert isinstance(cmd, click.Command) and cmd.name == name
     assert sorted(cli.list_commands(click.Context(cli))) == sorted(COMMANDS)
+
+
+def test_a_command_that_fails_to_load_is_not_reported_missing(monkeypatch):
+    """A KeyError raised while a command's module imports (a missing option cap once did) surfaced as "No such
+    command 'memory'. Did you mean 'memory'?"; it is an internal error and says which command failed."""
+    import importlib
+
+    import pytest
+
+    from auditor.cli import LazyCommands
+
+    def broken(name, *a, **k):
+        raise KeyError("--block-size")
+    monkeypatch.setattr(importlib, "import_module", broken)
+    with pytest.raises(RuntimeError, match="'memory' failed to load"):
+        LazyCommands()["memory"]

@@ -39,7 +39,13 @@ class LazyCommands(MutableMapping):
                 raise KeyError(name)
             import importlib
             module, attr = COMMANDS[name]
-            self._loaded[name] = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+            try:
+                mod = importlib.import_module(f"{__name__}.{module}")
+            except KeyError as exc:
+                # a KeyError would read as "no such command" (Mapping.get): a command that fails to load is a
+                # bug of audit's and must say so
+                raise RuntimeError(f"audit's command {name!r} failed to load: KeyError {exc}") from exc
+            self._loaded[name] = getattr(mod, attr)
         return self._loaded[name]
 
     def __setitem__(self, name: str, command: click.Command) -> None:
