@@ -85,13 +85,36 @@ CONFIG = {"hidden_size": H, "num_hidden_layers": 4, "num_attention_heads": NH, "
           "max_position_embeddings": 8192, "toy_layers": list(KINDS)}
 
 
+def _toy_layer(b, L, kind, st, shard, mtp_layer):
+    """The toy family's op program: q / kv projections, attention over the window (and the compressed
+    rows, top-k of them, at compress-4), o_proj with its TP all-reduce, the dense MLP."""
+    from auditor.perf import ops as O
+    from auditor.perf.quant import FLOAT
+    from auditor.perf.tokens import State
+    x, tp = st.hidden, b.tp
+    b.op(O.rms_norm("input_layernorm", x, H))
+    b.op(O.linear("self_attn.q_proj", x, H, NH * D // tp, FLOAT, b.wb(L, "self_attn.q_proj"), "self_attn.q_proj"))
+    b.op(O.linear("self_attn.kv_proj", x, H, D, FLOAT, b.wb(L, "self_attn.kv_proj"), "self_attn.kv_proj"))
+    b.op(O.sfa("self_attn.window", x, NH // tp, D, 0, float(WINDOW), 1.0, 1024.0))
+    if kind.compress_ratio:
+        b.op(O.sfa("self_attn.compressed", x, NH // tp, D, 0, float(TOPK), 1.0, 1024.0, ratio=kind.compress_ratio))
+    b.op(O.linear("self_attn.o_proj", x, NH * D // tp, H, FLOAT, b.wb(L, "self_attn.o_proj"), "self_attn.o_proj"))
+    if tp > 1:
+        b.coll("all_reduce", "tp", x, H * 2, "self_attn.o_proj.out")
+    b.op(O.rms_norm("post_attention_layernorm", x, H))
+    return State(b.dense_mlp(L, x, mtp_layer), None)
+
+
 @pytest.fixture
 def toy(tmp_path):
+    from auditor.perf.families import FamilyProgram, register_program, unregister_program
     families.register(TOY)
+    register_program("toy", FamilyProgram(_toy_layer))
     (tmp_path / "toy").mkdir()
     (tmp_path / "toy" / "config.json").write_text(json.dumps(CONFIG))
     yield tmp_path / "toy"
     families.unregister("toy")
+    unregister_program("toy")
 
 
 def _memory(path, capsys, *extra):
@@ -146,3 +169,38 @@ def test_family_registry_is_asked_by_structure(toy):
     families.unregister("toy")
     with pytest.raises(KeyError):
         families.family("toy")
+
+
+
+def test_toy_family_perf_is_its_op_program(toy, capsys):
+    """perf times the toy's layers with its own program: op FLOPs by hand (TP 2, one decoding token at key
+    position 4096: the window holds 128 rows, a compress-4 layer's top-16 of 1024 compressed rows)."""
+    tp = 2
+    assert main(["perf", str(toy), "--recipe", "bf16", "--tp", str(tp), "--device", "a3-752t", "--phase", "decode",
+                 "--tokens", "1", "--context", "4095", "--batch", "1", "--mtp", "0", "--max-model-len", "8192",
+                 "--format", "json"]) == 0
+    ops = {(o["layer"], o["name"]): o["mma_flops"] for o in json.loads(capsys.readouterr().out)["ops"]
+           if o["layer"] is not None}
+    for layer in range(4):
+        assert ops[(layer, "self_attn.q_proj")] == 2 * H * NH * D / tp
+        assert ops[(layer, "self_attn.window")] == 4 * D * WINDOW * NH / tp       # 2 P h D for QK and PV
+        assert ops[(layer, "mlp.gate_up_proj")] == 2 * H * 2 * I / tp
+    assert ops[(2, "self_attn.compressed")] == 4 * D * TOPK * NH / tp
+    assert (0, "self_attn.compressed") not in ops
+
+
+def test_toy_family_bench_admits_by_its_pool(toy, capsys):
+    """bench runs the toy deployment on its pool: the instance's blocks are memory's, and a request's
+    fixed blocks (2 window groups of cdiv(127 + 1, 128) + 1 = 2, states cdiv(7 + 1, 8) + 1 = 2) are held."""
+    mem = _memory(toy, capsys)["runtime"]
+    assert main(["bench", str(toy), "--recipe", "bf16", "--tp", "2", "--max-model-len", "8192",
+                 "--max-num-batched-tokens", "512", "--block-size", "128", "--device", "a3-752t", "--mtp", "0",
+                 "--concurrency", "2", "--isl", "256", "--osl", "8", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["instances"][0]["kv_blocks_per_rank"] == mem["num_blocks"]
+    assert doc["output_throughput"] > 0
+    from auditor.engines.registry import as_engine
+    from auditor.model.config import spec_from_config
+    from auditor.parallel import ParallelPlan
+    kv = as_engine("vllm-ascend@main").kv_spec(spec_from_config(CONFIG), ParallelPlan(tp=2, block_size=128))
+    assert kv.affine_blocks(1) == (512, 2 + 2 + 2)           # the c4 group grows one block per 4 x 128 tokens

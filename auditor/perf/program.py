@@ -199,8 +199,8 @@ class _Builder:
         """One decoder layer; ``shard`` = sequence parallel applies (prefill with SP, TP > 1)."""
         s = self.spec
         if s.layer_kinds:           # a family with per-layer kinds (model.spec.LayerKind): its own program
-            from .compressed import compressed_layer
-            return compressed_layer(self, L, kind, st, shard, mtp_layer)
+            from .families import program_of
+            return program_of(s.family).layer(self, L, kind, st, shard, mtp_layer)
         x = st.hidden
         if st.residual is None:
             self.op(O.rms_norm("input_layernorm", x, s.H))
@@ -493,11 +493,13 @@ def layer_kinds(spec: ModelSpec, prof: Any = None) -> list[LayerKind]:
 
 
 def check_timeable(spec: ModelSpec) -> None:
-    """The op program has MLA / GQA layers and compressed-attention layers (``perf.compressed``); a
-    family with another attention kind is refused in one line instead of timed as a simpler model."""
-    bad = sorted({k.attention for k in spec.layer_kinds} - {"compressed", "window"})
-    if bad:
-        raise AuditInputError(spec.name, f"the {spec.family} family's {', '.join(bad)} layers have no op program")
+    """The op program has MLA / GQA layers, and the layers of the families ``perf.families`` has a
+    program for (DeepSeek-V4's compressed attention: ``perf.compressed``); any other family is refused in
+    one line instead of timed as a simpler model."""
+    if spec.layer_kinds:
+        from .families import program_of
+        if program_of(spec.family) is None:
+            raise AuditInputError(spec.name, f"the {spec.family} family has no op program (perf.families)")
 
 
 def check_servable(spec: ModelSpec, command: str) -> None:
@@ -561,9 +563,12 @@ def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
                 b.layers = [L]
                 p = f"mtp{j}." if spec.mtp_layers > 1 else "mtp."
                 tok = b.embed(p, Tok(stream), sh)
+                fam_inputs = None
                 if spec.layer_kinds:
-                    from .compressed import mtp_inputs
-                    mtp_inputs(b, p, tok, L)
+                    from .families import program_of
+                    fam_inputs = program_of(spec.family).mtp_inputs
+                if fam_inputs is not None:
+                    fam_inputs(b, p, tok, L)
                 else:
                     b.op(O.rms_norm(f"{p}enorm", tok, spec.H))
                     b.op(O.rms_norm(f"{p}hnorm", tok, spec.H))
