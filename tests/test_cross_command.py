@@ -1,6 +1,7 @@
 """One deployment, every command, one answer: memory, perf and bench report the same weights, KV
 blocks per rank and KV tokens for the same flags; a sweep row carries memory's weights and pool; the
-launch plan prints, read back by memory in vLLM's words, gives the figures plan reported.
+launch plan prints, read back by memory in vLLM's words, gives the figures plan reported; align's
+prediction for the same flags is memory's.
 
 Before the deployment record, bench rebuilt each instance from a subset of the flags and silently
 dropped --pp, --redundant-experts and --no-dsa-cp (2,068 / 2,068 / 1,860 KV blocks per rank where
@@ -119,3 +120,24 @@ def test_plans_own_launch_reads_back_as_its_figures(capsys, monkeypatch):
     assert mem["weights_bytes"] / 2 ** 30 == pytest.approx(best["weights_gib"], rel=1e-12)
     assert mem["kv_tokens"] == best["kv_tokens"]
     assert mem["kv_pool_bytes"] / 2 ** 30 == pytest.approx(best["kv_gib"], rel=1e-12)
+
+
+@pytest.mark.parametrize("name", [n for n in DEPLOYMENTS if n != "pp2"])
+def test_aligns_prediction_is_memorys(name, tmp_path, capsys):
+    """align, given the deployment's flags (and the engine) and a log with memory's own weights line,
+    predicts memory's weights, KV blocks per rank and KV tokens (its ticket's ``kv.predicted``). PP 2 is
+    left out: its two stages print two weights lines, which one untagged line cannot stand for."""
+    flags = DEPLOYMENTS[name]
+    k = _mtp(flags)
+    mem_flags = flags + (["--mtp-drafter"] if k else [])
+    rep = _json(["memory", "glm-5.1", "--format", "json", *mem_flags, *RUNTIME], capsys)
+    mem = rep["runtime"]
+    log = tmp_path / "serve.log"
+    log.write_text("INFO [model_runner_v1.py:3571] " + rep["vllm_log_lines"][0] + "\n")
+    code = main(["align", "glm-5.1", *mem_flags, *RUNTIME, "--engine", "vllm-ascend@main", "--log", str(log),
+                 "--output-dir", str(tmp_path / "t"), "--no-png"])
+    capsys.readouterr()
+    assert code in (0, 4)
+    pred = json.loads((tmp_path / "t" / "ticket.json").read_text())["kv"]["predicted"]
+    assert (pred["weights_bytes"], pred["num_blocks"], pred["kv_tokens"]) == \
+        (mem["weights_bytes"], mem["num_blocks"], mem["kv_tokens"])
