@@ -290,10 +290,11 @@ def parse_number(text: str, where: str | Path, what: str, *, lo: float, hi: floa
             or ("," in t and not commas):
         raise AuditInputError(where, f"{what}: not a number: {t[:60]!r}")
     v = float(t.replace(",", ""))
-    if integer and v != int(v):
-        raise AuditInputError(where, f"{what}: expected a whole number, got {t!r}")
+    # range first: "1E400" reads as inf, which int() cannot take (an OverflowError, not an answer)
     if not (math.isfinite(v) and lo <= v <= hi):
         raise AuditInputError(where, f"{what}: {t} is outside the plausible range [{lo:g}, {hi:g}]")
+    if integer and v != int(v):
+        raise AuditInputError(where, f"{what}: expected a whole number, got {t!r}")
     return v
 
 

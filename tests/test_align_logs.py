@@ -3,7 +3,7 @@ format strings (no real log is copied). Sizes: engine "GB" is bytes / 2^30 (spec
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from auditor.align.evidence.logs import config_fields, parse_log_text, read_logs
 from auditor.align.evidence.workers import split_prefix
@@ -271,7 +271,8 @@ _RANGES = {"tensor_parallel_size": (1, 65_536), "data_parallel_size": (1, 65_536
 _VALUES = st.one_of(
     st.integers(-10, 70_000), st.integers(-2 ** 100, 2 ** 100), st.sampled_from([0, 10 ** 30, 2 ** 63]),
     st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([7.0, -0.0, 1e-320, 0.92, 1.0000001]),
-    st.sampled_from(["nan", "inf", "-inf", "1e30", "True", "None", "", "0x10", "1_000", "16,384", "１６"]),
+    st.sampled_from(["nan", "inf", "-inf", "1e30", "1E400", "-1e400", "True", "None", "", "0x10", "1_000", "16,384",
+                     "１６"]),
     st.text(alphabet="0123456789.-+eE ,'\"=:{}()", max_size=12),
 )
 
@@ -279,6 +280,7 @@ _VALUES = st.one_of(
 @settings(max_examples=300, deadline=None)
 @given(key=st.sampled_from(sorted(_RANGES) + ["gpu_memory_utilization", "num_speculative_tokens"]),
        value=_VALUES, config_line=st.booleans())
+@example(key="data_parallel_size", value="1E400", config_line=False)      # inf: int() raised OverflowError
 def test_config_line_values_never_traceback_nor_out_of_range(key, value, config_line):
     """Any value of a number audit reads, on the config line or the non-default args line: one
     AuditInputError naming the file, or a recognised value within its range; the align readers built
