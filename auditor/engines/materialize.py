@@ -403,14 +403,8 @@ class Materializer:
         for n in ("enorm", "hnorm", "shared_head.norm"):
             self.norm(layer, "mtp", n, s.H)
         self.module(layer, "mtp", B.EH_PROJ, True, force_float=True)
-        from ..finegrained import module_tp
         for m, group in (("shared_head.head", "lmhead"), ("embed_tokens", "embedding")):
-            sm = self.stored.get(layer, m)
-            naive = sm.weight_bytes // module_tp(self.plan, group) if sm else 0
-            if naive:
-                self.rows.append(Resident(layer, "mtp", m, "weight (shared with target)", "float", sm.weight_dtype,
-                                          (0,), 0, naive, "stage", -1, C_MTPSHARE, "stored",
-                                          "_maybe_share_embeddings / _maybe_share_lm_head"))
+            self.vocab(layer, B.ModuleDecl("vocab", m, (s.V_padded, s.H), "mtp", group=group))
         if self.rot_used:
             self.rows.append(Resident(layer, "mtp", "rot", "weight", "float", s.pd, (s.H, s.H),
                                       s.H * s.H * DTYPE_BYTES[s.pd], 0, "stage", -1, C_BUFFERS, "created",
@@ -530,11 +524,15 @@ class Materializer:
         self.rows.append(Resident(layer, d.block, d.name or "layer", d.suffix, "float", dt, shape, nb, naive,
                                   "stage" if layer >= 0 else "all", -1, cause, "stored", ""))
 
+    def router_rules(self) -> Any:
+        """The gate's rule table (the engine's ``ROUTER`` unless its model code builds the gate otherwise)."""
+        return self.R.ROUTER
+
     def router(self, layer: int, d: B.ModuleDecl) -> None:
         """The gate [E, H] and its score bias, or its token-id -> experts table (hash routing)."""
         s = self.spec
         sms = [self.lookup(layer, d.name)]
-        self.emit(self.R.ROUTER, layer=layer, block=d.block, module=d.name, env={"E": s.E, "H": s.H}, stored=sms,
+        self.emit(self.router_rules(), layer=layer, block=d.block, module=d.name, env={"E": s.E, "H": s.H}, stored=sms,
                   placement="stage", naive_shard=1, module_cause=None,
                   conditions={"router_bias": s.router_bias and not d.hash})
         if d.hash:
@@ -553,7 +551,7 @@ class Materializer:
             if naive:
                 self.rows.append(Resident(layer, d.block, d.name, "weight (shared with target)", "float",
                                           sm.weight_dtype, (0,), 0, naive, "stage", -1, C_MTPSHARE, "stored",
-                                          "the drafter uses the target's table"))
+                                          "_maybe_share_embeddings / _maybe_share_lm_head"))
             return
         self.emit(self.R.EMBEDDING, layer=layer, block=d.block, module=d.name,
                   env={"Vp": d.shape[0], "T": g, "H": d.shape[1]}, stored=[self.lookup(layer, d.name)],

@@ -22,15 +22,12 @@ from typing import Any
 
 from auditor_kernels import kinds as K
 
+from ..model.families.deepseek_v4 import coff, mix_outputs
 from . import ops as O
 from .quant import FLOAT, scheme
 from .tokens import State, Tok
 
-#: the hc mixing outputs per block: pre (hc) + post (hc) + comb (hc x hc), and its Sinkhorn iterations
-def _mix(hc: int) -> int:
-    return (2 + hc) * hc
-
-
+#: Sinkhorn normalisations of the comb mix per hc_pre (config hc_sinkhorn_iters)
 SINKHORN_ITERS = 20
 
 
@@ -38,7 +35,7 @@ def _hc_pre(b: Any, name: str, x: Tok, hc: int, w: float) -> None:
     """mHC pre: [T, hc*H] x fn^T -> 24 mixes (fp32), Sinkhorn on the comb, weighted sum to [T, H]."""
     s = b.spec
     b.op(O.vector(f"{name}.residual_copy", "copy", x, hc * s.H, 2, 0))
-    b.op(O.linear(f"{name}.mix", x, hc * s.H, _mix(hc), FLOAT, w, "layer", out_bytes=4.0, dtype="F32"))
+    b.op(O.linear(f"{name}.mix", x, hc * s.H, mix_outputs(hc), FLOAT, w, "layer", out_bytes=4.0, dtype="F32"))
     b.op(O.vector(f"{name}.sinkhorn", "sinkhorn", x, hc * hc, 1, 4 * SINKHORN_ITERS))
     b.op(O.vector(f"{name}.reduce", "hc_pre", x, hc * s.H, 1.5, 2))
 
@@ -53,7 +50,7 @@ def _compressor(b: Any, L: int, name: str, x: Tok, ratio: int, d: int, key_bytes
     """wkv and wgate over the hidden (one [T, coff d] pair), the fused compress op and the cache write of
     the new rows (one per ``ratio`` tokens)."""
     s = b.spec
-    w = d * (2 if ratio == 4 else 1)          # coff x d: overlapping windows at compress-4
+    w = coff(ratio) * d                       # overlapping windows at compress-4
     b.op(O.linear(f"{name}.wkv_wgate", x, s.H, 2 * w, FLOAT,
                   b.wb(L, f"{name}.wkv") + b.wb(L, f"{name}.wgate"), f"{name}.wkv+wgate"))
     b.op(O.vector(f"{name}.compress", "compressor", x, w, 2, 6))

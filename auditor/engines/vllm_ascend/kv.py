@@ -41,8 +41,8 @@ def kv_spec(spec: ModelSpec, plan: ParallelPlan, rprof: EngineProfile, *, varian
         raise AuditInputError("--kv-cache-dtype", f"must be one of {', '.join(KV_DTYPES)}, got {variant!r}")
     if dcp < 1:
         raise AuditInputError("--dcp", f"must be a positive integer, got {dcp!r}")
-    if spec.layer_kinds and any(k.attention in ("compressed", "window") for k in spec.layer_kinds):
-        from .compressed import check_supported, kv_spec as compressed_kv_spec
+    from .compressed import check_supported, has_compressed_layers, kv_spec as compressed_kv_spec
+    if has_compressed_layers(spec):
         check_supported(spec, rprof)
         return compressed_kv_spec(spec, plan, rprof, variant=variant, dcp=dcp, mtp=mtp, stage=stage)
     stages = stage_layers(spec.Lyr, plan.pp)

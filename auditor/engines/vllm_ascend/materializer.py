@@ -32,19 +32,10 @@ class AscendMaterializer(Materializer):
         return self.prof.indexer_fused_wk           # wk_weights_proj (sfa_v1.py:471@v0.21.0rc1)
 
     # ---------------------------------------------------------------- compressed-attention models
-    def router(self, layer: int, d: B.ModuleDecl) -> None:
+    def router_rules(self):
         """A compressed-attention model's gate keeps the model-dtype weight and an fp32 copy
         (``precast_fp32_weight=True``, models/deepseek_v4/model.py:279-282@182b75ea); others: the shared rule."""
-        if not compressed.has_compressed_layers(self.spec):
-            return super().router(layer, d)
-        s = self.spec
-        sms = [self.lookup(layer, d.name)]
-        self.emit(R.ROUTER_PRECAST, layer=layer, block=d.block, module=d.name, env={"E": s.E, "H": s.H},
-                  stored=sms, placement="stage", naive_shard=1, module_cause=None,
-                  conditions={"router_bias": s.router_bias and not d.hash})
-        if d.hash:
-            self.emit(R.HASH_TABLE, layer=layer, block=d.block, module=d.name, env={"V": s.V, "K": s.topk_experts},
-                      stored=sms, placement="stage", naive_shard=None, module_cause=None, conditions={})
+        return R.ROUTER_PRECAST if compressed.has_compressed_layers(self.spec) else R.ROUTER
 
     def mtp_shares_vocab(self) -> bool:
         """The drafter of a model with ``compress_ratios`` keeps its own embedding and LM head

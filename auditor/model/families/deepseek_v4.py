@@ -83,10 +83,8 @@ def _ratios(cfg: dict, where: str, n_layers: int) -> tuple[int, ...]:
 
 def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "config.json") -> ModelSpec:
     """The ModelSpec of a DeepSeek-V4-style config, one LayerKind per main and MTP layer."""
-    from .. import config as C            # the shared readers (lazy: config dispatches to families)
-    for key in C.CONFIG_INT_CAPS:         # every known integer key within its cap first, named if not
-        if "." not in key:
-            C._int(cfg, key, where, default=0)
+    # the shared readers (lazy: config dispatches here after range-checking every known integer key)
+    from .. import config as C
     missing = [k for k in KEYS if _off(cfg.get(k))]
     if missing:
         have = [k for k in KEYS if k not in missing]
