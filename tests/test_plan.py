@@ -27,6 +27,15 @@ def test_plan_json_structure_and_feasibility(tmp_path):
     assert main(ARGS + ["--format", "json", "-o", str(out), "--png", str(png)]) == 0
     rep = json.loads(out.read_text())
     assert png.stat().st_size > 0
+    # the PNG marks the chosen deployment and the TPOT bound (tests/test_plan_png.py checks where)
+    import numpy as np
+    from matplotlib.image import imread
+
+    from auditor.planner.report import CHOSEN_COLOR, SLA_COLOR
+    img = imread(png)[..., :3]
+    for colour in (CHOSEN_COLOR, SLA_COLOR):
+        rgb = np.array([int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)])
+        assert (np.abs(img - rgb).max(axis=-1) < 0.12).sum() > 50, colour
     best = rep["best"]
     assert best and rep["evaluated"] > 0 and rep["launch"]
     assert {c["mode"] for c in best} <= {"agg", "disagg"}

@@ -82,7 +82,8 @@ def _utils(text: str) -> tuple[float, ...]:
 @recipe_option("quantization recipe (default: the checkpoint's / preset's own)")
 @click.option("--top", type=capped("--top"), default=10, show_default=True, help="configurations to list")
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Pareto PNG: tokens/s per die against tokens/s per user, aggregated vs disaggregated")
+              help="Pareto PNG: tokens/s per die against tokens/s per user, aggregated vs disaggregated, with the "
+                   "chosen deployment (a star) and the TPOT bound")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="every memory-feasible configuration as CSV")
 @hf_overrides_option
@@ -177,7 +178,8 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
             write_output(csv_path, render_plan(res, "csv", top, launch, head), "--csv")
             when_written(lambda: click.echo(f"wrote {csv_path}", err=True))
         if png:
-            write_pareto_png(res, png, f"{src.spec.name} on {space.dies} x {dev.name}: isl {wl.isl} osl {wl.osl}")
+            write_pareto_png(res, png, f"{src.spec.name} on {'/'.join(map(str, space.dies))} x {dev.name}: isl {wl.isl} osl {wl.osl}",
+                             ttft_ms=ttft_ms, tpot_ms=tpot_ms)
             when_written(lambda: click.echo(f"wrote {png}", err=True))
     if not best:
         raise SystemExit(3)           # nothing fits and meets the SLA (as `audit memory` when it does not fit)

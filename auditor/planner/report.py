@@ -160,7 +160,18 @@ def render_plan(res: PlanResult, fmt: str, top: int, launch: list[dict], head: d
     return "\n".join(out) + "\n"
 
 
-def write_pareto_png(res: PlanResult, path: Path, title: str) -> None:
+#: the chosen deployment and the SLA bound get colours no scatter uses, so a reader (and the test) finds them
+CHOSEN_COLOR = "#d62728"
+SLA_COLOR = "#2ca02c"
+
+
+def write_pareto_png(res: PlanResult, path: Path, title: str, ttft_ms: float | None = None,
+                     tpot_ms: float | None = None) -> Any:
+    """The Pareto PNG: every configuration by tokens/s per die against tokens/s per user, each mode's
+    front, the deployment the table ranks first (a star, labelled: the one the launch line starts) and
+    the SLA: TPOT <= ``tpot_ms`` is tokens/s per user >= 1000 / ``tpot_ms`` (a vertical bound; TTFT
+    has no axis here, so it is named in that bound's label). Returns the Figure (its axes map data to
+    the PNG's pixels)."""
     fig = new_figure((7, 5))
     ax = fig.add_subplot()
     for mode, color in (("agg", "tab:blue"), ("disagg", "tab:orange")):
@@ -175,9 +186,23 @@ def write_pareto_png(res: PlanResult, path: Path, title: str) -> None:
                 best = d
         ax.plot([p[0] for p in front], [p[1] for p in front], "-o", ms=3, color=color,
                 label=f"{'aggregated' if mode == 'agg' else 'disaggregated'} (Pareto)")
+    if tpot_ms:
+        ttft = f", TTFT <= {ttft_ms:g} ms" if ttft_ms else ""
+        ax.axvline(1e3 / tpot_ms, color=SLA_COLOR, ls="--", lw=1.5,
+                   label=f"SLA: TPOT <= {tpot_ms:g} ms (right of the line){ttft}")
+    chosen = res.best(1)
+    if chosen:
+        c = chosen[0]
+        ax.scatter([c.tok_s_user], [c.tok_s_die], marker="*", s=260, color=CHOSEN_COLOR, edgecolors="black",
+                   linewidths=0.6, zorder=5,
+                   label=f"chosen: {c.mode} {c.plan} batch {c.batch} MTP {c.mtp} ({c.dies_used} dies)")
+        ax.annotate("chosen", (c.tok_s_user, c.tok_s_die), xytext=(10, -3), textcoords="offset points",
+                    fontsize=8, color=CHOSEN_COLOR, fontweight="bold", va="center")
+        ax.margins(y=0.08)
     ax.set_xlabel("output tokens/s per user")
     ax.set_ylabel("output tokens/s per die")
     ax.set_title(title, fontsize=9)
     fig.legend(fontsize=8, loc="outside lower center", ncol=2, frameon=False)
     ax.grid(alpha=0.3)
     save_png(fig, path, "--png")
+    return fig
