@@ -260,6 +260,7 @@ def _expand_nightly(own: list[str], vllm: list[str], path: str, picks: dict[str,
         rendered += _unless_given(_case_options(cfg, case_name, [opts[k] for k in chosen.values()]), own)
     elif "--case" in picks:
         click.echo(f"audit: note: --case is not used by `audit {command.name}` (it has no client)", err=True)
+    rendered += _device_for(cfg, path, own, declared)
     recipe = _recipe_in_name(cfg.model)
     if recipe and "--recipe" in declared and not any(a == "--recipe" or a.startswith("--recipe=") for a in own):
         click.echo(f"audit: note: {path}: recipe {recipe} from the config's model name {cfg.model} (--recipe "
@@ -267,6 +268,55 @@ def _expand_nightly(own: list[str], vllm: list[str], path: str, picks: dict[str,
         rendered += ["--recipe", recipe]
     return rendered + own, (_config_model(cfg.model, path, nodes[next(iter(chosen.values()))].env)
                             if cfg.model else None)
+
+
+def _option_value(args: list[str], flag: str) -> str | None:
+    """The last value ``args`` give ``flag`` (``--flag V`` or ``--flag=V``), as click would take it."""
+    value = None
+    for i, tok in enumerate(args):
+        if tok == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif tok.startswith(flag + "="):
+            value = tok.split("=", 1)[1]
+    return value
+
+
+def _device_for(cfg: Any, path: str, own: list[str], declared: dict[str, click.Parameter]) -> list[str]:
+    """The device a nightly config's Ascend generation implies. The CI runs A2 and A3 suites and names
+    which in the file (``...-A2-dual-nodes.yaml``, ``test_name``, ``ASCEND_A3_ENABLE``); audit's default
+    die is A3's, so an A2 config read without --device is modelled on the A2 profile (said on stderr), and a
+    --device of the other generation, or names of both, get one warning line naming what was used."""
+    if "--device" not in declared:
+        return []
+    from ..devices.profiles import DEFAULT_DEVICE, GENERATION_DEVICES, generation_of
+    stated = cfg.generations()
+    gens = sorted({g for g, _ in stated})
+    if not gens:
+        return []
+    given = _option_value(own, "--device")
+
+    def said(gen: str) -> str:
+        return ", ".join(w for g, w in stated if g == gen)
+    if len(gens) > 1:
+        click.echo(f"audit: warning: {path}: the config names both A2 ({said('A2')}) and A3 ({said('A3')}); "
+                   f"audit models device {given or DEFAULT_DEVICE} ({'--device' if given else 'the default; give --device'})",
+                   err=True)
+        return []
+    gen = gens[0]
+    if given is None:
+        dev = GENERATION_DEVICES[gen]
+        if dev == DEFAULT_DEVICE:
+            return []
+        click.echo(f"audit: note: {path}: the config is for {gen} ({said(gen)}): audit models device {dev} "
+                   "(--device overrides)", err=True)
+        return ["--device", dev]
+    own_gen = generation_of(given)
+    users_profile = own_gen is None and (given.endswith(".json") or os.sep in given)
+    if own_gen != gen and not users_profile:
+        kind = f"an {own_gen}" if own_gen else "not an Ascend"
+        click.echo(f"audit: warning: {path}: the config is for {gen} ({said(gen)}), but --device {given} is {kind} "
+                   f"profile; audit models device {given}", err=True)
+    return []
 
 
 class ConfigModel(str):

@@ -21,6 +21,10 @@ from typing import Any
 from ..errors import AuditInputError
 
 DEFAULT_DEVICE = "a3-752t"
+#: the profile a config that names only its Ascend generation runs on: A2 -> the 313T die (the published A2
+#: rows, the nightly GLM-5.1 A2 config and the GLM-5 A2 tutorial, are modelled on it and the joint serving fit
+#: writes it: serving/calibrate.py); A3 -> the default
+GENERATION_DEVICES = {"A2": "a2-313t", "A3": DEFAULT_DEVICE}
 _DIR = Path(__file__).resolve().parent
 
 #: dtype keys allowed in ``mma_flops`` / ``vector_flops`` (F8 omitted where the device has none)
@@ -128,6 +132,16 @@ class Device:
             ],
             "calibration": self.calibration,
         }
+
+
+def generation_of(name: str | Path) -> str | None:
+    """"A2" / "A3" for a shipped Ascend profile's name (a2-313t, a3-752t) or a JSON file named so; else None
+    (a GPU, or a user's profile whose name does not say)."""
+    stem = Path(str(name)).name.lower().removesuffix(".json")
+    for gen in GENERATION_DEVICES:
+        if stem.startswith(gen.lower() + "-"):
+            return gen
+    return None
 
 
 def device_names() -> list[str]:

@@ -79,6 +79,14 @@ class TestCase:
     cases: dict[str, "Case"]
 
 
+#: "A2" / "A3" as a word of a name (``...-W8A8-A2-dual-nodes``, ``GLM-5.1-W8A8C8-A3_128k``), not inside one (W8A8)
+_GENERATION = re.compile(r"(?<![A-Za-z0-9])(A2|A3)(?![A-Za-z0-9])", re.IGNORECASE)
+
+
+def _generations_in(text: str, what: str) -> list[tuple[str, str]]:
+    return [(g.upper(), what) for g in dict.fromkeys(m.group(1).upper() for m in _GENERATION.finditer(text))]
+
+
 @dataclass(frozen=True)
 class Nightly:
     where: str
@@ -87,6 +95,22 @@ class Nightly:
     cases: dict[str, Case]
     notes: tuple[str, ...] = ()
     tests: tuple[TestCase, ...] = ()        # a test_cases file: every entry (nodes/cases are the first's)
+    test_name: str = ""                     # the file's ``test_name`` (multi-node configs)
+
+    def generations(self) -> list[tuple[str, str]]:
+        """The Ascend generations ("A2", "A3") the config states, each with where it says so: its file
+        name, ``test_name``, the test case's name, or a node's ``ASCEND_A3_ENABLE=1``. The CI runs A2 and
+        A3 suites from the same files and says which in these names; audit's device comes from --device,
+        so the caller compares the two (an A2 config modelled on the default A3 die is a wrong answer)."""
+        out = _generations_in(Path(self.where).stem, f"file name {Path(self.where).name}")
+        if self.test_name:
+            out += _generations_in(self.test_name, f"test_name {self.test_name!r}")
+        for t in self.tests if len(self.tests) == 1 else ():
+            out += _generations_in(t.name, f"test case {t.name!r}")
+        for i, n in enumerate(self.nodes):
+            if n.env.get("ASCEND_A3_ENABLE", "").strip().lower() in ("1", "true", "yes"):
+                out.append(("A3", f"ASCEND_A3_ENABLE={n.env['ASCEND_A3_ENABLE']} (node {i})"))
+        return out
 
     def select(self, name: str | None) -> tuple["Nightly", str | None]:
         """The test case ``--case`` names (``TEST``, ``TEST/BENCH``, or a benchmark's name) as a config of
@@ -114,7 +138,8 @@ class Nightly:
         others = [t.name for t in self.tests if t is not test and bench is not None and bench in t.cases]
         note = f"test case {test.name} ({self.tests.index(test) + 1} of {len(self.tests)})" + (
             f"; {', '.join(others)} also has a case {bench!r} (--case TEST/{bench} picks it)" if others else "")
-        return Nightly(self.where, test.model, test.nodes, test.cases, self.notes + (note,), (test,)), bench
+        return Nightly(self.where, test.model, test.nodes, test.cases, self.notes + (note,), (test,),
+                       self.test_name), bench
 
     def _choices(self) -> list[str]:
         if len(self.tests) < 2:
@@ -155,7 +180,7 @@ def read_nightly(path: str | Path) -> Nightly:
         if len(set(names)) != len(names):
             raise AuditInputError(where, "two test_cases have the same name")
         first = tests[0]
-        return Nightly(where, first.model, first.nodes, first.cases, tuple(notes), tests)
+        return Nightly(where, first.model, first.nodes, first.cases, tuple(notes), tests, _test_name(doc))
     elif "deployment" in doc:
         model = str(doc.get("model") or "")
         nodes = tuple(_serve_node(_map(d, where, f"deployment[{i}]"), i, where, model)
@@ -174,7 +199,12 @@ def read_nightly(path: str | Path) -> Nightly:
         raise AuditInputError(where, "not a vLLM-Ascend nightly config (no test_cases, deployment or templates)")
     if not nodes:
         raise AuditInputError(where, "the config launches no node")
-    return Nightly(where, model, nodes, cases, tuple(notes))
+    return Nightly(where, model, nodes, cases, tuple(notes), test_name=_test_name(doc))
+
+
+def _test_name(doc: dict) -> str:
+    name = doc.get("test_name")
+    return name[:200] if isinstance(name, str) else ""
 
 
 # ------------------------------------------------------------------ nodes
