@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -267,20 +268,108 @@ def _g(x: Any) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
-def render(results: list[dict[str, Any]], fmt: str = "table") -> str:
-    """ONE table: row, source, prediction (fits, W/rank, activation, non-torch, KV available, KV tokens,
-    concurrency, verdict over the UNCONFIRMED ranges), observed, error."""
-    if fmt == "json":
-        return json.dumps(results, indent=2, default=str) + "\n"
+#: the table's width when stdout is not a terminal (a pipe, a file, the docs): one a reader's editor shows whole
+DEFAULT_WIDTH = 100
+#: narrower than this the columns cannot wrap any further (each wrappable column keeps ~6 characters)
+MIN_WIDTH = 60
+
+
+def table_width() -> int:
+    """The terminal's width when stdout is one, else ``DEFAULT_WIDTH`` (so pipes, files and the generated
+    docs are the same on every machine)."""
+    import shutil
+    import sys
+    try:
+        tty = sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    cols = shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns if tty else DEFAULT_WIDTH
+    return max(MIN_WIDTH, cols)
+
+
+def _wrap_cell(text: str, cap: int | None, hyphens: bool = False) -> str:
+    import textwrap
+    if cap is None or len(text) <= cap:
+        return text
+    return "\n".join(textwrap.wrap(text, cap, break_on_hyphens=hyphens)) or text
+
+
+def _fit_table(body: list[list[str]], head: list[str], width: int, wrap: set[int]) -> str:
+    """``tabulate`` with the wrappable columns narrowed (cells wrapped at spaces into lines of their own,
+    no word broken; headers first, then the widest column a character at a time, so the long ones
+    share what is left) until every line fits ``width``: at their natural widths the columns were 255
+    characters wide. A table that cannot fit without breaking words is left wider."""
+    import tabulate as tabulate_module
     from tabulate import tabulate
 
+    cells = [[head[i]] + [str(r[i]) for r in body] for i in range(len(head))]
+
+    def wrapped(i: int, cap: int | None) -> list[str]:
+        return [_wrap_cell(c, cap, hyphens=(k == 0)) for k, c in enumerate(cells[i])]
+
+    def col_width(i: int, cap: int | None) -> int:
+        return max(len(ln) for c in wrapped(i, cap) for ln in c.split("\n"))
+
+    # headers wrap before any cell does (a header may break after a hyphen: non-|torch)
+    head_floor = {i: max(len(w) for w in re.split(r"(?<=-)|\s", head[i]) if w) for i in wrap}
+    caps = {i: max([len(c) for c in cells[i][1:]] + [head_floor[i]]) for i in wrap}
+    floor = {i: max([len(w) for c in cells[i][1:] for w in c.split()] + [head_floor[i]]) for i in wrap}
+    widths = [col_width(i, caps.get(i)) for i in range(len(head))]
+    while sum(widths) + 2 * (len(head) - 1) > width:
+        shrinkable = [i for i in caps if widths[i] > floor[i]]
+        if not shrinkable:
+            return _records(body, head, width)
+        i = max(shrinkable, key=lambda k: (widths[k], k))
+        caps[i] = max(floor[i], min(caps[i], widths[i]) - 1)
+        widths[i] = col_width(i, caps[i])
+    rows = [[_wrap_cell(str(c), caps.get(i)) for i, c in enumerate(r)] for r in body]
+    padding, tabulate_module.MIN_PADDING = tabulate_module.MIN_PADDING, 0      # no 2 spaces more per header
+    try:
+        return tabulate(rows, headers=[_wrap_cell(h, caps.get(i), hyphens=True) for i, h in enumerate(head)],
+                        tablefmt="simple", disable_numparse=True)
+    finally:
+        tabulate_module.MIN_PADDING = padding
+
+
+def _records(body: list[list[str]], head: list[str], width: int) -> str:
+    """The rows as records, for a terminal too narrow for the table without breaking words: the row id,
+    then ``column: value`` fields wrapped at the fields' separators under a hanging indent."""
+    import textwrap
+    ids = max(len(r[0]) for r in body)
+    out = []
+    for r in body:
+        fields = [f"{h}: {v}".replace(" ", "\u00a0") for h, v in zip(head[1:], r[1:]) if h] + [r[-1]]
+        text = textwrap.wrap(" | ".join(fields), width, initial_indent=f"{r[0]:<{ids}}  ",
+                             subsequent_indent=" " * (ids + 2), break_on_hyphens=False)
+        out += [ln.replace("\u00a0", " ") for ln in text]
+    return "\n".join(out)
+
+
+def _sources(results: list[dict[str, Any]], width: int) -> list[str]:
+    """Each row's source in full on its own line(s), wrapped at spaces under a hanging indent."""
+    import textwrap
+    ids = max((len(r["id"]) for r in results), default=0)
+    out = ["sources:"]
+    for r in results:
+        out += textwrap.wrap(r["source"], width=width, initial_indent=f"  {r['id']:<{ids}}  ",
+                             subsequent_indent=" " * (ids + 4), break_on_hyphens=False) or [f"  {r['id']}"]
+    return out
+
+
+def render(results: list[dict[str, Any]], fmt: str = "table", width: int | None = None) -> str:
+    """ONE table: row, prediction (fits, W/rank, activation, non-torch, KV available, KV tokens,
+    concurrency, verdict over the UNCONFIRMED ranges), observed, error; every row's source in full
+    below it. Long cells wrap so every line fits ``width`` (default: ``table_width()``)."""
+    if fmt == "json":
+        return json.dumps(results, indent=2, default=str) + "\n"
+    width = table_width() if width is None else max(MIN_WIDTH, width)
     body = []
     for r in results:
         p, o, e, bd = r["predicted"], r["observed"], r["error"], r["breakdown"]
-        src = r["source"].split(" @")[0]
-        src = src if len(src) <= 48 else src[:45] + "..."
         obs = "runs" if o.get("runs") else "fails"
-        nums = [f"{k[:-4]} {o[k]:g}" for k in ("weights_gib", "activation_gib", "non_torch_gib", "kv_available_gib")
+        # observed figures (GiB) under the error column's names: W, act, nt, KV
+        nums = [f"{name} {o[k]:g}" for k, name in (("weights_gib", "W"), ("activation_gib", "act"),
+                                                    ("non_torch_gib", "nt"), ("kv_available_gib", "KV"))
                 if o.get(k) is not None]
         if nums:
             obs += "; " + ", ".join(nums)
@@ -304,10 +393,12 @@ def render(results: list[dict[str, Any]], fmt: str = "table") -> str:
                     f"{p['kv_available_high_gib']:.1f})", f"{p['kv_tokens']:,}", f"{p['max_concurrency']:.2f}x"]
             ok = "ok" if e.get("fits_matches", 1.0) == 1.0 and abs(e.get("weights_rel", 0)) <= WEIGHTS_REL_TOL \
                 and abs(e.get("kv_available_rel", 0)) <= KV_AVAILABLE_REL_TOL else "MISS"
-        body.append([r["id"], src, *pred, obs, ", ".join(errs) or "-", ok])
-    head = ["row", "source", "audit", "W GiB/rank", "act", "non-torch", "KV avail (range)", "KV tokens", "conc",
+        body.append([r["id"], *pred, obs, ", ".join(errs) or "-", ok])
+    head = ["row", "audit", "W GiB/rank", "act", "non-torch", "KV avail (range)", "KV tokens", "conc",
             "observed", "error", ""]
     n_ok = sum(1 for b in body if b[-1] == "ok")
-    return (tabulate(body, headers=head, tablefmt="simple", disable_numparse=True)
-            + f"\n\n{n_ok}/{len(body)} rows within tolerance (fits = runs; weights within "
-              f"{WEIGHTS_REL_TOL:.0%}, KV available within {KV_AVAILABLE_REL_TOL:.0%} where logged)\n")
+    table = _fit_table(body, head, width, wrap={1, 2, 4, 5, 6, 8, 9})
+    summary = (f"{n_ok}/{len(body)} rows within tolerance (fits = runs; weights within {WEIGHTS_REL_TOL:.0%}, "
+               f"KV available within {KV_AVAILABLE_REL_TOL:.0%} where logged)")
+    import textwrap
+    return "\n".join([table, "", *textwrap.wrap(summary, width), "", *_sources(results, width)]) + "\n"
