@@ -56,11 +56,18 @@ def on_terminal(stream: Any = None) -> bool:
         return False
 
 
-def _say(text: str) -> None:
+def say(text: str) -> None:
+    """One message on stderr, on a line of its own: the report on stdout is flushed first (a terminal or
+    a ``2>&1`` pipe shows both streams in the order written) and an open stage line is ended, so a
+    message is never glued to the end of another line."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):       # a closed or broken stdout: the message still goes to stderr
+        pass
     if _line_open.is_set():          # end the stage line first: one message per line
         sys.stderr.write("\n")
         _line_open.clear()
-    sys.stderr.write(text + "\n")
+    sys.stderr.write(text.rstrip("\n") + "\n")
     sys.stderr.flush()
 
 
@@ -78,7 +85,7 @@ def announce_compiles() -> None:
         def on_start(self, ev: Any) -> None:
             if not _state["announced"] and not _state["quiet"]:
                 _state["announced"] = True
-                _say(COMPILE_NOTICE)
+                say(COMPILE_NOTICE)
 
         def on_end(self, ev: Any) -> None:
             pass

@@ -104,7 +104,8 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
     # at all (the answer line's "the engine refuses to start (exit 3)")
     shortfall = (runtime["max_model_len"] is not None or hbm.kv_available_bytes <= 0) and hbm.error()
     if shortfall:
-        click.echo(f"audit: {hbm.error()}", err=True)
+        from .feedback import say
+        say(f"audit: {hbm.error()}")
     exit_on_findings(rep, strict)
     if shortfall:
         raise SystemExit(3)
