@@ -11,8 +11,8 @@ need files outside the project.
 from __future__ import annotations
 
 import json
-import shlex
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
