@@ -160,7 +160,7 @@ class PhaseResult:
             "context_dependent": op.kind in CONTEXT_KINDS,
             "bound": bound, "time_us": float(o[K.OUT_TIME]) * 1e6,
             "source": self.sources[i] if self.sources else "analytic",
-            "module": op.module,
+            "module": op.module, "kernel": op.kernel,
         }
 
     def _op_entries(self, seq: bool) -> list[dict[str, Any]]:
