@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from auditor.cli import main
+from auditor.devices.profiles import load_device
 from auditor.deployment import InstancePlan
 from auditor.engines import registry
 from auditor.engines.vllm import versions
@@ -98,9 +99,21 @@ def test_audit_memory_runs_on_h200(shared_dir, capsys):
     assert "100,152 B/token" in out
 
 
-def test_kernel_program_is_refused_by_name():
-    with pytest.raises(AuditInputError, match="not modelled"):
-        registry.resolve("vllm@0.28").kernel_path("bf16")
+def test_kernel_program_needs_the_gpu_generation():
+    """The CUDA kernels depend on the GPU generation: without it the engine refuses by name; with it the
+    sparse-MLA backend follows the cache layout (FlashInfer MLA sparse for plain fp8 on SM100)."""
+    eng = registry.resolve("vllm@0.28")
+    with pytest.raises(AuditInputError, match="GPU generation"):
+        eng.kernel_path("bf16")
+    hopper = eng.kernel_path_on("fp8", eng.soc(load_device("h200")))
+    blackwell = eng.kernel_path_on("fp8", eng.soc(load_device("b200")))
+    assert (hopper.arch, blackwell.arch) == ("sm90", "sm100")
+    assert hopper.kernel_for("sfa", "BF16", layout="fp8_ds_mla", ep=False) == "flash_mla_sparse"
+    assert blackwell.kernel_for("sfa", "BF16", layout="fp8_e4m3", ep=False) == "flashinfer_mla_sparse"
+    # select_fp8_moe_backend: Triton first on SM90 under TP only, FlashInfer-CUTLASS under EP, TRTLLM on SM100
+    assert hopper.kernel_for("grouped_matmul", "F8", layout="bf16", ep=False) == "fused_moe[TRITON]"
+    assert hopper.kernel_for("grouped_matmul", "F8", layout="bf16", ep=True) == "fused_moe[FLASHINFER_CUTLASS]"
+    assert blackwell.kernel_for("grouped_matmul", "F8", layout="bf16", ep=False) == "fused_moe[FLASHINFER_TRTLLM]"
 
 
 def test_an_msmodelslim_checkpoint_is_refused_on_cuda(capsys):

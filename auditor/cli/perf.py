@@ -71,7 +71,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
     for path, what in ((output, "--output"), (trace, "--trace"), (png, "--png")):
         guard_output(path, model, what)
     src = open_model(model, recipe, tables=False)
-    refused = warn_refusal(src)
+    refused = warn_refusal(src, engine)
     spec = src.spec
     if mtp_drafter is False and mtp > 0:
         raise AuditInputError("--mtp", "speculative tokens need the MTP drafter (drop --no-mtp-drafter)")

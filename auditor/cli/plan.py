@@ -144,7 +144,7 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
     src = open_model(model, recipe, tables=False)
     from ..perf.program import check_servable
     check_servable(src.spec, "plan")
-    refused = warn_refusal(src)
+    refused = warn_refusal(src, engine)
     from ..perf.acceptance import resolve
     acceptance = resolve(src.spec, acceptance).equivalent(1)
     dev = load_device(device_name)

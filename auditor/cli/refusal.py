@@ -4,9 +4,9 @@ fp8-block recipe got a `vllm serve` line from plan, nothing from perf, and "fits
 
 memory has the materializer's own findings (every error finding is a reason the engine would not
 load the checkpoint); perf and plan do not materialize, so they check the one start-up assertion
-that depends on the recipe alone: the SFA backend asserts an unquantized kv_b_proj
-(``auditor/engines/materialize.py``, ``kv_b``, read from vLLM-Ascend's SFA backend at the commit
-the engine profile names).
+that depends on the recipe alone, when the engine has one (``Engine.recipe_refusal``: vLLM-Ascend's SFA
+backend asserts an unquantized kv_b_proj, ``auditor/engines/materialize.py``, ``kv_b``; upstream vLLM
+on CUDA has no such assertion).
 """
 from __future__ import annotations
 
@@ -33,9 +33,11 @@ def lead_answer(rep: dict) -> None:
         rep["answer"] = f"ENGINE CANNOT START: {why}; otherwise {rep['answer']}"
 
 
-def recipe_refusal(src: Any) -> str | None:
-    """Why the engine cannot start this model's recipe (perf, plan), or None. A DSA model whose
-    kv_b_proj is quantized (the quant description says so, or fp8-block ships it FP8) is refused."""
+def recipe_refusal(src: Any, engine: Any = None) -> str | None:
+    """Why ``engine`` cannot start this model's recipe (perf, plan), or None. The rule is the engine's
+    (``Engine.recipe_refusal``: vLLM-Ascend's SFA backend asserts an unquantized kv_b_proj; upstream vLLM
+    on CUDA builds W_UK_T / W_UV from an FP8 kv_b_proj); this finds the non-float kv_b_proj schemes (the
+    quant description says so, or fp8-block ships it FP8). ``engine`` None: the default engine."""
     if not getattr(src.spec, "dsa", False):
         return None
     desc = src.desc
@@ -46,14 +48,15 @@ def recipe_refusal(src: Any) -> str | None:
         bad = ["FP8"] if src.scheme_recipe == "fp8-block" else []
     if not bad:
         return None
-    return (f"{src.spec.name} with recipe {src.scheme_recipe}: kv_b_proj is {'/'.join(bad)}; the engine's SFA "
-            "backend asserts an unquantized kv_b_proj and refuses to start (use a W8A8 / BF16 checkpoint, "
-            "e.g. --recipe w8a8)")
+    from ..engines.registry import as_engine
+    from .options import DEFAULT_ENGINE
+    why = as_engine(engine if engine is not None else DEFAULT_ENGINE).recipe_refusal(src.spec, bad)
+    return None if why is None else f"{src.spec.name} with recipe {src.scheme_recipe}: {why}"
 
 
-def warn_refusal(src: Any) -> str | None:
+def warn_refusal(src: Any, engine: Any = None) -> str | None:
     """Print the refusal as one ``audit: warning:`` line on stderr; return it."""
-    why = recipe_refusal(src)
+    why = recipe_refusal(src, engine)
     if why is not None:
         click.echo(f"audit: warning: {why}", err=True)
     return why

@@ -199,6 +199,21 @@ class Engine:
         """The kernel constants of a cache variant (indexer / top-k / sparse-attention tiling)."""
         raise NotImplementedError
 
+    def kernel_path_on(self, variant: str, arch: str) -> Any:
+        """The kernel constants of a cache variant on the device generation ``arch`` (``soc(device)``): an
+        engine whose kernels depend on the GPU generation overrides this; default ``kernel_path(variant)``."""
+        return self.kernel_path(variant)
+
+    def drafter_eager(self, spec: Any) -> bool:
+        """Whether the MTP drafter of ``spec`` runs eager behind a replayed decode graph (its launches are
+        then host time of every decode step, ``perf.host``). Default: it is captured with the step."""
+        return False
+
+    def recipe_refusal(self, spec: Any, kv_b_schemes: Sequence[str]) -> str | None:
+        """Why this engine cannot start a DSA model whose kv_b_proj has the quant schemes ``kv_b_schemes``
+        (non-float ones; perf and plan check it before timing), or None. Default: no refusal."""
+        return None
+
     @property
     def profiler(self) -> Any:
         """The module that reads this engine's profiler output: ``kernel_class(type, name)``,

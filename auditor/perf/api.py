@@ -160,7 +160,7 @@ class PhaseResult:
             "context_dependent": op.kind in CONTEXT_KINDS,
             "bound": bound, "time_us": float(o[K.OUT_TIME]) * 1e6,
             "source": self.sources[i] if self.sources else "analytic",
-            "module": op.module,
+            "module": op.module, "kernel": op.kernel,
         }
 
     def _op_entries(self, seq: bool) -> list[dict[str, Any]]:
@@ -315,11 +315,13 @@ def evaluate_phase(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: W
         raise AuditInputError("--mtp", f"{spec.name} has no MTP layer (num_nextn_predict_layers = 0)")
     # the MTP passes are always in the program; their multiplicity (K, K-1 or 0) is a kernel input
     key = as_engine(engine).key
+    from .program import kernel_path_of
+    cache = kernel_path_of(engine, cache, device)      # the engine's kernels of this cache on the device's generation
     prog = cached_program(spec, plan, key, recipe, workload.phase, graph, True, cache)
     other = cached_program(spec, plan, key, recipe, "decode" if workload.phase == "prefill" else "prefill",
                            graph, True, cache)
     pre, dec = (prog, other) if workload.phase == "prefill" else (other, prog)
-    hm = host_model(spec, pre, dec, workload.mtp, device, host)
+    hm = host_model(spec, pre, dec, workload.mtp, device, host, engine=engine)
     dv, grp = kernel_vector(device), group_table(device, plan)
     steps = prefill_chunks(workload, int(chunk or plan.max_num_batched_tokens))
     res = None

@@ -104,11 +104,18 @@ class HostModel:
         return h + self.launches_draft * hp[4]
 
 
-def host_model(spec: Any, pre: Any, dec: Any, mtp: int, device: Any, hp: np.ndarray | None = None) -> HostModel:
-    """The host model of a deployment from its prefill and decode ``Program``s."""
+def host_model(spec: Any, pre: Any, dec: Any, mtp: int, device: Any, hp: np.ndarray | None = None,
+               engine: Any = None) -> HostModel:
+    """The host model of a deployment from its prefill and decode ``Program``s; ``engine`` says whether its
+    drafter runs eager (``Engine.drafter_eager``; None: the GLM rule of ``eager_drafter``)."""
     n_eager, _ = launch_counts(pre.arrays(), mtp)
     _, n_draft = launch_counts(dec.arrays(), mtp)
-    return HostModel(n_eager, n_draft if eager_drafter(spec) else 0.0,
+    if engine is None:
+        eager = eager_drafter(spec)
+    else:
+        from ..engines.registry import as_engine
+        eager = as_engine(engine).drafter_eager(spec)
+    return HostModel(n_eager, n_draft if eager else 0.0,
                      host_params(device) if hp is None else full_host(hp),
                      float(pre.token_split))
 

@@ -132,7 +132,7 @@ class _Builder:
         self.prof = eng.profile
         # the engine's KV spec of this cache variant: the one definition of what a cached token takes
         # (cache writes write it, SFA gathers it, the indexer reads its keys)
-        self.kv = eng.kv_spec(spec, plan, variant=path.name)
+        self.kv = eng.kv_spec(spec, plan, variant=path.name, arch=getattr(path, "arch", ""))
         self.w = weights
         self._topk = True
         self.tp = plan.tp
@@ -149,6 +149,9 @@ class _Builder:
 
     # -- emission -------------------------------------------------------------------------
     def op(self, op: O.Op) -> O.Op:
+        named = getattr(self.path, "kernel_for", None)      # an engine that names its own kernels
+        if named is not None:
+            op.kernel = named(op.cls, op.dtype, layout=self.kv.variant, ep=self.plan.ep_on) or op.kernel
         op.layers = list(self.layers)
         op.mult = self.mult
         op.seq = len(self.ops) + len(self.colls)
@@ -511,6 +514,15 @@ def check_servable(spec: ModelSpec, command: str) -> None:
         raise AuditInputError(spec.name, f"audit {command} does not model the {spec.family} family yet (its KV pool "
                                          "of cache groups is not in the grid and the planner's estimate); audit "
                                          "bench and audit perf time it, audit memory budgets it")
+
+
+def kernel_path_of(engine: Any, cache: Any, device: Any) -> Any:
+    """The engine's kernel path of ``cache`` (a ``--kv-cache-dtype`` value) on ``device``'s generation
+    (``Engine.kernel_path_on``); a path object passes through. What ``build_program`` takes as ``cache``."""
+    if not isinstance(cache, str):
+        return cache
+    eng = as_engine(engine)
+    return eng.kernel_path_on(cache, eng.soc(device))
 
 
 def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, phase: str,

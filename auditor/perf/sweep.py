@@ -115,14 +115,16 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
     if spec.mtp_layers == 0 and (work[:, 3] > 0).any():
         raise AuditInputError("--mtp", f"{spec.name} has no MTP layer")
     dv = kernel_vector(device)
+    from .program import kernel_path_of
+    path = kernel_path_of(eng, "bf16", device)          # the engine's kernels on this device's generation
     out, skipped = [], []
     for tp, dp in itertools.product(tps, dps):
         # enable_dsa_cp shards nothing at TP1: the grid's TP1 rows run without it
         plan = base.with_(tp=tp, dp=dp, ep=tp * dp if ep_on and tp * dp > 1 else 1,
                           dsa_cp=base.dsa_cp if tp > 1 else None)
         try:
-            pre = cached_program(spec, plan, engine, recipe, "prefill", "repetition", True)
-            dec = cached_program(spec, plan, engine, recipe, "decode", "repetition", True)
+            pre = cached_program(spec, plan, engine, recipe, "prefill", "repetition", True, path)
+            dec = cached_program(spec, plan, engine, recipe, "decode", "repetition", True, path)
         except AuditInputError as exc:
             skipped.append(f"tp{tp} dp{dp}: {exc.one_line()}")
             if progress:
@@ -145,7 +147,7 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
             dec_ctx = work[:, 1]
         # host time of a graph decode step (auditor.perf.host: the model perf and bench use)
         for m in np.unique(keys[:, 2]):
-            hm = host_model(spec, pre, dec, int(m), device)
+            hm = host_model(spec, pre, dec, int(m), device, engine=eng)
             sel = work[:, 3] == m
             t_dec[sel] += hm.steps_s(False, 0.0, work[sel, 2] * (1 + m))
         # memory: the longest request of the row (prefill end or decode step); the engine's batched

@@ -111,7 +111,8 @@ def _launch_lines(launch: list[dict]) -> list[str]:
     out = []
     for inst in launch:
         env = " ".join(f"{k}={v}" for k, v in inst["env"].items())
-        out += [f"# {inst['name']}", f"{env} \\\n    {inst['command']}"]
+        # an engine without environment switches (upstream vLLM) gets the bare command, pasteable as is
+        out += [f"# {inst['name']}", f"{env} \\\n    {inst['command']}" if env else inst["command"]]
     return out
 
 

@@ -194,6 +194,8 @@ class _Kernel:
         self.cache: dict = {}
         from ..serving.costs import host_params
         self.host = host_params(device)       # the serving model's host time, so estimates track the simulation
+        from ..perf.program import kernel_path_of
+        self.path = kernel_path_of(engine, "bf16", device)     # the engine's kernels on this device's generation
 
     def host_model(self, plan: ParallelPlan, k: int):
         """The serving host model (``perf.host.HostModel``) of a plan at K: its launches, its drafter's
@@ -202,9 +204,9 @@ class _Kernel:
         if key not in self.cache:
             from ..perf.api import cached_program
             from ..perf.host import host_model
-            pre, dec = (cached_program(self.spec, plan, self.engine, self.recipe, ph, "repetition", True)
+            pre, dec = (cached_program(self.spec, plan, self.engine, self.recipe, ph, "repetition", True, self.path)
                         for ph in ("prefill", "decode"))
-            self.cache[key] = host_model(self.spec, pre, dec, k, self.device, self.host)
+            self.cache[key] = host_model(self.spec, pre, dec, k, self.device, self.host, engine=self.engine)
         return self.cache[key]
 
     def decode_host(self, plan: ParallelPlan, keys: np.ndarray) -> np.ndarray:
@@ -223,7 +225,7 @@ class _Kernel:
             return hit
         from ..perf.api import cached_program
         from ..perf.device import group_table
-        prog = cached_program(self.spec, plan, self.engine, self.recipe, phase, "repetition", True)
+        prog = cached_program(self.spec, plan, self.engine, self.recipe, phase, "repetition", True, self.path)
         out = self.sweep_grid(*prog.arrays(), 1 if phase == "decode" else 0, float(plan.tp), keys, ctx, self.dv,
                               group_table(self.device, plan))
         self.count += out.size

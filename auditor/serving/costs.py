@@ -85,8 +85,10 @@ def step_costs(spec: Any, inst: InstancePlan, engine: Any, recipe: str, device: 
     dv = kernel_vector(device)              # host time is auditor.perf.host's, per step
     grp = group_table(device, plan)
     cache = inst.kv_cache_dtype
-    pre = cached_program(spec, plan, eng.key, recipe, "prefill", "repetition", True, cache)
-    dec = cached_program(spec, plan, eng.key, recipe, "decode", "repetition", True, cache)
+    from ..perf.program import kernel_path_of
+    path = kernel_path_of(eng, cache, device)       # the engine's kernels of this cache on the device's generation
+    pre = cached_program(spec, plan, eng.key, recipe, "prefill", "repetition", True, path)
+    dec = cached_program(spec, plan, eng.key, recipe, "decode", "repetition", True, path)
     pa, da = pre.arrays(), dec.arrays()
     ctx = np.array(sorted({c for c in _CTX if c < inst.max_model_len} | {inst.max_model_len}), dtype=np.float64)
     S = max(1, inst.max_num_seqs)
@@ -101,7 +103,7 @@ def step_costs(spec: Any, inst: InstancePlan, engine: Any, recipe: str, device: 
     pctx = np.array([[partial_time(*pa, 0, float(plan.tp), t, c, 1.0, float(k), dv, grp, CTX_PART) for c in ctx]
                      for t in tok])
     dctx = np.array([partial_time(*da, 1, float(plan.tp), 1.0, c, 1.0, float(k), dv, grp, CTX_PART) for c in ctx])
-    hm = host_model(spec, pre, dec, k, device)  # launches (GLM drafter forced eager, serving-facts §6), split
+    hm = host_model(spec, pre, dec, k, device, engine=eng)  # launches (GLM drafter forced eager, serving-facts §6), split
     # the KV pool of this one instance: the same budget as `audit memory` for these flags (workload_fit ->
     # rank_budget; the grid form approximates the communicators for many plans at once)
     b = workload_fit(spec, plan, eng, recipe, device, batch=S, request_tokens=inst.max_model_len,

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Sequence
 
-from ...errors import AuditInputError
 from ..base import Engine
 from ..registry import register
-from . import estimates, kv, launch, loglines, versions
+from . import estimates, kernels, kv, launch, loglines, versions
 from .materializer import CudaMaterializer
 from .placement import resolve_placement
 
@@ -94,5 +93,28 @@ class Vllm(Engine):
 
     # ------------------------------------------------------------ kernels
     def kernel_path(self, variant: str) -> Any:
-        raise AuditInputError("--engine", f"{self.profile.label}: the GPU kernel program (FlashMLA sparse, DeepGEMM, "
-                                          "the MoE backend) is not modelled yet; perf, bench and plan need it")
+        """Without a device generation there is no kernel program: the backends depend on it."""
+        return kernels.kernel_path(variant, "")
+
+    def kernel_path_on(self, variant: str, arch: str) -> Any:
+        """FlashMLA / FlashInfer MLA sparse, DeepGEMM indexer logits and FP8 GEMMs, the oracle's MoE
+        backend (``kernels.py``) for ``--kv-cache-dtype variant`` on ``arch``."""
+        return kernels.kernel_path(variant, arch)
+
+    def graph_max_tokens(self, max_num_seqs: int, mtp: int, max_num_batched_tokens: int) -> int:
+        """Upstream's default largest capture size, ``min(max_num_seqs x (1 + K) x 2, 512)`` capped by
+        ``max_num_batched_tokens`` (``vllm/config/vllm.py`` ``_set_cudagraph_sizes``, the rule vLLM-Ascend
+        re-states without the x 2; GPU-04 logs ``PIECEWISE=42 (largest=384), FULL=26 (largest=192)`` at
+        max_num_seqs 64, MTP 2: 64 x 3 x 2 = 384). A decode step (at most max_num_seqs x (1 + K) tokens)
+        therefore always replays a graph."""
+        return int(min(max_num_seqs * (1 + mtp) * 2, MAX_DEFAULT_CAPTURE, max_num_batched_tokens))
+
+    def drafter_eager(self, spec: Any) -> bool:
+        """Upstream's MTP proposer (EagleProposer, method "mtp") runs its passes under the CUDA graphs of the
+        decode step when graphs are on (UNCONFIRMED in code here: no file:line in the spec); no GLM
+        exception as on vLLM-Ascend."""
+        return False
+
+
+#: the default capture-size ceiling (vllm/config/vllm.py ``_set_cudagraph_sizes``)
+MAX_DEFAULT_CAPTURE = 512

@@ -159,6 +159,16 @@ class VllmAscend(Engine):
     def kernel_path(self, variant: str) -> Any:
         return kernel_paths.kernel_path(variant)
 
+    def drafter_eager(self, spec: Any) -> bool:
+        """The GLM MTP drafter is forced eager (``llm_base_proposer.py:178-197``; ``perf.host.eager_drafter``)."""
+        from ...perf.host import eager_drafter
+        return eager_drafter(spec)
+
+    def recipe_refusal(self, spec: Any, kv_b_schemes: Sequence[str]) -> str | None:
+        """The SFA backend asserts an unquantized kv_b_proj (``engines/materialize.py``, ``kv_b``)."""
+        return (f"kv_b_proj is {'/'.join(kv_b_schemes)}; the engine's SFA backend asserts an unquantized kv_b_proj "
+                "and refuses to start (use a W8A8 / BF16 checkpoint, e.g. --recipe w8a8)")
+
     @property
     def profiler(self) -> Any:
         return profiler
