@@ -132,8 +132,15 @@ def _socket_at(rel: str):
         if p.exists():
             p.unlink()
         s = socket.socket(socket.AF_UNIX)
-        s.bind(str(p))
-        s.close()
+        # bind by a relative name: a socket path is capped at 107 bytes, and a worker's tmp_path
+        # (pytest-xdist adds popen-gwN) can be longer
+        cwd = os.getcwd()
+        os.chdir(p.parent)
+        try:
+            s.bind(p.name)
+        finally:
+            os.chdir(cwd)
+            s.close()
         return d
     return build
 
