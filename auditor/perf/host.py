@@ -75,11 +75,6 @@ def launch_counts(arrays: tuple, mtp: int) -> tuple[float, float]:
     return total, draft
 
 
-def eager_drafter(spec: Any) -> bool:
-    """vLLM-Ascend forces the MTP drafter of any GLM model eager (``llm_base_proposer.py:178-197``)."""
-    return str(getattr(spec, "name", "")).lower().startswith("glm")
-
-
 @dataclass(frozen=True)
 class HostModel:
     """Launch counts of one deployment's programs and the device's constants."""
@@ -107,17 +102,14 @@ class HostModel:
 def host_model(spec: Any, pre: Any, dec: Any, mtp: int, device: Any, hp: np.ndarray | None = None,
                engine: Any = None) -> HostModel:
     """The host model of a deployment from its prefill and decode ``Program``s; ``engine`` says whether its
-    drafter runs eager (``Engine.drafter_eager``; None: the GLM rule of ``eager_drafter``)."""
+    drafter runs eager (``Engine.drafter_eager``; None: the default engine's)."""
     n_eager, _ = launch_counts(pre.arrays(), mtp)
     _, n_draft = launch_counts(dec.arrays(), mtp)
-    if engine is None:
-        eager = eager_drafter(spec)
-    else:
-        from ..engines.registry import as_engine
-        eager = as_engine(engine).drafter_eager(spec)
+    from ..engines.registry import DEFAULT_ENGINE, as_engine
+    eager = as_engine(DEFAULT_ENGINE if engine is None else engine).drafter_eager(spec)
     return HostModel(n_eager, n_draft if eager else 0.0,
                      host_params(device) if hp is None else full_host(hp),
                      float(pre.token_split))
 
 
-__all__ = ["DEFAULT_HOST", "HOST_KEYS", "host_params", "full_host", "launch_counts", "eager_drafter", "HostModel", "host_model"]
+__all__ = ["DEFAULT_HOST", "HOST_KEYS", "host_params", "full_host", "launch_counts", "HostModel", "host_model"]
