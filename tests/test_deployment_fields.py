@@ -133,3 +133,17 @@ def test_instance_round_trip_keeps_every_switch(tp, dp, pp, sp, dsa_cp, nz, sedp
     back = inst.parallel_plan()
     assert carried(back) == carried(plan)
     assert (back.role, back.mtp, back.num_speculative_tokens) == (plan.role, plan.mtp, plan.num_speculative_tokens)
+
+
+#: switches a launch sets through a combining reader (``launch.flags._finish``), not a one-field rule
+COMBINED = {"ep": "--enable-expert-parallel", "dsa_cp": "additional_config.enable_dsa_cp",
+            "finegrained_tp": "additional_config.finegrained_tp_config"}
+
+
+def test_every_switch_has_a_launch_spelling():
+    """A switch a launch script cannot set would be dropped silently by --launch: each has a mapped
+    vLLM flag, environment variable or additional_config key."""
+    from auditor.launch.flags import RULES
+    for sw in SWITCHES:
+        named = [r.name for r in RULES.values() if r.field == sw.field and r.effect == "mapped"]
+        assert named or (sw.field in COMBINED and RULES[COMBINED[sw.field]].effect == "mapped"), sw.field
