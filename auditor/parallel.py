@@ -12,19 +12,18 @@ from dataclasses import dataclass, field, replace
 
 from .errors import AuditInputError
 from .limits import MAX_WORLD
+from .switches import SWITCHES
 
 ROLES = ("mixed", "prefill", "decode")   # kv_both/none, kv_producer, kv_consumer
 NZ_MODES = (0, 1, 2)
 
 
 #: ParallelPlan fields every record of a deployment carries under the same name and meaning (InstancePlan,
-#: the launch reader's DeploymentOptions, the CLI's options): the conversions between them copy exactly
-#: these, so a new switch is declared here and on the records once, and tests/test_deployment_fields.py
-#: fails until every record and the CLI carry it. The other fields are derived: ``role`` (an instance's
+#: the launch reader's DeploymentOptions, the CLI's options): the switches of ``auditor.switches``, where each
+#: is declared once (option, kind, default, help). The conversions between records copy exactly these, and
+#: tests/test_deployment_fields.py fails until every record and every command carries a new one. The other fields are derived: ``role`` (an instance's
 #: name / kv_role), ``mtp`` and ``num_speculative_tokens`` (the drafter and its K), ``extra``.
-CARRIED_FIELDS = ("tp", "dp", "ep", "pp", "sp", "dsa_cp", "layer_sharding", "nz_mode", "shared_expert_dp",
-                  "redundant_experts", "max_num_batched_tokens", "fused_mc2", "combine_max_tokens", "dcp",
-                  "finegrained_tp", "block_size")
+CARRIED_FIELDS = tuple(sw.field for sw in SWITCHES)
 DERIVED_FIELDS = ("role", "mtp", "num_speculative_tokens", "extra")
 
 

@@ -20,22 +20,18 @@ from typing import Any
 import click
 
 from ..errors import AuditInputError
+from ..switches import SWITCHES
 
-#: DeploymentOptions field -> (audit option, how its value is written)
-_RENDER: tuple[tuple[str, str, str], ...] = (
-    ("tp", "--tp", "int"), ("dp", "--dp", "int"), ("ep", "--ep", "int"), ("pp", "--pp", "int"),
-    ("sp", "--sp", "flag"), ("dsa_cp", "--dsa-cp", "flag"), ("role", "--role", "str"),
-    ("mtp_drafter", "--mtp-drafter", "flag"), ("layer_sharding", "--layer-sharding", "list"),
-    ("nz_mode", "--nz-mode", "int"), ("shared_expert_dp", "--shared-expert-dp", "flag"),
-    ("redundant_experts", "--redundant-experts", "int"),
-    ("max_num_batched_tokens", "--max-num-batched-tokens", "int"), ("fused_mc2", "--fused-mc2", "int"),
-    ("block_size", "--block-size", "int"),
-    ("combine_max_tokens", "--mega-moe-max-tokens", "int"), ("balance_scheduling", "--balance-scheduling", "flag"),
+#: DeploymentOptions field -> (audit option, how its value is written): the deployment switches from their
+#: one declaration (``auditor.switches``), then the runtime settings a launch also carries
+_RENDER: tuple[tuple[str, str, str], ...] = tuple((sw.field, sw.option, sw.render) for sw in SWITCHES) + (
+    ("role", "--role", "str"), ("mtp_drafter", "--mtp-drafter", "flag"),
+    ("balance_scheduling", "--balance-scheduling", "flag"),
     ("util", "--gpu-memory-utilization", "float"), ("max_model_len", "--max-model-len", "int"),
     ("max_num_seqs", "--max-num-seqs", "int"), ("kv_cache_dtype", "--kv-cache-dtype", "str"),
-    ("dcp", "--dcp", "int"), ("hccl_buffsize", "--hccl-buffsize", "int"), ("mtp", "--mtp", "int"),
+    ("hccl_buffsize", "--hccl-buffsize", "int"), ("mtp", "--mtp", "int"),
     ("hf_overrides", "--hf-overrides", "json"), ("graph_tokens", "--graph-max-tokens", "int"),
-    ("finegrained_tp", "--finegrained-tp", "pairs"), ("async_scheduling", "--async-scheduling", "flag"),
+    ("async_scheduling", "--async-scheduling", "flag"),
 )
 
 

@@ -15,6 +15,7 @@ from ..limits import FLOAT_OPTION_CAPS, OPTION_CAPS
 from ..model.recipes import RECIPES
 from ..outputs import check_output_path, when_written, write_output
 from ..parallel import ParallelPlan
+from ..switches import BY_FIELD, SWITCHES, Switch
 from .vocabulary import ExpertParallel, Length, ep_size
 
 FORMATS = ("table", "markdown", "json", "csv")
@@ -57,67 +58,50 @@ def capped(option: str) -> click.IntRange:
 DEFAULT_BATCHED_TOKENS = ParallelPlan.max_num_batched_tokens
 
 
+def switch_option(sw: Switch, **override: Any) -> Callable[[Callable], Callable]:
+    """The click option of one deployment switch, from its one declaration (``auditor.switches``).
+    ``override`` is a command's own reading (plan's ``--dcp`` defaults to "searched"); the help-walking
+    test lists every override."""
+    kw: dict[str, Any] = {"default": sw.default, "help": sw.help, "show_default": sw.show_default}
+    if sw.kind == "size":
+        kw["type"] = capped(sw.option)
+    elif sw.kind == "range":
+        kw["type"] = click.IntRange(*sw.lo_hi)
+    elif sw.kind == "length":
+        kw["type"] = Length(sw.option)
+    elif sw.kind == "ep":
+        kw["type"] = ExpertParallel()
+    if sw.metavar:
+        kw["metavar"] = sw.metavar
+    kw.update(override)
+    decls = [f"{sw.option}/--no-{sw.option[2:]}"] if sw.kind in ("flag", "tristate") else [sw.option]
+    return click.option(*decls, sw.field, **kw)
+
+
 def batched_tokens_option() -> Callable[[Callable], Callable]:
-    """``--max-num-batched-tokens``: one declaration for every command that takes it at vLLM's meaning
-    (``plan_options``, ``sweep``): the scheduler's token budget per step, which the memory model also
-    sizes buffers from."""
-    return click.option("--max-num-batched-tokens", type=Length("--max-num-batched-tokens"),
-                        default=DEFAULT_BATCHED_TOKENS, show_default=True,
-                        help="vLLM's scheduler limit: max tokens per step per DP rank (decode tokens plus "
-                             "prefill chunks; a longer prompt is chunked); memory: also sizes "
-                             "topk_indices_buffer, the rope buffers and the profile run")
+    """``--max-num-batched-tokens`` for a command that takes it outside ``plan_options`` (``sweep``)."""
+    return switch_option(BY_FIELD["max_num_batched_tokens"])
 
 
 def plan_options(f: Callable) -> Callable:
-    """--tp --dp --ep --pp --sp --dsa-cp --engine --role --mtp ... -> kwargs['plan'], kwargs['engine']."""
-    opts = [
-        click.option("--tp", type=capped("--tp"), default=1, show_default=True, help="tensor parallel size"),
-        click.option("--dp", type=capped("--dp"), default=1, show_default=True, help="data parallel size"),
-        click.option("--ep", type=ExpertParallel(), default=1, show_default=True,
-                     help="expert parallel: on (= DP x TP, vLLM's --enable-expert-parallel), off, or the size"),
-        click.option("--pp", type=capped("--pp"), default=1, show_default=True, help="pipeline parallel size"),
-        click.option("--sp/--no-sp", default=False, show_default=True,
-                     help="sequence parallel: exactly VLLM_ASCEND_ENABLE_FLASHCOMM1=1 (the engine version decides "
-                          "whether it also turns DSA-CP on: v0.18 does)"),
-        click.option("--dsa-cp/--no-dsa-cp", "dsa_cp", default=None,
-                     help="DSA context parallel switch: exactly additional_config.enable_dsa_cp (v0.21-v0.26 need "
-                          "--sp with it and refuse to start without; v0.18 has no such switch; default: not set)"),
+    """--tp --dp --ep --pp --sp --dsa-cp --engine --role --mtp ... -> kwargs['plan'], kwargs['engine'].
+    The deployment switches come from ``auditor.switches`` (group "plan"), in its order."""
+    switches = [switch_option(sw) for sw in SWITCHES if sw.group == "plan"]
+    at = [sw.field for sw in SWITCHES if sw.group == "plan"].index("dsa_cp") + 1
+    opts = switches[:at] + [
         engine_option(),
         click.option("--role", type=click.Choice(["mixed", "prefill", "decode"]), default="mixed",
                      show_default=True, help="prefill = kv_producer, decode = kv_consumer, mixed = no kv transfer"),
         click.option("--mtp-drafter/--no-mtp-drafter", "mtp_drafter", default=None,
                      help="MTP drafter loaded (memory: default off; perf: on when --mtp K > 0)"),
-        click.option("--layer-sharding", default="", help="comma list: q_b_proj,o_proj (v0.18-v0.23 P node)"),
-        click.option("--nz-mode", type=click.IntRange(0, 2), default=1, show_default=True,
-                     help="VLLM_ASCEND_ENABLE_NZ: 0 none, 1 quantized weights, 2 also bf16"),
-        click.option("--shared-expert-dp/--no-shared-expert-dp", default=False, show_default=True,
-                     help="additional_config.enable_shared_expert_dp"),
-        click.option("--redundant-experts", type=capped("--redundant-experts"), default=0, show_default=True,
-                     help="EPLB redundant experts (added to the routed experts before EP split)"),
-        batched_tokens_option(),
-        click.option("--block-size", type=capped("--block-size"), default=0,
-                     help="vLLM's --block-size: tokens per KV block (0: the engine's; vLLM-Ascend's SFA backend forces "
-                          "128; compressed-attention pools take 32, 64 or 128)"),
-        click.option("--fused-mc2", type=click.IntRange(0, 2), default=0, show_default=True,
-                     help="VLLM_ASCEND_ENABLE_FUSED_MC2: 1 = dispatch_ffn_combine MoE on A3 with EP <= 32 (int64 "
-                          "expert scales; its workspace is in the activation peak)"),
-        click.option("--mega-moe-max-tokens", "combine_max_tokens", type=capped("--mega-moe-max-tokens"), default=0,
-                     help="additional_config.mega_moe_max_tokens: dispatch_ffn_combine's max_output_size (its "
-                          "workspace grows with it; default: the engine version's, 131072 on main)"),
-    ]
+    ] + switches[at:]
 
     @functools.wraps(f)
     def wrapper(*args, **kw):
-        ls = tuple(s.strip() for s in kw.pop("layer_sharding").split(",") if s.strip())
-        tp, dp = kw.pop("tp"), kw.pop("dp")
-        plan = ParallelPlan(
-            tp=tp, dp=dp, ep=ep_size(kw.pop("ep"), tp, dp), pp=kw.pop("pp"), sp=kw.pop("sp"),
-            dsa_cp=kw.pop("dsa_cp"), role=kw.pop("role"), mtp=bool(kw.get("mtp_drafter")),
-            layer_sharding=ls, nz_mode=kw.pop("nz_mode"), shared_expert_dp=kw.pop("shared_expert_dp"),
-            redundant_experts=kw.pop("redundant_experts"),
-            max_num_batched_tokens=kw.pop("max_num_batched_tokens"), fused_mc2=kw.pop("fused_mc2"),
-            combine_max_tokens=kw.pop("combine_max_tokens"), block_size=kw.pop("block_size"),
-        )
+        given = {sw.field: kw.pop(sw.field) for sw in SWITCHES if sw.group == "plan"}
+        given["layer_sharding"] = tuple(x.strip() for x in given["layer_sharding"].split(",") if x.strip())
+        given["ep"] = ep_size(given["ep"], given["tp"], given["dp"])
+        plan = ParallelPlan(**given, role=kw.pop("role"), mtp=bool(kw.get("mtp_drafter")))
         kw["plan"] = plan
         return f(*args, **kw)
 
@@ -269,9 +253,7 @@ def finegrained_option(f: Callable) -> Callable:
             check(sizes, kw["plan"].dp, True)
             kw["plan"] = replace(kw["plan"], finegrained_tp=sizes)
         return f(*args, **kw)
-    return click.option("--finegrained-tp", "finegrained_tp", default="", metavar="MODULE=SIZE,...",
-                        help="additional_config finegrained_tp_config: lmhead=N shards lm_head, embedding=N "
-                             "embed_tokens over N DP ranks instead of TP (N divides DP)")(wrapper)
+    return switch_option(BY_FIELD["finegrained_tp"])(wrapper)
 
 
 # ------------------------------------------------------------------ the benchmark client (bench)

@@ -15,8 +15,9 @@ from ..parallel import ParallelPlan
 from .deployment import DeploymentCommand, launch_option
 from .feedback import announce_compiles, on_terminal, stage
 from .refusal import warn_refusal
+from ..switches import BY_FIELD
 from .options import (acceptance_option, batched_tokens_option, capped, emit, engine_option, finegrained_option,
-                      graph_option, guard_output, output_options, plan_options, recipe_option)
+                      graph_option, guard_output, output_options, plan_options, recipe_option, switch_option)
 from .runtime_options import hf_overrides_option, runtime_options
 from .vocabulary import ExpertParallel, Length, parse_length_list
 
@@ -157,10 +158,9 @@ def _workload_fit(dep, phases, mtp, runtime):
 @click.option("--dp", "dps", default="1,2", show_default=True, help="comma list of DP sizes")
 @click.option("--ep", "ep_mode", type=ExpertParallel(), default="on", show_default=True,
               help="expert parallel: on = DP x TP in every row, off (or 1) = experts TP-sharded")
-@click.option("--sp/--no-sp", default=False, show_default=True,
-              help="sequence parallel: exactly VLLM_ASCEND_ENABLE_FLASHCOMM1=1 (the same option as memory's)")
-@click.option("--dsa-cp/--no-dsa-cp", "dsa_cp", default=None,
-              help="additional_config.enable_dsa_cp for the rows with TP > 1 (the same option as memory's)")
+@switch_option(BY_FIELD["sp"])
+@switch_option(BY_FIELD["dsa_cp"], help="additional_config.enable_dsa_cp for the rows with TP > 1 (the same "
+                                        "option as memory's)")
 @engine_option()
 @click.option("--role", type=click.Choice(["mixed", "prefill", "decode"]), default="mixed", show_default=True,
               help="prefill = kv_producer, decode = kv_consumer, mixed = no kv transfer")

@@ -9,7 +9,9 @@ from ..devices.profiles import DEFAULT_DEVICE
 from ..errors import AuditInputError
 from ..limits import OPTION_CAPS
 from ..outputs import all_or_none, when_written, write_output
-from .options import acceptance_option, capped, capped_float, emit, engine_option, guard_output, output_options, recipe_option
+from ..switches import BY_FIELD
+from .options import (acceptance_option, capped, capped_float, emit, engine_option, guard_output, output_options,
+                      recipe_option, switch_option)
 from .feedback import announce_compiles, stage
 from .refusal import warn_refusal
 from .runtime_options import hf_overrides_option
@@ -91,11 +93,11 @@ def _utils(text: str) -> tuple[float, ...]:
               help="every instance's max_model_len (default: the workload's longest request); must hold it")
 @click.option("--max-num-seqs", type=capped("--max-num-seqs"), default=None,
               help="largest batch per DP rank searched (the instances' max_num_seqs)")
-@click.option("--max-num-batched-tokens", type=Length("--max-num-batched-tokens"), default=None,
-              help="pin the prefill instances' chunk (default: --prefill-batched-tokens searched)")
-@click.option("--dcp", type=capped("--dcp"), default=None,
-              help="decode context parallel: 1 = never; N = every DSA instance of TP N runs DCP N "
-                   "(default: DCP = TP searched for inputs of 32K and more)")
+@switch_option(BY_FIELD["max_num_batched_tokens"], default=None, show_default=False,
+               help="pin the prefill instances' chunk (default: --prefill-batched-tokens searched)")
+@switch_option(BY_FIELD["dcp"], default=None, show_default=False,
+               help="decode context parallel: 1 = never; N = every DSA instance of TP N runs DCP N "
+                    "(default: DCP = TP searched for inputs of 32K and more)")
 @click.option("--hccl-buffsize", "hccl_buffsize", type=capped("--hccl-buffsize"), default=200, show_default=True,
               help="HCCL_BUFFSIZE in MB of every instance (the mc2 communicator's buffer)")
 @output_options

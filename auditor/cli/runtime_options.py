@@ -18,7 +18,8 @@ def kv_dtype_choices() -> tuple[str, ...]:
     for cls in families().values():
         out += [v for v in cls.kv_dtypes if v not in out]
     return tuple(out)
-from .options import capped, capped_float
+from ..switches import BY_FIELD
+from .options import capped, capped_float, switch_option
 from .vocabulary import Length
 
 
@@ -45,8 +46,7 @@ def runtime_options(*, device: bool = True, mtp: bool = True, seqs: bool = True)
         opts += [
             click.option("--kv-cache-dtype", type=click.Choice(kv_dtype_choices() + ("auto",)), default="bf16", show_default=True,
                          help="bf16 (vLLM's auto); c8-indexer = LI-C8 (indexer keys int8); c8 = SFA-C8 + LI-C8"),
-            click.option("--dcp", type=capped("--dcp"), default=1, show_default=True,
-                         help="decode context parallel size (SFA: indexer cache replicated, DCP == TP on main)"),
+            switch_option(BY_FIELD["dcp"]),
             click.option("--hccl-buffsize", "hccl_buffsize", type=capped("--hccl-buffsize"), default=200, show_default=True,
                          help="HCCL_BUFFSIZE in MB (the mc2 communicator's buffer)"),
         ]
