@@ -8,6 +8,32 @@ import pytest
 
 SHARED_SKIP_REASON = "../shared not present (reference data lives beside the checkout)"
 
+#: the edit-test loop's subset (``pytest -m quick``, well under a minute on 2 cores): whole modules of unit
+#: and hand-derived checks that run in seconds, one or more for every package (tests may also carry the
+#: marker themselves). The rest of the suite (end-to-end CLI runs, the README's examples, the hostile and
+#: cross-command cases) runs without ``-m``.
+QUICK_MODULES = frozenset({
+    "test_acceptance", "test_align_evidence", "test_align_logs", "test_blueprint", "test_bench_client",
+    "test_collectives", "test_deepseek_v4_perf", "test_deployment_fields", "test_devices", "test_engine_generic_seam",
+    "test_engine_imports", "test_engine_owned_words", "test_engine_versions", "test_engine_vllm_budget",
+    "test_engine_vllm_engine", "test_engine_vllm_gpu01", "test_engine_vllm_kv", "test_engine_vllm_materialize",
+    "test_evidence", "test_evidence_width", "test_expected", "test_family_seam", "test_fastheader",
+    "test_fastheader_fuzz", "test_fused_mc2", "test_header_properties", "test_hostile_bounds", "test_hostile_options",
+    "test_hostile_props", "test_hubcache", "test_index_cache", "test_kv_cache_groups", "test_malformed",
+    "test_measured", "test_memory_ledger", "test_mla_without_indexer", "test_names", "test_nightly",
+    "test_package_layers", "test_perf_cli", "test_perf_contract", "test_perf_formulas", "test_perf_sweep",
+    "test_quantdesc_spans", "test_readers", "test_remote_plan", "test_remote_refs", "test_remote_standin",
+    "test_report_format", "test_runtime_budget", "test_scan", "test_synth", "test_unmodelled_structure",
+    "test_vllm_cuda_perf", "test_vllm_cuda_serving",
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test of a ``QUICK_MODULES`` module ``quick``."""
+    for item in items:
+        if Path(str(item.fspath)).stem in QUICK_MODULES:
+            item.add_marker(pytest.mark.quick)
+
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
