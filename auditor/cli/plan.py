@@ -109,7 +109,8 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
     ranked by simulated output tokens/s per die; the best per die budget and the winner's vllm serve
     launch. Exit 3 when no configuration fits and meets the SLA."""
     from ..devices.profiles import load_device
-    from ..planner.report import render_plan, write_pareto_png
+    from ..parallel import ParallelPlan
+    from ..planner.report import memory_levers, render_plan, write_pareto_png
     from ..planner.search import PlanSpace, run_plan
     from ..planner.launch import model_path, quantized_recipe, serve_launch
     from ..planner.workload import from_csv, from_lengths
@@ -171,7 +172,8 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
     head = {"tool": "audit plan", "model": src.spec.name, "recipe": src.scheme_recipe, "kv_cache_dtype": kv_cache_dtype,
             "device": dev.name, "engine": str(engine), "dies": space.dies, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
             "mtp_acceptance": acceptance, "gpu_memory_utilization": list(utils), "model_path": path,
-            "quantized": quantized, "max_batch": max(space.batches)}
+            "quantized": quantized, "max_batch": max(space.batches),
+            "helps": memory_levers(src.spec, ParallelPlan(tp=max(space.tps)), engine, src.scheme_recipe, kv_cache_dtype)}
     if refused:
         head["refused"] = refused
     with all_or_none():                 # the report, the CSV and the PNG: all written, or none changed

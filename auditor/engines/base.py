@@ -204,6 +204,11 @@ class Engine:
         engine whose kernels depend on the GPU generation overrides this; default ``kernel_path(variant)``."""
         return self.kernel_path(variant)
 
+    def weights_by_drafter_k(self, spec: Any) -> bool:
+        """Whether the resident bytes of ``spec`` depend on the drafter's K (num_speculative_tokens), so a
+        grid must build weights per K. Default: no (the drafter's weights are one layer whatever K)."""
+        return False
+
     def drafter_eager(self, spec: Any) -> bool:
         """Whether the MTP drafter of ``spec`` runs eager behind a replayed decode graph (its launches are
         then host time of every decode step, ``perf.host``). Default: it is captured with the step."""

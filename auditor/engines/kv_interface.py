@@ -121,6 +121,12 @@ class KVSpec:
         """Longest request (<= ``limit``) that ``blocks`` blocks hold."""
         return int(min(max(0, blocks) * self.tokens_per_block, limit))
 
+    def tokens_held(self, num_blocks, length):
+        """Tokens ``num_blocks`` blocks hold (numpy-broadcastable): one block table holds
+        ``tokens_per_block`` a block whatever the request's length."""
+        import numpy as np
+        return np.floor(np.asarray(num_blocks, dtype=np.float64) * self.tokens_per_block)
+
     def affine_blocks(self, in_flight: int = 1) -> tuple[int, int]:
         """(tokens per growing block, fixed blocks per request): one block table grows by one block
         per ``tokens_per_block`` tokens and holds nothing fixed."""
@@ -297,10 +303,12 @@ class PooledKVSpec:
         return self.blocks_per_request(length, in_flight) * self.page_block_bytes
 
     def request_blocks(self, tokens):
+        """Blocks of requests of ``tokens`` each (numpy-broadcastable; each distinct length once)."""
         import numpy as np
         t = np.asarray(tokens, dtype=np.int64)
-        flat = [self.blocks_per_request(max(1, int(x))) for x in t.ravel().tolist()]
-        return np.asarray(flat, dtype=np.int64).reshape(t.shape)
+        lengths, back = np.unique(np.maximum(t, 1), return_inverse=True)
+        per = np.array([self.blocks_per_request(int(x)) for x in lengths.tolist()], dtype=np.int64)
+        return per[back].reshape(t.shape)
 
     def affine_blocks(self, in_flight: int = 1) -> tuple[int, int]:
         """(tokens per growing block id, fixed block ids per request) of a long request with ``in_flight``
@@ -310,6 +318,14 @@ class PooledKVSpec:
         rate = sum(1.0 / g.kind.block_size for g in self.config.groups if not isinstance(g.kind, SlidingWindowSpec))
         fixed = sum(g.blocks(1 << 40, in_flight) for g in self.config.groups if isinstance(g.kind, SlidingWindowSpec))
         return (max(1, int(1.0 / rate)) if rate else 1 << 40), int(fixed)
+
+    def tokens_held(self, num_blocks, length):
+        """Tokens ``num_blocks`` block ids hold for requests of ``length`` tokens (numpy-broadcastable): the
+        pool's concurrency at that length times the length, as the engine's "GPU KV cache size" counts
+        them (``RuntimeBudget.kv_tokens``); a block id serves every group at its own rate, so there is no
+        one tokens-per-block figure."""
+        import numpy as np
+        return np.floor(np.asarray(num_blocks, dtype=np.float64) / self.request_blocks(length) * np.asarray(length))
 
     def max_length(self, blocks: int, limit: int) -> int:
         """Longest request (<= ``limit``) whose blocks fit in ``blocks`` (bisection: demand grows with L)."""

@@ -506,14 +506,9 @@ def check_timeable(spec: ModelSpec) -> None:
 
 
 def check_servable(spec: ModelSpec, command: str) -> None:
-    """The sweep grid and the planner's estimate price KV by one block table per request; a pool of cache
-    groups (compressed attention) is not in them yet: refused in one line (bench's simulation admits by
-    the pool's growing and fixed blocks, ``PooledKVSpec.affine_blocks``)."""
+    """What sweep and plan need of a model: an op program (``check_timeable``). Their grids price KV
+    through the engine's KV spec (``request_blocks`` / ``tokens_held``), a pool of cache groups too."""
     check_timeable(spec)
-    if spec.layer_kinds:
-        raise AuditInputError(spec.name, f"audit {command} does not model the {spec.family} family yet (its KV pool "
-                                         "of cache groups is not in the grid and the planner's estimate); audit "
-                                         "bench and audit perf time it, audit memory budgets it")
 
 
 def kernel_path_of(engine: Any, cache: Any, device: Any) -> Any:

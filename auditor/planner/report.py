@@ -27,9 +27,30 @@ def _row(c: Config) -> list[Any]:
 
 
 def _helps(head: dict) -> str:
-    out = [x for x, skip in (("w4a8", head.get("recipe") == "w4a8"), ("c8 KV", head.get("kv_cache_dtype") == "c8"))
-           if not skip]
+    """What would free memory: ``head["helps"]`` (the levers this model and engine have, ``memory_levers``),
+    else a smaller recipe and C8 KV where not already chosen."""
+    out = head.get("helps")
+    if out is None:
+        out = [x for x, skip in (("w4a8", head.get("recipe") == "w4a8"), ("c8 KV", head.get("kv_cache_dtype") == "c8"))
+               if not skip]
     return ", ".join(out + ["more dies"][:1]).replace(", more dies", " or more dies") if out else "more dies"
+
+
+def memory_levers(spec: Any, plan: Any, engine: Any, recipe: str, kv_cache_dtype: str) -> list[str]:
+    """The memory levers a plan may name: W4A8 where the model's family has it and it is not the recipe,
+    C8 KV where the engine takes it for this model (DeepSeek-V4's pool is bf16 with int8 indexer keys)."""
+    from ..engines.registry import as_engine
+    from ..errors import AuditInputError
+    from ..model.families import recipes_of
+    out = ["w4a8"] if recipe != "w4a8" and "w4a8" in recipes_of(spec) else []
+    if kv_cache_dtype != "c8":
+        eng = as_engine(engine)
+        try:
+            eng.kv_spec(spec, plan, variant="c8")
+            out.append("c8 KV")
+        except (AuditInputError, ValueError, KeyError):
+            pass
+    return out
 
 
 def binds(res: PlanResult, n: int, head: dict, max_batch: int) -> str:

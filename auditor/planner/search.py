@@ -501,7 +501,7 @@ class _PDBlock:
                 int(BK[i, 0]), int(BK[i, 1]), g["ttft"][0, j] * 1e3, tpot[i] * 1e3, g["rate"][0, j] * wl.osl / used,
                 1 / tpot[i],
                 d["weights"][i] / GiB, d["num_blocks"][i] * d["page_block"][i] / GiB,
-                int(d["num_blocks"][i] * d["block_tokens"]), d["kv_free"][i] / GiB, True,
+                int(d["kv_tokens"][i]), d["kv_free"][i] / GiB, True,
                 {"n_prefill": int(n_p), "n_decode": nd, "p_tp": pplan.tp, "p_dp": pplan.dp,
                  "p_ep": pplan.ep, "p_sp": pplan.sp, "p_dsa_cp": pplan.dsa_cp, "p_weights_gib": pw / GiB,
                  "p_max_num_batched_tokens": chunk, "p_max_model_len": p_len,
@@ -694,7 +694,7 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
                     configs.append(Config(
                         "agg", n, n, f"{n // s} x {_label(plan)}" + (f" DCP{dcp}" if dcp > 1 else ""), int(B[i]),
                         int(BK[i, 1]), t_pre * 1e3, tpot[i] * 1e3, per_die[i], 1 / tpot[i], d["weights"][i] / GiB,
-                        d["num_blocks"][i] * d["page_block"][i] / GiB, int(d["num_blocks"][i] * d["block_tokens"]),
+                        d["num_blocks"][i] * d["page_block"][i] / GiB, int(d["kv_tokens"][i]),
                         d["kv_free"][i] / GiB, t_pre * 1e3 <= ttft_ms and tpot[i] * 1e3 <= tpot_ms,
                         {"replicas": n // s, "tp": plan.tp, "dp": plan.dp, "ep": plan.ep, "sp": plan.sp,
                          "dsa_cp": plan.dsa_cp, "role": "mixed", "dcp": dcp}, util=d["util"]))

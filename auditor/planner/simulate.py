@@ -223,9 +223,10 @@ def _simulate_one(c: Config, spec: Any, eng: Any, recipe: str, device: Any, wl: 
 
 def _kv_may_bind(dep: Any, wl: PlanWorkload, factor: float) -> bool:
     """Whether some instance's KV pool at ``factor`` x its blocks could refuse or preempt a request: a
-    rank holds at most max_num_seqs requests of at most isl + osl + K tokens (no prefix caching here)."""
+    rank holds at most max_num_seqs requests of at most isl + osl + K tokens (no prefix caching here), each
+    with its fixed blocks (a pool's windows and states)."""
     for c in dep.costs():
-        per_req = -(-(wl.isl + wl.osl + int(c.inst.mtp)) // int(c.block_tokens))
+        per_req = -(-(wl.isl + wl.osl + int(c.inst.mtp)) // int(c.block_tokens)) + int(c.fixed_blocks)
         if c.inst.max_num_seqs * per_req > int(c.num_blocks * factor):
             return True
     return False

@@ -86,18 +86,27 @@ def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe:
     (``budget.kv_base``): weights per PP stage come once per plan, each row is charged its own MTP
     drafter (K = 0 rows load no drafter weights and no drafter cache layer), the engine's graph pool
     is deducted where the version does, and the binding stage is the one with fewest blocks.
-    Keys: weights (binding stage), kv_available, num_blocks, page_block, block_tokens, kv_free
+    Keys: weights (binding stage), kv_available, num_blocks, page_block, block_tokens, kv_tokens (what
+    the blocks hold at ``max_model_len``, else at each row's request: ``KVSpec.tokens_held``), kv_free
     (negative: short). A row whose request is longer than ``max_model_len`` (when given) does not
     fit: the engine refuses such a request."""
     from .budget import kv_base
     eng = as_engine(engine)
     dcp = dcp if dcp > 1 else getattr(plan, "dcp", 1)       # the plan's own DCP unless given
-    rows_mtp = np.asarray(mtp) > 0
+    ks = np.asarray(mtp).astype(np.int64)
+    rows_mtp = ks > 0
     has_mtp = bool(spec.mtp_layers) and bool(np.any(rows_mtp))
     wplan = plan.with_(mtp=plan.mtp or has_mtp)
-    mixed = has_mtp and not plan.mtp and not bool(np.all(rows_mtp))
-    w_mtp = plan_weights(spec, wplan, engine, recipe)
-    w_plain = plan_weights(spec, plan, engine, recipe) if mixed else w_mtp
+
+    by_k_sized = eng.weights_by_drafter_k(spec)
+
+    def weights_plan(k: int) -> ParallelPlan:
+        # a row's own drafter: K = 0 loads none (unless the plan pins it), K > 0 loads it, with its K
+        # where the engine sizes buffers by K (Engine.weights_by_drafter_k)
+        if k > 0 and spec.mtp_layers:
+            return plan.with_(mtp=True, num_speculative_tokens=k if by_k_sized else plan.num_speculative_tokens)
+        return plan
+    by_k = {int(k): plan_weights(spec, weights_plan(int(k)), engine, recipe) for k in np.unique(ks)}
     if dsa_cp is None:                  # the engine's rule over the plan's switches (its placement)
         dsa_cp = eng.placement(spec, plan).dsa_cp
     T = np.maximum(float(plan.max_num_batched_tokens), step_tokens)
@@ -106,21 +115,24 @@ def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe:
                    max_model_len=max_model_len)
     best = None
     for s in range(plan.pp):
-        W = np.where(rows_mtp, float(w_mtp[s]), float(w_plain[s])) if mixed else float(w_mtp[s])
+        keys = sorted(by_k)
+        per_k = np.array([float(by_k[k][s]) for k in keys])
+        W = float(per_k[0]) if len(keys) == 1 else per_k[np.searchsorted(keys, ks)]
         kv = eng.kv_spec(spec, wplan, variant=kv_cache_dtype, dcp=dcp, mtp=has_mtp, stage=s, arch=eng.soc(device))
         page = float(kv.page_block_bytes)
-        if mixed:
+        if has_mtp and not plan.mtp and not bool(np.all(rows_mtp)):
             kv0 = eng.kv_spec(spec, plan, variant=kv_cache_dtype, dcp=dcp, mtp=False, stage=s, arch=eng.soc(device))
             page = np.where(rows_mtp, page, float(kv0.page_block_bytes))
         avail = core["base"] - W
         blocks = np.floor(np.maximum(avail, 0.0) / page)
-        per_req = np.ceil(np.ceil(np.asarray(request_tokens) / kv.dcp) / kv.block_size)
+        per_req = kv.request_blocks(np.asarray(request_tokens))     # the spec's own demand (a pool: its groups)
         free = (blocks - batch * per_req) * page
         free = np.where(avail > 0, free, np.minimum(avail, -1.0))
         if max_model_len is not None:
             free = np.where(np.asarray(request_tokens) <= max_model_len, free, np.minimum(free, -1.0))
+        held_at = np.asarray(request_tokens) if max_model_len is None else max_model_len
         stage = {"weights": W, "kv_available": avail, "num_blocks": blocks, "page_block": page,
-                 "block_tokens": kv.tokens_per_block, "kv_free": free}
+                 "block_tokens": kv.tokens_per_block, "kv_tokens": kv.tokens_held(blocks, held_at), "kv_free": free}
         if best is None:
             best = stage
         else:

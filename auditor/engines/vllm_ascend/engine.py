@@ -159,6 +159,11 @@ class VllmAscend(Engine):
     def kernel_path(self, variant: str) -> Any:
         return kernel_paths.kernel_path(variant)
 
+    def weights_by_drafter_k(self, spec: Any) -> bool:
+        """DeepSeek-V4's runtime RoPE buffers are 1 + K copies with a drafter (``compressed.buffer_rows``)."""
+        from . import compressed
+        return compressed.has_compressed_layers(spec)
+
     def drafter_eager(self, spec: Any) -> bool:
         """vLLM-Ascend forces the MTP drafter of any GLM model eager (``llm_base_proposer.py:178-197``)."""
         return str(getattr(spec, "name", "")).lower().startswith("glm")
