@@ -41,7 +41,8 @@ def _int_field(logs: LogEvidence, *names: str, hi: int = 1 << 24) -> int | None:
     return None
 
 
-def kv_settings(spec: Any, plan: Any, logs: LogEvidence, runtime: dict | None = None) -> tuple[dict, list[str]]:
+def kv_settings(spec: Any, plan: Any, logs: LogEvidence, runtime: dict | None = None,
+                engine: Any = None) -> tuple[dict, list[str]]:
     """(rank_budget options, one assumption per option saying where it came from). Order: the align
     option the user gave (``runtime``, only options given on the command line), else the log's
     ``non-default args`` / config line, else the runtime default."""
@@ -74,7 +75,12 @@ def kv_settings(spec: Any, plan: Any, logs: LogEvidence, runtime: dict | None = 
     elif log_util_v:
         out["util"], src = log_util_v, "the log's non-default args"
     else:
-        out["util"], src = DEFAULT_UTIL, "the runtime default"
+        if engine is None:
+            out["util"], src = DEFAULT_UTIL, "the runtime default"
+        else:                       # the candidate engine's own default (vLLM 0.92 from v0.22, vLLM-Ascend 0.9)
+            from ..engines.registry import as_engine
+            eng = as_engine(engine)
+            out["util"], src = eng.default_gpu_memory_utilization, f"{eng.profile.label}'s default"
     notes.append(f"KV prediction: gpu_memory_utilization {out['util']:g} from {src}")
     raw = _field(logs, "kv_cache_dtype")
     if "kv_cache_dtype" in rt:
@@ -132,7 +138,7 @@ def predicted_kv(source: Any, plan: Any, engine: str, ranks_bytes: Any, logs: Lo
     from ..runtime.budget import rank_budget, usable_total
     from ..runtime.weights import stage_worst
     spec = source.spec
-    settings, notes = kv_settings(spec, plan, logs, runtime)
+    settings, notes = kv_settings(spec, plan, logs, runtime, engine)
     dev = load_device(device) if device else load_device()
     total = usable_total(dev)
     notes.append(f"KV prediction: usable HBM {total / GiB:.2f} GiB per die ({dev.name})")

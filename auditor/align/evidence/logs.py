@@ -475,7 +475,8 @@ def _line(ev: LogEvidence, chk: _Checker, worker, line: str, n: int, name: str) 
         if m:
             if form == "upstream" and "memory" not in line[m.start():m.end()]:
                 form = "upstream-old"
-            seconds = chk.real(m.group(3), n, "load seconds", 1e9) if pattern.groups >= 3 else None
+            seconds = (chk.real(m.group(3), n, "load seconds", 1e9)
+                       if pattern.groups >= 3 and m.group(3) is not None else None)
             ev.weights.append(WeightsLine(worker, chk.size(m.group(1), m.group(2), n, "weights"),
                                           f"{m.group(1)} {m.group(2)}", form, seconds, where))
             return

@@ -102,7 +102,8 @@ NUM = r"[-+]?(?:\d{1,3}(?:,\d{3}){1,6}|\d{1,20})(?:\.\d{1,12})?"
 _SP = r"[ \t]{0,8}"
 
 PATTERNS: dict[str, re.Pattern] = {
-    "weights": re.compile(rf"Model loading took ({NUM}){_SP}(GiB|GB) memory and ({NUM}) seconds", re.ASCII),
+    # "and X seconds" is what the engine prints (gpu_model_runner.py); audit's own line has no load time
+    "weights": re.compile(rf"Model loading took ({NUM}){_SP}(GiB|GB) memory(?: and ({NUM}) seconds)?", re.ASCII),
     "available_kv": re.compile(rf"Available KV cache memory: ({NUM}) GiB", re.ASCII),
     "kv_cache_size": re.compile(rf"GPU KV cache size: ({NUM}) tokens", re.ASCII),
     "max_concurrency": re.compile(rf"Maximum concurrency for ({NUM}) tokens per request: ({NUM})x", re.ASCII),
