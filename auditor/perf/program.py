@@ -495,21 +495,26 @@ def layer_kinds(spec: ModelSpec, prof: Any = None) -> list[LayerKind]:
             for i in range(spec.Lyr)]
 
 
-def check_timeable(spec: ModelSpec) -> None:
+def check_timeable(spec: ModelSpec, engine: Any = None) -> None:
     """The op program has MLA / GQA layers, and the layers of the families ``perf.families`` has a
     program for (DeepSeek-V4's compressed attention: ``perf.compressed``); any other family is refused in
-    one line instead of timed as a simpler model."""
+    one line instead of timed as a simpler model. With ``engine``: also what that engine does not time
+    (``Engine.untimed``)."""
     if spec.layer_kinds:
         from .families import program_of
         if program_of(spec.family) is None:
             raise AuditInputError(spec.name, f"the {spec.family} family has no op program (perf.families)")
+    if engine is not None:
+        reason = as_engine(engine).untimed(spec)
+        if reason:
+            raise AuditInputError("--engine", reason)
 
 
-def check_servable(spec: ModelSpec, command: str) -> None:
+def check_servable(spec: ModelSpec, command: str, engine: Any = None) -> None:
     """The sweep grid and the planner's estimate price KV by one block table per request; a pool of cache
     groups (compressed attention) is not in them yet: refused in one line (bench's simulation admits by
     the pool's growing and fixed blocks, ``PooledKVSpec.affine_blocks``)."""
-    check_timeable(spec)
+    check_timeable(spec, engine)
     if spec.layer_kinds:
         raise AuditInputError(spec.name, f"audit {command} does not model the {spec.family} family yet (its KV pool "
                                          "of cache groups is not in the grid and the planner's estimate); audit "
@@ -531,7 +536,7 @@ def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
     KV/indexer cache variant (``--kv-cache-dtype``), which picks the attention kernels' path."""
     if graph not in GRAPHS:
         raise ValueError(f"graph must be one of {GRAPHS}")
-    check_timeable(spec)
+    check_timeable(spec, engine)
     eng = as_engine(engine)
     lay = eng.placement(spec, plan)
     weights, wsrc = weight_bytes(spec, plan, engine, recipe, lay)
