@@ -220,6 +220,17 @@ def test_request_pages_at_1m_by_hand():
     assert cfg.blocks_per_request(1048576, 4096) == 5786
 
 
+def test_pro_groups_by_hand():
+    """DeepSeek-V4-Pro: 61 layers [128, 128] + [4, 128] x 29 + [4] (30 c4, 31 c128) + the MTP layer. Tuple counts:
+    MLA 31 (the c128 latent's 31), window 62, c4 states 30, c128 states 31; padding at 31 is 0 + 0 + 1 + 0 = 1:
+    31 tuples, the window group in 2 x 31, a block id (37,440 + 8,640 + 1,728) x 31 = 1,482,048 B."""
+    ratios = [128, 128] + [4, 128] * 29 + [4]
+    cfg = kv_compressed.cache_config(ratios, [0], window=128, head_dim=512, index_dim=128)
+    assert [(g.name, g.layer_count) for g in cfg.groups] == [("mla", 91), ("swa#0", 31), ("swa#1", 31),
+                                                             ("c4-states", 60), ("c128-states", 31)]
+    assert cfg.budget_block_bytes == (37440 + 8640 + 1728) * 31 == 1482048
+
+
 def test_engine_kv_spec_is_that_pool():
     eng = as_engine("vllm@0.25")
     spec = open_model("deepseek-v4-flash", "fp8-block").spec
