@@ -18,6 +18,7 @@ from .errors import AuditInputError
 from .limits import SYNTH_MAX_FILES
 from .model.config import load_config_file, spec_from_config
 from .model.expected import extra_files, expected_description, layout_rows, resolve_writer
+from .model.families import declared as declared_family
 from .model.presets import preset_config
 from .dtypes import DTYPE_BITS, DTYPE_BYTES
 from .model.spec import ModelSpec
@@ -201,7 +202,8 @@ def synthesize(out_dir: Path, model: str | ModelSpec = "glm-5.1", recipe: str = 
 
     cfg = dict(cfg)
     if recipe == "fp8-block":
-        cfg.setdefault("quantization_config", dict(FP8_QUANTIZATION_CONFIG))
+        fam = declared_family(spec)
+        cfg.setdefault("quantization_config", dict(getattr(fam, "HF_QUANTIZATION_CONFIG", FP8_QUANTIZATION_CONFIG)))
     else:
         cfg.pop("quantization_config", None)   # an fp8 block config on int8 weights would mislead engines
 

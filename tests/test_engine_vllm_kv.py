@@ -113,7 +113,9 @@ def test_dcp_and_non_dsa_refused(shared_dir):
     spec = _spec(shared_dir, "glm-5.1-fp8")
     with pytest.raises(AuditInputError, match="--dcp"):
         kv.kv_spec(spec, ParallelPlan(tp=8), V28, dcp=2)
-    # DeepSeek-V4's compressed attention is read (its family), and this engine says it does not model it
+    # DeepSeek-V4's compressed attention is modelled (issue 28); its sliding-window specs assert DCP == 1
     from auditor.engines.vllm.placement import resolve_placement
-    with pytest.raises(AuditInputError, match="compressed attention"):
-        resolve_placement(_spec(shared_dir, "deepseek-v4-flash"), ParallelPlan(tp=8), V28)
+    dsv4 = _spec(shared_dir, "deepseek-v4-flash")
+    assert resolve_placement(dsv4, ParallelPlan(tp=8), V28).heads_local == 8
+    with pytest.raises(AuditInputError, match="--dcp"):
+        kv.kv_spec(dsv4, ParallelPlan(tp=8), V28, variant="fp8", dcp=2)

@@ -108,6 +108,8 @@ def memory_section(source, plan: ParallelPlan, logs: LogEvidence, req: AlignRequ
                                                              "shared_expert_dp", "mtp", "nz_mode")}
     drop = frozenset({C_MLAPO}) if logs.mlapo_disabled else frozenset()
     recipes = _recipes(req, source)
+    # a recipe none of the candidate engines loads for this model is not searched (Engine.loads_recipe)
+    recipes = [r for r in recipes if any(as_engine(e).loads_recipe(source.spec, r) for e in engines)] or recipes[:1]
     dps = [plan.dp] if _dp_known(req, logs) else [d for d in DP_SEARCH if plan.tp * d * plan.pp <= 65_536]
     obs0 = observed_weights(logs, plan)
     max_rank = max(obs0.bytes_by_rank, default=0)

@@ -110,7 +110,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
         raise AuditInputError("--prefill/--decode", "a P/D deployment needs both --prefill and --decode")
     src = open_model(model, recipe, tables=False)
     from ..perf.program import check_timeable
-    check_timeable(src.spec)
+    check_timeable(src.spec, engine)
     dev = load_device(device_name)
     if prefill_opts is not None:
         pp, prt, pm, pg, pa = _parse_instance(prefill_opts, "--prefill")

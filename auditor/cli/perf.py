@@ -193,7 +193,7 @@ def sweep_command(model, tps, dps, ep_mode, sp, dsa_cp, engine, role, tokens, co
         guard_output(path, model, what)
     src = open_model(model, recipe, tables=False)
     from ..perf.program import check_servable
-    check_servable(src.spec, "sweep")
+    check_servable(src.spec, "sweep", engine)
     from ..perf.acceptance import resolve
     if isinstance(acceptance, tuple):
         raise AuditInputError("--mtp-acceptance", "sweep takes one per-draft value (per-position rates: bench, perf)")

@@ -146,7 +146,7 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
     mml = max_model_len or wl.max_len
     src = open_model(model, recipe, tables=False)
     from ..perf.program import check_servable
-    check_servable(src.spec, "plan")
+    check_servable(src.spec, "plan", engine)
     refused = warn_refusal(src, engine)
     from ..perf.acceptance import resolve
     acceptance = resolve(src.spec, acceptance).equivalent(1)

@@ -65,6 +65,14 @@ class Engine:
         """The object that emits every resident tensor of a rank (engines/materialize.py)."""
         raise NotImplementedError
 
+    def untimed(self, spec: Any) -> str | None:
+        """Why this engine's perf / bench model does not time ``spec`` (one line), or None when it does."""
+        return None
+
+    def loads_recipe(self, spec: Any, recipe: str) -> bool:
+        """Whether this engine can load ``spec``'s checkpoint made with ``recipe`` (align searches only those)."""
+        return True
+
     #: profile fields the materializer reads: two profiles equal on these share materialized rows
     materializer_fields: ClassVar[tuple[str, ...]] = ()
 

@@ -33,6 +33,7 @@ REQUIRED_SIBLINGS = {
     "W8A8_DYNAMIC": ("weight_scale", "weight_offset"),
     "W4A8_DYNAMIC": ("weight_scale", "weight_offset"),
     "FP8_BLOCK": ("weight_scale_inv",),
+    "MXFP4": ("weight_scale",),
 }
 
 
@@ -95,6 +96,9 @@ def infer_scheme(dtype: str, siblings: set[str]) -> str:
         return "FLOAT"
     if dtype.startswith("F8"):
         return "FP8_BLOCK" if "weight_scale_inv" in siblings else "FP8"
+    if dtype == "F4":
+        # e2m1 with per-32 UE8M0 scales (the DeepSeek-V4 HF release's routed experts, expert_dtype fp4)
+        return "MXFP4" if "weight_scale" in siblings else "FP4"
     if dtype in ("I8", "U8"):
         if "deq_scale" in siblings:
             return "W8A8"

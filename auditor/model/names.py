@@ -97,12 +97,29 @@ def spellings(name: str) -> tuple[str, ...]:
 _MTP_RE = re.compile(r"^mtp\.(\d+)\.(.*)$")
 
 
+#: DeepSeek-native linears whose block scale is ``<linear>.scale`` (the HF DeepSeek-V4 release): a
+#: linear's scale reads as ``weight_scale_inv`` (FP8 block, Fp8LinearMethod's name), a routed expert's
+#: as ``weight_scale`` (MXFP4 per-32 scales, Mxfp4MoEMethod's name), as upstream vLLM's loader maps them
+#: (``_make_deepseek_v4_weights_mapper``, vllm/models/deepseek_v4/nvidia/model.py@3296c77f)
+_NATIVE_MTP_LINEARS = ("e_proj.", "h_proj.")
+
+
+def _native_scale(rest: str) -> str:
+    if not rest.endswith(".scale"):
+        return rest
+    if rest.startswith("mlp.experts."):
+        return rest[:-len("scale")] + "weight_scale"
+    return rest[:-len("scale")] + "weight_scale_inv"
+
+
 def canonical_layer_path(rest: str, mtp: bool = False) -> str:
     """The part of a tensor name after ``layers.N.`` (or ``mtp.J.``) in the HF spelling."""
     if mtp:
         for a, b in _NATIVE_MTP_PREFIXES:
             if rest.startswith(a):
                 return b + rest[len(a):]
+        if rest.startswith(_NATIVE_MTP_LINEARS):
+            return _native_scale(rest)
     for a, b in _NATIVE_LAYER_PREFIXES:
         if rest.startswith(a):
             rest = b + rest[len(a):]
@@ -117,7 +134,7 @@ def canonical_layer_path(rest: str, mtp: bool = False) -> str:
             rest = ".".join(parts)
     elif rest == "mlp.gate.bias":
         rest = "mlp.gate.e_score_correction_bias"
-    return rest
+    return _native_scale(rest)
 
 
 def parse_global_path(name: str) -> Address:

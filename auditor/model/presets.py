@@ -162,6 +162,8 @@ _DSV4_COMMON: dict[str, Any] = {
                      "beta_fast": 32, "beta_slow": 1},
     "max_position_embeddings": 1048576,
     "tie_word_embeddings": False,
+    # the HF release's routed-expert format (both real configs); read only by the fp8-block recipe
+    "expert_dtype": "fp4",
 }
 _DSV4_FLASH: dict[str, Any] = {
     **_DSV4_COMMON,

@@ -82,6 +82,7 @@ class ModelSpec:
     o_groups: int = 0
     o_lora_rank: int = 0
     sliding_window: int = 0
+    expert_dtype: str = ""      # the HF release's routed-expert format (DeepSeek-V4: "fp4"; "": as the linears)
     notes: tuple[str, ...] = field(default=())
 
     @property

@@ -495,20 +495,26 @@ def layer_kinds(spec: ModelSpec, prof: Any = None) -> list[LayerKind]:
             for i in range(spec.Lyr)]
 
 
-def check_timeable(spec: ModelSpec) -> None:
+def check_timeable(spec: ModelSpec, engine: Any = None) -> None:
     """The op program has MLA / GQA layers, and the layers of the families ``perf.families`` has a
     program for (DeepSeek-V4's compressed attention: ``perf.compressed``); any other family is refused in
-    one line instead of timed as a simpler model."""
+    one line instead of timed as a simpler model. With ``engine``: also what that engine does not time
+    (``Engine.untimed``)."""
     if spec.layer_kinds:
         from .families import program_of
         if program_of(spec.family) is None:
             raise AuditInputError(spec.name, f"the {spec.family} family has no op program (perf.families)")
+    if engine is not None:
+        reason = as_engine(engine).untimed(spec)
+        if reason:
+            raise AuditInputError("--engine", reason)
 
 
-def check_servable(spec: ModelSpec, command: str) -> None:
-    """What sweep and plan need of a model: an op program (``check_timeable``). Their grids price KV
-    through the engine's KV spec (``request_blocks`` / ``tokens_held``), a pool of cache groups too."""
-    check_timeable(spec)
+def check_servable(spec: ModelSpec, command: str, engine: Any = None) -> None:
+    """What sweep and plan need of a model: an op program the engine times (``check_timeable``). Their
+    grids price KV through the engine's KV spec (``request_blocks`` / ``tokens_held``), a pool of cache
+    groups too."""
+    check_timeable(spec, engine)
 
 
 def kernel_path_of(engine: Any, cache: Any, device: Any) -> Any:
@@ -526,7 +532,7 @@ def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
     KV/indexer cache variant (``--kv-cache-dtype``), which picks the attention kernels' path."""
     if graph not in GRAPHS:
         raise ValueError(f"graph must be one of {GRAPHS}")
-    check_timeable(spec)
+    check_timeable(spec, engine)
     eng = as_engine(engine)
     lay = eng.placement(spec, plan)
     weights, wsrc = weight_bytes(spec, plan, engine, recipe, lay)

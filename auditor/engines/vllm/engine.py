@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Sequence
 
 from ..base import Engine
 from ..registry import register
-from . import estimates, kernels, kv, launch, loglines, versions
+from . import estimates, kernels, kv, kv_compressed, launch, loglines, versions
 from .materializer import CudaMaterializer
 from .placement import resolve_placement
 
@@ -39,6 +39,12 @@ class Vllm(Engine):
         return self.profile.default_gmu
 
     # ------------------------------------------------------------ weights
+    def loads_recipe(self, spec: Any, recipe: str) -> bool:
+        """A compressed-attention model's msModelSlim W8A8 / W4A8 checkpoints need vLLM-Ascend's --quantization
+        ascend: CUDA loads its HF release (fp8-block) or bf16. (Other families keep every recipe searchable: their
+        int8 schemes show as an error finding.)"""
+        return recipe in ("bf16", "fp8-block") or not getattr(spec, "layer_kinds", ())
+
     def placement(self, spec: Any, plan: Any) -> Any:
         return resolve_placement(spec, plan, self.profile)
 
@@ -80,7 +86,8 @@ class Vllm(Engine):
                  estimates.CUDA_GRAPH_BYTES)]
 
     def budget_assumptions(self, spec: Any = None, kv: Any = None) -> Sequence[str]:
-        return tuple(estimates.ASSUMPTIONS) + tuple(self.profile.notes)
+        extra = (kv_compressed.BUDGET_ASSUMPTION,) if getattr(kv, "config", None) is not None else ()
+        return tuple(estimates.assumptions(spec)) + extra + tuple(self.profile.notes)
 
     # ------------------------------------------------------------ what it prints and takes
     #: the module of log-line formatters and readers (the base class's hooks, bound to this family's)
@@ -92,6 +99,14 @@ class Vllm(Engine):
         return launch.launch_instance(model, instance, default_gmu=self.profile.default_gmu)
 
     # ------------------------------------------------------------ kernels
+    def untimed(self, spec: Any) -> str | None:
+        """DeepSeek-V4 on CUDA: its memory is modelled, its timing is not (no op program on the GPU kernels)."""
+        if getattr(spec, "layer_kinds", ()):
+            return (f"{self.profile.label}: perf / bench / plan of {spec.name}'s compressed attention (DeepSeek-V4 "
+                    "family) are not modelled on CUDA (its FlashMLA sparse DeepSeek-V4 kernels, compressors, MXFP4 "
+                    "MoE backend and mHC ops have no GPU op program); audit memory is, and vLLM-Ascend times it")
+        return None
+
     def kernel_path(self, variant: str) -> Any:
         """Without a device generation there is no kernel program: the backends depend on it."""
         return kernels.kernel_path(variant, "")

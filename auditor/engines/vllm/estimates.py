@@ -26,8 +26,16 @@ CUDA_GRAPH_RANGE = (GiB // 2, 3 * GiB)
 #: CUDA context plus NCCL / custom all-reduce buffers, allocated before the snapshot (UNCONFIRMED)
 HELD_BEFORE_SNAPSHOT_BYTES = GiB
 
+#: DeepSeek-V4's bf16 prefill kv-gather workspace the dummy run pre-reserves (PREFILL_CHUNK_SIZE = 4 requests,
+#: vllm/models/deepseek_v4/attention.py@e6643eca): max_workspace_area = 4 x (cdiv(max_model_len, ratio) + window +
+#: max_num_batched_tokens) rows of head_dim (sparse_swa.py get_prefill_chunk_plan, index id 61399074654), the
+#: largest for the smallest ratio; whether v0.25 reserves the same is UNCONFIRMED
+DSV4_PREFILL_CHUNK, DSV4_WS_BYTES = 4, 2
+
 TERM_DOCS = {
     "FlashMLA sparse prefill workspace": "max_model_len x 5 x 576 x 2 B (Part B §4.5)",
+    "DeepSeek-V4 prefill kv-gather workspace": "4 x (cdiv(max_model_len, 4) + window + T) x head_dim x 2 B "
+                                               "(sparse_swa.py get_prefill_chunk_plan)",
     "profile-run forward activations": f"T x H x {FORWARD_BYTES_PER_TOKEN_HIDDEN} B (fitted on GPU-01)",
     "sampler logits (fp32)": "max_num_seqs x (1 + K) x vocab x 4 B (UNCONFIRMED)",
 }
@@ -44,11 +52,30 @@ ASSUMPTIONS = (
 )
 
 
+#: the activation line for a compressed-attention model (replaces ASSUMPTIONS[1])
+COMPRESSED_ACTIVATION_ASSUMPTION = (
+    "activation peak estimated as DeepSeek-V4's prefill kv-gather workspace (4 x (cdiv(max_model_len, 4) + window + "
+    f"T) x head_dim x 2 B, sparse_swa.py) + T x H x {FORWARD_BYTES_PER_TOKEN_HIDDEN} B (fitted on GPU-01, GLM-5.2-FP8 "
+    f"8 x B200; the hc_mult-wide residual not scaled) + fp32 sampler logits; range {ACT_LOW:g}-{ACT_HIGH:g} x "
+    "(UNCONFIRMED)")
+
+
+def assumptions(spec: Any = None) -> tuple[str, ...]:
+    if spec is not None and getattr(spec, "layer_kinds", ()):
+        return (ASSUMPTIONS[0], COMPRESSED_ACTIVATION_ASSUMPTION) + ASSUMPTIONS[2:]
+    return ASSUMPTIONS
+
+
 def activation_terms(spec: Any, *, tokens: Any, seqs: Any, mtp: Any = 0, max_model_len: int | None = None) -> dict:
     """Named bytes of the profile run's torch peak increase (numpy-broadcastable over tokens/seqs/mtp)."""
     L = max_model_len if max_model_len is not None else spec.max_position
     out = {}
-    if spec.dsa:
+    if spec.layer_kinds:
+        ratios = [k.compress_ratio for k in spec.layer_kinds if k.compress_ratio > 1]
+        if ratios:
+            rows = DSV4_PREFILL_CHUNK * (-(-L // min(ratios)) + spec.sliding_window + tokens)
+            out["DeepSeek-V4 prefill kv-gather workspace"] = rows * spec.head_dim * DSV4_WS_BYTES
+    elif spec.dsa:
         out["FlashMLA sparse prefill workspace"] = L * PREFILL_WS_TOKENS_PER_LEN * PREFILL_WS_HEAD * PREFILL_WS_BYTES
     out["profile-run forward activations"] = tokens * spec.H * FORWARD_BYTES_PER_TOKEN_HIDDEN
     out["sampler logits (fp32)"] = seqs * (1 + mtp) * spec.V * 4

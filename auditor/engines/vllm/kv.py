@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from ...errors import AuditInputError
 from ...model.spec import ModelSpec
 from ...parallel import ParallelPlan, stage_layers
-from ..kv_interface import KVSpec, cdiv
+from ..kv_interface import KVSpec, PooledKVSpec, cdiv
+from . import kv_compressed
 from .versions import VllmProfile
 
 #: FLASHMLA_SPARSE / FLASHINFER_MLA_SPARSE kernel block size [64] (flashmla_sparse.py @60191e18;
@@ -178,7 +179,10 @@ def worker_group(spec: ModelSpec, plan: ParallelPlan, prof: VllmProfile, *, layo
 
 def kv_spec(spec: ModelSpec, plan: ParallelPlan, prof: VllmProfile, *, variant: str = "bf16", dcp: int = 1,
             mtp: bool = False, stage: int | None = None, arch: str = "") -> KVSpec:
-    """The worker's cache as the generic ``KVSpec`` (same page bytes as ``worker_group``)."""
+    """The worker's cache as the generic ``KVSpec`` (same page bytes as ``worker_group``); a model with
+    compressed-attention layers gets its pool of groups (``compressed_kv_spec``)."""
+    if spec.layer_kinds:
+        return compressed_kv_spec(spec, plan, prof, variant=variant, dcp=dcp, mtp=mtp, stage=stage, arch=arch)
     if not (spec.mla and spec.dsa):
         raise AuditInputError("--engine", f"{prof.label}: only DSA models (DeepSeek-V3.2, GLM-5.x) are modelled; "
                                           f"{spec.name} has no sparse-attention indexer")
@@ -193,3 +197,46 @@ def kv_spec(spec: ModelSpec, plan: ParallelPlan, prof: VllmProfile, *, variant: 
     n_idx = sum(1 for l in group.layers if l.kind == "indexer")
     return KVSpec(layout, "split", BLOCK_SIZE, 1, "replicated_indexer", mla_entry_bytes(layout, spec.Lkv, spec.Dr),
                   indexer_entry_bytes(spec.ID), own, n_mla - own, n_idx, 2)
+
+
+#: --kv-cache-dtype values the DeepSeek-V4 FlashMLA path takes: every fp8* becomes fp8_ds_mla
+#: (``_resolve_dsv4_kv_cache_dtype``, vllm/models/deepseek_v4/attention.py@e6643eca: "Using DeepSeek's
+#: fp8_ds_mla KV cache format.")
+COMPRESSED_FP8 = ("fp8", "fp8_e4m3", "fp8_ds_mla")
+
+
+def compressed_kv_spec(spec: ModelSpec, plan: ParallelPlan, prof: VllmProfile, *, variant: str = "fp8",
+                       dcp: int = 1, mtp: bool = False, stage: int | None = None, arch: str = "") -> PooledKVSpec:
+    """The shared-block-id pool of one worker of a compressed-attention model (``kv_compressed``),
+    replicated on every TP rank (one latent head; the indexer and compressors are replicated)."""
+    v = variant.lower()
+    if v not in COMPRESSED_FP8:
+        raise AuditInputError("--kv-cache-dtype", f"{variant} for {spec.name} on {prof.label}: the FlashMLA "
+                                                  "DeepSeek-V4 path asserts an fp8 cache ('DeepseekV4 fp8_ds_mla layout "
+                                                  "only supports fp8 kv-cache'); the FlashInfer bf16 / fp8 rows "
+                                                  "(--attention-backend FLASHINFER_MLA_SPARSE_DSV4) are not modelled; "
+                                                  "give --kv-cache-dtype fp8")
+    if arch == HOPPER:
+        raise AuditInputError("--device", f"{spec.name} on an SM90 GPU with {prof.label}: how the HF release's FP4 "
+                                          "experts run without FP4 units (a Marlin / FP8 repack) is not modelled; "
+                                          "audit models DeepSeek-V4 on SM100 / SM120")
+    if dcp != 1:
+        raise AuditInputError("--dcp", f"decode context parallel for {spec.name} on {prof.label}: the sliding-window "
+                                       "specs assert DCP == 1 (kv_cache_interface.py SlidingWindowSpec)")
+    if spec.head_dim % 128 or spec.head_dim != 512 or (spec.dsa and spec.ID % 128):
+        raise AuditInputError(spec.name, f"compressed attention with head_dim {spec.head_dim} / index_head_dim "
+                                         f"{spec.ID}: the 584 B fp8_ds_mla row is laid out for 512 / 128")
+    stages = stage_layers(spec.Lyr, plan.pp)
+    stage = plan.pp - 1 if stage is None else stage
+    own = [spec.layer_kinds[i].compress_ratio for i in stages[stage]]
+    # the MTP layer's attention is built with ratio 1: window only (DeepseekV4Attention.__init__)
+    mtp_ratios = [0 for _ in spec.layer_kinds[spec.Lyr:]] if (mtp and stage == plan.pp - 1) else []
+    # the backend sets its block size whatever --block-size says (interface.py:620 in GPU-04's log)
+    line = f"Setting kv cache block size to {kv_compressed.BLOCK_SIZE} for DEEPSEEK_SPARSE_SWA backend."
+    cfg = kv_compressed.cache_config(own, mtp_ratios, window=spec.sliding_window, head_dim=spec.head_dim,
+                                     index_dim=spec.ID or 128)
+    return PooledKVSpec(variant=kv_compressed.FP8_DS_MLA, config=cfg, block_size=kv_compressed.BLOCK_SIZE,
+                        in_flight=int(plan.max_num_batched_tokens), main_layers=len(own), mtp_layers=len(mtp_ratios),
+                        engine_lines=(line,),
+                        rows=(("latent", kv_compressed.DS_MLA_V4_ROW),
+                              ("indexer", (spec.ID or 128) + 4 * cdiv(spec.ID or 128, 128))))

@@ -8,9 +8,14 @@ does not pass: without one, SM90's layout is used and the assumption is stated.
 """
 from __future__ import annotations
 
+from ...errors import AuditInputError
 from ..materialize import Materializer
 from . import rules as R
-from .kv import BLACKWELL, HOPPER
+from .kv import BLACKWELL, BLACKWELL_WS, HOPPER
+
+#: the GPU generations whose DeepGEMM scale format is UE8M0 packed per output row (the
+#: ``DeepGemmQuantScaleFMT`` oracle, Part B §2.2: "SM100/SM120: UE8M0")
+PACKED_SCALE_ARCHS = (BLACKWELL, BLACKWELL_WS)
 
 #: DeepGEMM's per-module eligibility (``should_use_deepgemm_for_fp8_linear``, Part B §2.1)
 DEEPGEMM_N, DEEPGEMM_K = 64, 128
@@ -34,8 +39,17 @@ class CudaMaterializer(Materializer):
     def indexer_fused_wk(self) -> bool:
         return self.prof.indexer_fused_wk
 
+    #: msModelSlim schemes a compressed-attention model's checkpoint may carry (vLLM-Ascend only)
+    ASCEND_SCHEMES = frozenset({"W8A8", "W8A8_DYNAMIC", "W4A8_DYNAMIC"})
+
     def __init__(self, *args, arch: str = "", **kw) -> None:
         super().__init__(*args, **kw)
+        if self.spec.layer_kinds:
+            found = sorted({sm.scheme for sm in self.stored.modules.values()} & self.ASCEND_SCHEMES)
+            if found:
+                raise AuditInputError("--recipe", f"{self.spec.name}: msModelSlim's {', '.join(found)} checkpoint loads "
+                                                  "on vLLM-Ascend only (--quantization ascend); upstream vLLM on CUDA "
+                                                  "runs the HF FP8 / FP4 release: --recipe fp8-block")
         # the generic linear() notes "vLLM-Ascend has no FP8 linear method" once; CUDA has one
         self._fp8_noted = True
         self.arch = arch or HOPPER
@@ -45,7 +59,7 @@ class CudaMaterializer(Materializer):
                                     "output row (about +0.78% of the fp8 bytes, UNCONFIRMED)")
 
     def _packed_scales(self, env: dict) -> bool:
-        return (self.arch == BLACKWELL and "N" in env and "K" in env
+        return (self.arch in PACKED_SCALE_ARCHS and "N" in env and "K" in env
                 and env["N"] % DEEPGEMM_N == 0 and env["K"] % DEEPGEMM_K == 0)
 
     def emit(self, rule_set, *, conditions: dict, env: dict, **kw) -> None:
@@ -64,6 +78,17 @@ class CudaMaterializer(Materializer):
 
     def buffers(self) -> None:
         s, plan = self.spec, self.plan
+        if s.layer_kinds:
+            layers = s.layer_kinds[:s.Lyr] + (s.layer_kinds[s.Lyr:] if plan.mtp else ())
+            # one rotary cache per RoPE base: window-only layers (MTP's too) rope_theta, compressed ones
+            # compress_rope_theta; yarn rows = original_max x factor (the config's max_position otherwise)
+            bases = {kd.attention == "compressed" for kd in layers} | ({False} if plan.mtp else set())
+            rows = int(s.rope_original_max * s.rope_scaling_factor) or s.max_position
+            env = {"T": plan.max_num_batched_tokens, "topk": s.topk_tokens, "hcH": s.residual_mult * s.H,
+                   "R": len(bases), "P": rows, "Dr": s.Dr}
+            self.emit(self.R.COMPRESSED_BUFFERS, layer=-1, block="other", module="buffers", env=env, stored=[],
+                      placement="all", naive_shard=None, module_cause=None, conditions={"dsa": s.dsa})
+            return
         env = {"P": s.max_position, "Dr": s.Dr, "T": plan.max_num_batched_tokens, "topk": s.topk_tokens}
         self.emit(self.R.BUFFERS, layer=-1, block="other", module="buffers", env=env, stored=[], placement="all",
                   naive_shard=None, module_cause=None, conditions={"mla": bool(s.mla and s.max_position),

@@ -22,13 +22,20 @@ FP8_BLOCK = 128
 
 def resolve_placement(spec: ModelSpec, plan: ParallelPlan, prof: VllmProfile) -> Placement:
     plan.validate()
-    if spec.layer_kinds:
-        raise AuditInputError("--engine", f"{prof.label}: {spec.name}'s per-layer compressed attention (DeepSeek-V4 "
-                                          "family) is not modelled on upstream vLLM yet; use --engine vllm-ascend@main")
+    compressed = bool(spec.layer_kinds)
+    if compressed and spec.moe and (spec.E + plan.redundant_experts) % plan.tp:
+        # DeepseekV4MoE: "n_physical_experts must be divisible by tp_size" (nvidia/model.py@3296c77f)
+        raise AuditInputError("--tp", f"{spec.E + plan.redundant_experts} physical experts do not divide by TP "
+                                      f"{plan.tp} (DeepseekV4MoE asserts it)")
+    if compressed and spec.o_groups % plan.tp:
+        raise AuditInputError("--tp", f"{spec.o_groups} output groups do not divide by TP {plan.tp} (wo_a is a "
+                                      "batched matmul over n_groups // tp_size groups)")
     if plan.pp > spec.Lyr:
         raise AuditInputError("--pp", f"{plan.pp} pipeline stages for {spec.Lyr} decoder layers")
     block_note = []
-    if plan.block_size and plan.block_size != 64:
+    if compressed:
+        pass        # the DeepSeek-V4 backend sets its own block size (256; kv_compressed, its log line)
+    elif plan.block_size and plan.block_size != 64:
         # the sparse-MLA backends (FlashMLA sparse) page the latent in blocks of 64 (spec §2: block 64)
         block_note.append(("warning", f"--block-size {plan.block_size}: audit models the sparse-MLA block of 64 "
                                       f"tokens {prof.label} runs these models with (UNCONFIRMED for other values)"))
@@ -65,7 +72,12 @@ def resolve_placement(spec: ModelSpec, plan: ParallelPlan, prof: VllmProfile) ->
         if spec.moe and plan.dp > 1:
             notes.append(f"EP off: routed experts TP-sharded over DP x TP = {moe_tp} (FusedMoEParallelConfig "
                          "flattening, UNCONFIRMED on CUDA)")
-    if spec.dsa:
+    if compressed:
+        notes.append("fused_wqa_wkv, the compressors' fused_wkv_wgate, the indexer (wq_b, weights_proj), router "
+                     "gate + fp32 bias / tid2eid, hc_* and topk_indices_buffer replicated on every TP rank; wq_b / "
+                     "wo_a by heads / groups, wo_b, shared experts and embed / lm_head TP-sharded "
+                     "(vllm/models/deepseek_v4/attention.py@e6643eca, nvidia/model.py@3296c77f)")
+    elif spec.dsa:
         notes.append("fused_qkv_a, the indexer (wq_b, wk_weights_proj, k_norm), router gate + fp32 bias and "
                      "topk_indices_buffer replicated on every TP rank (Part B §3)")
     return Placement(

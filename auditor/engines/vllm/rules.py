@@ -11,6 +11,11 @@
   ``[Hl*(Dn+Dv), Lkv]`` tensor (``mla_attention.py`` process_weights_after_loading).
 * The router gate (``GateLinear``, no quant_config) is bf16 ``[E, H]``, its correction bias fp32.
 * The indexer's k_norm is a LayerNorm in the model dtype, weight and bias.
+* DeepSeek-V4 (compressed attention; the HF release): FP8 block linears as above (fused_wqa_wkv
+  replicated, wq_b / wo_a column, wo_b row, indexer wq_b replicated, shared experts TP-sharded),
+  compressor fused_wkv_wgate and indexer weights_proj bf16 replicated (quant_config=None), MXFP4
+  routed experts, the gate bf16 with an fp32 bias or an int32 tid2eid table, the hc_* parameters
+  fp32 (``vllm/models/deepseek_v4/attention.py``@e6643eca, ``nvidia/model.py``@3296c77f).
 Shape variables as in the generic materializer (``N``/``K`` per rank, ``El``, ``Ip``, ``H``, ``Hl``, ...).
 """
 from __future__ import annotations
@@ -31,7 +36,20 @@ LINEAR: dict[str, tuple[Rule, ...]] = {
     ),
 }
 
+#: MXFP4 routed experts (the DeepSeek-V4 HF release, expert_dtype fp4): FusedMoE + Mxfp4MoEMethod, TP-sharded
+#: over the intermediate dimension: w13 uint8 [El, 2*Ip, H/2] + UE8M0 uint8 scales [El, 2*Ip, H/32], w2 uint8
+#: [El, H, Ip/2] + [El, H, Ip/32] (the shapes DeepseekV4MegaMoEExperts registers, vllm/models/deepseek_v4/nvidia/
+#: model.py@3296c77f; the loader views the F8_E8M0 scales as uint8). Whether the DEEPGEMM_MXFP4 backend GPU-04
+#: logs re-lays them out with other bytes is UNCONFIRMED (modelled as the same bytes)
+_MXFP4 = (
+    Rule("w13_weight", "U8", "El,2*Ip,H//2", "int8", from_suffix="weight", note="fp4 e2m1, 2 per byte"),
+    Rule("w2_weight", "U8", "El,H,Ip//2", "int8", from_suffix="weight", note="fp4 e2m1, 2 per byte"),
+    Rule("w13_weight_scale", "U8", "El,2*Ip,H//32", "scale", from_suffix="weight_scale", note="UE8M0 per 32"),
+    Rule("w2_weight_scale", "U8", "El,H,Ip//32", "scale", from_suffix="weight_scale", note="UE8M0 per 32"),
+)
+
 MOE: dict[str, tuple[Rule, ...]] = {
+    "MXFP4": _MXFP4,
     "FLOAT": (
         Rule("w13_weight", "pd", "El,2*Ip,H", "float", from_suffix="weight"),
         Rule("w2_weight", "pd", "El,H,Ip", "float", from_suffix="weight"),
@@ -61,6 +79,11 @@ ROUTER: tuple[Rule, ...] = (
     Rule("weight", "pd", "E,H", "float", from_suffix="weight", note="GateLinear, no quant_config"),
     Rule("e_score_correction_bias", "F32", "E", "float", from_suffix="e_score_correction_bias", when="router_bias"),
 )
+#: hash-routed layers (DeepSeek-V4): ``gate.tid2eid`` int32 [V, K] (int64 only under the MegaMoE backend;
+#: int64 in the HF release; DeepseekV4MoE.__init__, vllm/models/deepseek_v4/nvidia/model.py@3296c77f)
+HASH_TABLE: tuple[Rule, ...] = (
+    Rule("tid2eid", "I32", "V,K", "float", from_suffix="tid2eid", note="token id -> experts (hash routing)"),
+)
 EMBEDDING: tuple[Rule, ...] = (
     Rule("weight", "pd", "Vp/T,H", "float", from_suffix="weight", note="vocab padded to 64, TP-sharded"),
 )
@@ -71,4 +94,16 @@ BUFFERS: tuple[Rule, ...] = (
          note="one per rope key, shared (size and dtype UNCONFIRMED)"),
     Rule("topk_indices_buffer", "I32", "T,topk", "derived", source="created", cause=C_BUFFERS, when="dsa",
          note="DeepseekV2Model.__init__, shared with the MTP drafter"),
+)
+#: model buffers of a compressed-attention model (DeepseekV4Model.__init__, vllm/models/deepseek_v4/nvidia/
+#: model.py@3296c77f): the shared top-k buffer, the pre-hc_head residual kept for the MTP draft (always on the
+#: last PP rank) and one rotary cache per RoPE base (build_deepseek_v4_rope -> get_rope, cached per key:
+#: rope_theta and compress_rope_theta, yarn original_max x factor rows; dtype UNCONFIRMED, the model dtype)
+COMPRESSED_BUFFERS: tuple[Rule, ...] = (
+    Rule("topk_indices_buffer", "I32", "T,topk", "derived", source="created", cause=C_BUFFERS, when="dsa",
+         note="[max_num_batched_tokens, index_topk], shared with the MTP drafter"),
+    Rule("_mtp_hidden_buffer", "pd", "T,hcH", "derived", source="created", cause=C_BUFFERS,
+         note="[max_num_batched_tokens, hc_mult x H], allocated with or without a drafter"),
+    Rule("rotary_emb.cos_sin_cache", "pd", "R,P,Dr", "derived", source="created", cause=C_BUFFERS,
+         note="one per RoPE base (size and dtype UNCONFIRMED)"),
 )

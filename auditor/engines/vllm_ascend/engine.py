@@ -59,6 +59,10 @@ class VllmAscend(Engine):
                      row_cache: dict | None = None) -> AscendMaterializer:
         return AscendMaterializer(spec, plan, self.profile, layout, stored, desc, row_cache)
 
+    def loads_recipe(self, spec: Any, recipe: str) -> bool:
+        """The HF FP8 / FP4 release of a compressed-attention model needs the A5 MX kernels (refused)."""
+        return not (recipe == "fp8-block" and compressed.has_compressed_layers(spec))
+
     def materializer_plan_key(self, plan: Any, layout: Any) -> tuple:
         """What the materializer reads from the plan and placement besides the placement's decisions: whether
         MLAPO releases the originals (a decode node within MLAPO's token limit; ``AscendMaterializer.mlapo_drops``)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from ...dtypes import DTYPE_BYTES
+from ...errors import AuditInputError
 from ..bridge import C_BUFFERS, C_C8, C_LSHARD, C_MLAPO_DROP, C_OREP
 from ...model import blueprint as B
 from ..materialize import Materializer, Resident
@@ -20,6 +21,19 @@ class AscendMaterializer(Materializer):
     R = R
     SCHEME_NOTES = {"FP8": ("warning", "FP8 linears: vLLM-Ascend has no FP8 linear method (A2/A3 have no FP8 units); "
                                        "weights shown as stored, convert to W8A8 to deploy")}
+
+    #: the HF release's schemes (FP8 block linears, MXFP4 routed experts) of a compressed-attention model
+    HF_RELEASE_SCHEMES = frozenset({"FP8_BLOCK", "FP8", "MXFP4", "FP4"})
+
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        if compressed.has_compressed_layers(self.spec):
+            found = sorted({sm.scheme for sm in self.stored.modules.values()} & self.HF_RELEASE_SCHEMES)
+            if found:
+                raise AuditInputError("--recipe", f"{self.spec.name}: the HF FP8/FP4 release ({', '.join(found)}) runs on "
+                                                  "vLLM-Ascend only through the A5 MX kernels (quantization=deepseek_v4_fp8, "
+                                                  "vllm_ascend/quantization/fp8_config.py:43-70@182b75ea), not modelled; "
+                                                  "use msModelSlim's W8A8 / W4A8 checkpoints, or --engine vllm (CUDA)")
 
     # ---------------------------------------------------------------- version-row decisions
     def gate_in_fp32(self) -> bool:

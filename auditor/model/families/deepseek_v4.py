@@ -18,6 +18,14 @@ never from ``model_type``: any config with these keys is this family (model-deep
 * Recipes (msModelSlim, §2.2): ``w8a8`` (Flash: every quantizable linear W8A8_DYNAMIC) and ``w4a8``
   (Pro: routed experts W4A8_DYNAMIC); wo_a / wo_b, compressors, weights_proj, gate, e_proj / h_proj
   stay FLOAT; the MTP layer is quantized like the main layers.
+* ``fp8-block`` is the HF release (§2.1): every linear but the compressors' wkv / wgate and the
+  indexer's weights_proj (bf16) in FP8 e4m3 with UE8M0 128x128 block scales (``<linear>.scale``,
+  F8_E8M0), routed experts in FP4 e2m1 with UE8M0 per-32 scales when ``expert_dtype`` is ``fp4``
+  (FP8 block otherwise), ``tid2eid`` int64. It has no MTP embedding or head of its own: GPU-04's
+  logged checkpoint size, 148.66 GiB, is this layout's 148.65 GiB (+ headers) without them and
+  150.62 GiB with them *(derived)*; upstream vLLM's drafter shares the target's ("Sharing target
+  model embedding weights ... lm_head", GPU-04). wo_a / wo_b / e_proj / h_proj are FP8 there: GPU-04's
+  "MTP draft model loaded: 39 params" counts e_proj and h_proj with a scale each *(derived)*.
 """
 from __future__ import annotations
 
@@ -40,12 +48,19 @@ def mix_outputs(hc: int) -> int:
 #: HC scale parameters per block (``model.py:692-702``: ``hc_*_scale [3]``)
 HC_SCALES = 3
 #: recipes this family's checkpoints exist in, and the linear schemes each gives
+#: (class ``lowrank``: wo_a / wo_b / e_proj / h_proj, FLOAT in msModelSlim's recipes, FP8 in the HF release)
 RECIPE_SCHEMES = {
-    "bf16": {"attn": "FLOAT", "mlp": "FLOAT", "expert": "FLOAT"},
-    "w8a8": {"attn": "W8A8_DYNAMIC", "mlp": "W8A8_DYNAMIC", "expert": "W8A8_DYNAMIC"},
-    "w8a8-dynamic": {"attn": "W8A8_DYNAMIC", "mlp": "W8A8_DYNAMIC", "expert": "W8A8_DYNAMIC"},
-    "w4a8": {"attn": "W8A8_DYNAMIC", "mlp": "W8A8_DYNAMIC", "expert": "W4A8_DYNAMIC"},
+    "bf16": {"attn": "FLOAT", "mlp": "FLOAT", "expert": "FLOAT", "lowrank": "FLOAT"},
+    "w8a8": {"attn": "W8A8_DYNAMIC", "mlp": "W8A8_DYNAMIC", "expert": "W8A8_DYNAMIC", "lowrank": "FLOAT"},
+    "w8a8-dynamic": {"attn": "W8A8_DYNAMIC", "mlp": "W8A8_DYNAMIC", "expert": "W8A8_DYNAMIC", "lowrank": "FLOAT"},
+    "w4a8": {"attn": "W8A8_DYNAMIC", "mlp": "W8A8_DYNAMIC", "expert": "W4A8_DYNAMIC", "lowrank": "FLOAT"},
+    "fp8-block": {"attn": "FP8_BLOCK", "mlp": "FP8_BLOCK", "expert": "MXFP4", "lowrank": "FP8_BLOCK"},
 }
+#: the HF release's config.json quantization_config (the real deepseek-v4-flash config)
+HF_QUANTIZATION_CONFIG = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                          "scale_fmt": "ue8m0", "weight_block_size": [128, 128]}
+#: FP8 block edge and MXFP4 scale group of the HF release (§2.1)
+FP8_BLOCK, MX_GROUP = 128, 32
 
 
 def _off(val: Any) -> bool:
@@ -159,6 +174,7 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "con
         max_position=C._int(cfg, "max_position_embeddings", where, default=0),
         rope_scaling_factor=factor, rope_original_max=orig,
         family=NAME, layer_kinds=tuple(kinds), residual_mult=hc, o_groups=G, o_lora_rank=R, sliding_window=W,
+        expert_dtype=str(cfg.get("expert_dtype") or ""),
         notes=() if dt in C.TORCH_DTYPE_TO_ST else (f"unknown model dtype {dt!r}; assuming bf16",),
     )
 
@@ -201,8 +217,8 @@ def _attn(spec: ModelSpec, p: str, kind: LayerKind) -> Iterator[tuple[str, str, 
     yield _LIN, p + "attn.wq_b", (s.NH * D, s.Qr), "attn"
     yield _LIN, p + "attn.wkv", (D, H), "attn"
     yield _PD, p + "attn.kv_norm.weight", (D,), ""
-    yield _LIN, p + "attn.wo_a", (s.o_groups * s.o_lora_rank, s.NH * D // s.o_groups), "float"
-    yield _LIN, p + "attn.wo_b", (H, s.o_groups * s.o_lora_rank), "float"
+    yield _LIN, p + "attn.wo_a", (s.o_groups * s.o_lora_rank, s.NH * D // s.o_groups), "lowrank"
+    yield _LIN, p + "attn.wo_b", (H, s.o_groups * s.o_lora_rank), "lowrank"
     yield _F32, p + "attn.attn_sink", (s.NH,), ""
     c = kind.compress_ratio
     if c:
@@ -263,10 +279,11 @@ def _layer(spec: ModelSpec, p: str, kind: LayerKind, n_experts: int) -> Iterator
     yield from _hc(spec, p, "ffn")
 
 
-def modules(spec: ModelSpec, include_mtp: bool = True, n_experts: int | None = None
+def modules(spec: ModelSpec, include_mtp: bool = True, n_experts: int | None = None, mtp_vocab: bool = True
             ) -> Iterator[tuple[str, str, tuple[int, ...], str]]:
     """(kind, name, shape, linear class) of every stored module, main layers, MTP layers, globals.
-    ``kind``: ``lin`` (a linear: name without ``.weight``), ``F32`` / ``pd`` / ``I64`` (a tensor)."""
+    ``kind``: ``lin`` (a linear: name without ``.weight``), ``F32`` / ``pd`` / ``I64`` (a tensor).
+    ``mtp_vocab``: the MTP layers store their own embedding and head (msModelSlim; not the HF release)."""
     E = spec.E if n_experts is None else n_experts
     H, V = spec.H, spec.V
     for i in range(spec.Lyr):
@@ -275,13 +292,14 @@ def modules(spec: ModelSpec, include_mtp: bool = True, n_experts: int | None = N
         for j in range(spec.mtp_layers):
             p = f"mtp.{j}."
             yield from _layer(spec, p, spec.layer_kinds[spec.Lyr + j], E)
-            yield _LIN, p + "e_proj", (H, H), "float"
-            yield _LIN, p + "h_proj", (H, H), "float"
+            yield _LIN, p + "e_proj", (H, H), "lowrank"
+            yield _LIN, p + "h_proj", (H, H), "lowrank"
             yield _PD, p + "enorm.weight", (H,), ""
             yield _PD, p + "hnorm.weight", (H,), ""
             yield _PD, p + "norm.weight", (H,), ""
-            yield _PD, p + "head.weight", (V, H), ""
-            yield _PD, p + "emb.tok_emb.weight", (V, H), ""
+            if mtp_vocab:
+                yield _PD, p + "head.weight", (V, H), ""
+                yield _PD, p + "emb.tok_emb.weight", (V, H), ""
             yield from _head_hc(spec, p)
     yield _PD, "embed.weight", (V, H), ""
     yield _PD, "norm.weight", (H,), ""
@@ -289,24 +307,54 @@ def modules(spec: ModelSpec, include_mtp: bool = True, n_experts: int | None = N
     yield from _head_hc(spec, "")
 
 
-def scheme(recipe: str, cls: str) -> str:
+def scheme(recipe: str, cls: str, spec: ModelSpec | None = None) -> str:
     if recipe not in RECIPE_SCHEMES:
-        raise AuditInputError("--recipe", f"recipe {recipe!r} (--recipe, or the config's quantization_config): DeepSeek-V4 checkpoints audit models are "
-                                          f"{', '.join(RECIPE_SCHEMES)} (msModelSlim W8A8 / W4A8 and bf16); the HF "
-                                          "FP8/FP4 release runs on vLLM-Ascend only through the A5 MX kernels "
-                                          "(quantization=deepseek_v4_fp8), not modelled")
-    return "FLOAT" if cls == "float" else RECIPE_SCHEMES[recipe][cls]
+        raise AuditInputError("--recipe", f"recipe {recipe!r} (--recipe, or the config's quantization_config): DeepSeek-V4 "
+                                          f"checkpoints audit models are {', '.join(RECIPE_SCHEMES)} (msModelSlim W8A8 / "
+                                          "W4A8, bf16 and the HF FP8 / FP4 release)")
+    if cls == "float":
+        return "FLOAT"
+    if recipe == "fp8-block" and cls == "expert" and spec is not None and spec.expert_dtype != "fp4":
+        return "FP8_BLOCK"          # a repack with FP8 experts (expert_dtype not fp4)
+    return RECIPE_SCHEMES[recipe][cls]
+
+
+#: writers of this family's checkpoints: msModelSlim (W8A8 / W4A8, bf16) and the HF release (fp8-block)
+HF_RECIPES = ("fp8-block",)
+
+
+def _hf_linear(name: str, sch: str, shape: tuple[int, int], pd: str) -> list[tuple[str, str, tuple[int, ...]]]:
+    """One linear as the HF release stores it: FP8 e4m3 + UE8M0 [cdiv(N,128), cdiv(K,128)] block scales,
+    FP4 e2m1 + UE8M0 [N, K/32] (routed experts), or the model dtype."""
+    n, k = shape
+    if sch == "FP8_BLOCK":
+        return [(name + ".weight", "F8_E4M3", shape), (name + ".scale", "F8_E8M0", (-(-n // FP8_BLOCK), -(-k // FP8_BLOCK)))]
+    if sch == "MXFP4":
+        return [(name + ".weight", "F4", shape), (name + ".scale", "F8_E8M0", (n, -(-k // MX_GROUP)))]
+    return [(name + ".weight", pd, shape)]
 
 
 def layout_rows(spec: ModelSpec, recipe: str, *, include_mtp: bool = True, writer: str | None = None,
                 n_experts: int | None = None) -> list[tuple[str, str, tuple[int, ...], str]]:
-    """(name, dtype, shape, scheme) of every stored tensor, as msModelSlim writes this family."""
+    """(name, dtype, shape, scheme) of every stored tensor, as msModelSlim writes this family
+    (``fp8-block``: as the HF release stores it, DeepSeek-native names both)."""
     from ..expected import linear_tensors
-    if writer == "hf-release":
-        raise AuditInputError("--writer", "the DeepSeek-V4 HF release (FP8 block scales, FP4 experts) is not modelled; "
-                                          "audit writes msModelSlim's W8A8 / W4A8 layouts (DeepSeek-native names)")
+    hf = recipe in HF_RECIPES
+    if hf and writer not in (None, "hf-release"):
+        raise AuditInputError("--writer", f"the DeepSeek-V4 {recipe} checkpoint is the HF release's (--writer hf-release)")
+    if not hf and writer == "hf-release":
+        raise AuditInputError("--writer", f"the DeepSeek-V4 HF release is FP8 / FP4 (--recipe fp8-block), not {recipe}; "
+                                          "audit writes msModelSlim's layouts for the other recipes")
     out: list[tuple[str, str, tuple[int, ...], str]] = []
     pd = spec.pd
+    if hf:
+        for kind, name, shape, cls in modules(spec, include_mtp, n_experts, mtp_vocab=False):
+            if kind == _LIN:
+                sch = scheme(recipe, cls, spec)
+                out += [(n, d, sh, sch) for n, d, sh in _hf_linear(name, sch, shape, pd)]
+            else:
+                out.append((name, pd if kind == _PD else kind, shape, "FLOAT"))
+        return out
     for kind, name, shape, cls in modules(spec, include_mtp, n_experts):
         if kind == _LIN:
             sch = scheme(recipe, cls)
@@ -318,8 +366,11 @@ def layout_rows(spec: ModelSpec, recipe: str, *, include_mtp: bool = True, write
     return out
 
 
-def description(spec: ModelSpec, recipe: str, *, include_mtp: bool = True, n_experts: int | None = None) -> dict:
-    """``quant_model_description.json``: every tensor's scheme (DeepSeek-native keys, §2.2)."""
+def description(spec: ModelSpec, recipe: str, *, include_mtp: bool = True, n_experts: int | None = None) -> dict | None:
+    """``quant_model_description.json``: every tensor's scheme (DeepSeek-native keys, §2.2); the HF
+    release has none."""
+    if recipe in HF_RECIPES:
+        return None
     desc: dict = {name: sch for name, _, _, sch in layout_rows(spec, recipe, include_mtp=include_mtp,
                                                                  n_experts=n_experts)}
     desc.update({"version": "1.0.0", "model_quant_type": "W8A8_DYNAMIC" if recipe != "bf16" else "FLOAT",
@@ -375,8 +426,9 @@ def layer_modules(spec: ModelSpec, layer: int) -> list:
                 M("linear", "mlp.shared_experts.down_proj", (H, s.I * s.S), sh, role="row",
                   replicated_by="shared_experts_replicated")]
     if mtp:
-        out += [M("linear", "e_proj", (H, H), "mtp", float_only=True),
-                M("linear", "h_proj", (H, H), "mtp", float_only=True),
+        # e_proj / h_proj take quant_config (model-deepseek-v4.md §1.6; FP8 in the HF release)
+        out += [M("linear", "e_proj", (H, H), "mtp"),
+                M("linear", "h_proj", (H, H), "mtp"),
                 M("norm", "enorm", (H,), "mtp"), M("norm", "hnorm", (H,), "mtp"),
                 M("norm", "shared_head.norm", (H,), "mtp"),
                 M("vocab", "shared_head.head", (s.V_padded, H), "mtp", group="lmhead"),
@@ -420,6 +472,8 @@ def config_from_spec(spec: ModelSpec) -> dict[str, Any]:
         "num_experts_per_tok": spec.topk_experts, "num_hash_layers": sum(1 for k in main if k.router == "hash"),
         "num_nextn_predict_layers": spec.mtp_layers, "vocab_size": spec.V, "tie_word_embeddings": spec.tie_embeddings,
     }
+    if spec.expert_dtype:
+        cfg["expert_dtype"] = spec.expert_dtype
     if spec.dsa:
         cfg.update(index_n_heads=spec.IH, index_head_dim=spec.ID, index_topk=spec.topk_tokens)
     if spec.router_bias:
