@@ -66,3 +66,27 @@ def test_memory_levers_are_the_models_own():
     assert memory_levers(v4, plan, "vllm-ascend@main", "w8a8", "bf16") == ["w4a8"]
     assert memory_levers(glm, plan, "vllm-ascend@main", "w8a8", "bf16") == ["w4a8", "c8 KV"]
     assert memory_levers(glm, plan, "vllm-ascend@main", "w4a8", "c8") == []
+
+
+def test_plan_proposes_pro_at_one_million_tokens(capsys, monkeypatch):
+    """Pro at a 1M-token prompt (issue 27: plan proposes Flash and Pro up to 1M): the DCP variants the
+    planner searches from 32K are skipped (the pool has no DCP on vLLM-Ascend, model-deepseek-v4.md
+    §4.6), a deployment is proposed, and its launch read back by memory holds plan's figures."""
+    doc = _json(["plan", "deepseek-v4-pro", "--dies", "32", "--isl", "1000000", "--osl", "1024", "--ttft-ms",
+                 "600000", "--tpot-ms", "200", "--format", "json"], capsys)
+    best, launch = doc["best"][0], doc["launch"][-1]
+    assert "DCP" not in best["plan"]
+    for key, value in launch["env"].items():
+        monkeypatch.setenv(key, str(value))
+    flat = [tok for a in launch["args"][1:] for tok in shlex.split(a)]
+    mem = _json(["memory", "deepseek-v4-pro", *flat, "--format", "json"], capsys)["runtime"]
+    assert mem["max_model_len"] >= 1_000_000
+    assert mem["weights_bytes"] / 2 ** 30 == pytest.approx(best["weights_gib"], rel=1e-12)
+    assert mem["kv_tokens"] == best["kv_tokens"]
+
+
+def test_a_pinned_dcp_is_the_engines_error(capsys):
+    code = main(["plan", MODEL, "--dies", "16", "--isl", "65536", "--osl", "128", "--ttft-ms", "60000",
+                 "--tpot-ms", "200", "--dcp", "4", "--tp", "4"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "decode context parallel" in err[0]

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..perf.mtp import expected_tokens
+from ..engines.registry import as_engine
 from ..errors import AuditInputError
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
@@ -650,9 +651,24 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
     feasible: dict[tuple[int, str], int] = {}      # (budget, mode) -> memory-feasible rows, built or not
     evaluated = 0
     u = space.util
+    dcp_taken: dict[int, bool] = {}
+
+    def engine_takes_dcp(plan: ParallelPlan) -> bool:
+        # the engine's KV spec decides (DeepSeek-V4's pool has no DCP on vLLM-Ascend); a pinned --dcp it
+        # refuses is the engine's one-line error, a searched one is just not searched
+        if plan.tp not in dcp_taken:
+            try:
+                as_engine(engine).kv_spec(spec, plan, variant=space.kv_cache_dtype, dcp=plan.tp)
+                dcp_taken[plan.tp] = True
+            except AuditInputError:
+                if space.dcp_only:
+                    raise
+                dcp_taken[plan.tp] = False
+        return dcp_taken[plan.tp]
+
     dcps = lambda plan: (((plan.tp,) if space.dcp_only else (1, plan.tp))  # noqa: E731
                          if space.dcp and spec.dsa and plan.tp > 1 and (space.dcp_only or wl.isl >= DCP_FROM_ISL)
-                         else (1,))
+                         and engine_takes_dcp(plan) else (1,))
 
     def decode_side(plan: ParallelPlan, dcp: int = 1) -> dict[str, np.ndarray]:
         # graph decode step + the host model's step constant and per-decode-token work
