@@ -163,8 +163,8 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
                 f"workload: concurrency {concurrency}, {wl.num_prompts} prompts, isl {isl}, osl {osl}, "
                 f"prefix {prefix_ratio:g} (hit {wl.hit_tokens_at(engine.prefix_block_tokens)} tokens), MTP acceptance "
                 f"{acc.text(max(i.mtp for i in insts))}; "
-                f"KV {kv}; {run.dies} dies\n\n" + render_block(m)
-                + f"output tokens/s per die: {m['output_throughput_per_die']:.2f}\n"
+                f"KV {kv}; {engine.devices(run.dies)}\n\n" + render_block(m)
+                + f"output tokens/s per {engine.device_noun}: {m['output_throughput_per_die']:.2f}\n"
                 + "".join(f"note: {n}\n" for n in run.notes))
     emit(text, output)
 

@@ -12,7 +12,7 @@ from ..outputs import all_or_none, when_written, write_output
 from .options import acceptance_option, capped, capped_float, emit, engine_option, guard_output, output_options, recipe_option
 from .feedback import announce_compiles, stage
 from .refusal import warn_refusal
-from .runtime_options import hf_overrides_option
+from .runtime_options import hf_overrides_option, kv_dtype_choices
 from .vocabulary import Length
 
 
@@ -77,8 +77,9 @@ def _utils(text: str) -> tuple[float, ...]:
                    "length are skipped)")
 @click.option("--simulate", "n_sim", type=capped("--simulate"), default=4, show_default=True,
               help="deployments per die budget and mode simulated with the serving model (0: estimate only)")
-@click.option("--kv-cache-dtype", type=click.Choice(["bf16", "c8-indexer", "c8"]), default="bf16", show_default=True,
-              help="KV cache variant: bf16; c8-indexer = LI-C8; c8 = SFA-C8 + LI-C8")
+@click.option("--kv-cache-dtype", type=click.Choice(kv_dtype_choices()), default="bf16", show_default=True,
+              help="KV cache variant (each engine refuses the ones it lacks): bf16; vllm-ascend: c8-indexer = "
+                   "LI-C8, c8 = SFA-C8 + LI-C8; vllm (CUDA): fp8 (fp8_ds_mla on Hopper, plain fp8 on Blackwell)")
 @recipe_option("quantization recipe (default: the checkpoint's / preset's own)")
 @click.option("--top", type=capped("--top"), default=10, show_default=True, help="configurations to list")
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -155,7 +156,7 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
                       prefill_tokens=chunks, simulate=n_sim, dcp=dcp != 1, dcp_only=bool(dcp and dcp > 1),
                       hccl_buffsize_mb=hccl_buffsize, every_row=bool(csv_path or png or n_sim == 0))
     announce_compiles()
-    with stage(f"plan: searching {', '.join(map(str, space.dies))} dies (estimate, then simulate the shortlist)"):
+    with stage(f"plan: searching {', '.join(map(str, space.dies))} {engine.device_noun}s (estimate, then simulate the shortlist)"):
         res = run_plan(src.spec, engine, src.scheme_recipe, dev, wl, space, ttft_ms, tpot_ms)
     best = res.best(top)
     path = model_path(model, src.spec.name, src.scheme_recipe, src.kind == "preset")

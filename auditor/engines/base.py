@@ -162,6 +162,34 @@ class Engine:
     def budget_assumptions(self, spec: Any = None, kv: Any = None) -> Sequence[str]:
         return ()
 
+    # ------------------------------------------------------------ the engine's words in generic output
+    #: what output text calls one accelerator of this engine (vLLM-Ascend: "die"; CUDA: "GPU"); every
+    #: generic renderer (plan, bench, perf, memory) asks, so no run prints another engine's hardware words
+    device_noun: ClassVar[str] = "device"
+    #: examples of what the engine allocates outside its KV budget (plan's gpu-memory-utilization note)
+    outside_budget_words: ClassVar[str] = "workspaces the profile run skips"
+    #: the engine's own evidence that a prefill node with long chunks needs a lower utilization ("" = none)
+    prefill_util_evidence: ClassVar[str] = ""
+    #: why a P node runs the MTP drafter with K = 1
+    prefill_mtp_source: ClassVar[str] = "an assumption"
+
+    def devices(self, n: int) -> str:
+        """``n`` accelerators in this engine's word ("8 dies", "8 GPUs")."""
+        return f"{n} {self.device_noun}" + ("" if n == 1 else "s")
+
+    def kv_link_words(self, bytes_per_s: float) -> str:
+        """How the P -> D KV pull bandwidth the serving model assumes is stated."""
+        return f"{bytes_per_s / 1e9:g} GB/s per {self.device_noun}, an assumption"
+
+    def memory_savers(self, recipe: str | None, kv_cache_dtype: str | None) -> list[str]:
+        """What would lower per-rank memory on this engine besides more accelerators (plan's binds line)."""
+        return []
+
+    def plan_switches(self, plan: dict) -> str:
+        """The switches on the memory report's plan line after the role (``plan`` is the report's plan
+        dict): the drafter, plus an engine's own."""
+        return f"MTP-drafter={'on' if plan.get('mtp_drafter') else 'off'}"
+
     # ------------------------------------------------------------ what the engine prints and takes
     @property
     def loglines(self) -> Any:

@@ -34,6 +34,22 @@ class Vllm(Engine):
     budget_labels: ClassVar[dict[str, str]] = {"non_torch": "non-torch increase", "graph": "CUDA graph estimate",
                                                "weights": "Model loading took"}
 
+    # the engine's words in generic output (Engine.device_noun, ...)
+    device_noun: ClassVar[str] = "GPU"
+    #: outside the budget on CUDA: what init_device allocates before the snapshot (NCCL / custom
+    #: all-reduce buffers, the CUDA context: budget.py) and, before v0.21, the CUDA graph pool
+    outside_budget_words: ClassVar[str] = ("NCCL / custom all-reduce buffers and the CUDA context allocated before "
+                                           "the memory snapshot, the CUDA graph pool where it is not profiled")
+    prefill_mtp_source: ClassVar[str] = "an assumption: no upstream P/D recipe read sets it"
+
+    def kv_link_words(self, bytes_per_s: float) -> str:
+        return (f"{bytes_per_s / 1e9:g} GB/s per GPU, an assumption: no NVIDIA P/D transfer figure is given "
+                "(UNCONFIRMED)")
+
+    def memory_savers(self, recipe: str | None, kv_cache_dtype: str | None) -> list[str]:
+        """An fp8 KV cache (fp8_ds_mla 656 B on Hopper, plain fp8 576 B on Blackwell, against 1152 B bf16)."""
+        return [] if (kv_cache_dtype or "").lower().startswith("fp8") else ["fp8 KV"]
+
     @property
     def default_gpu_memory_utilization(self) -> float:
         return self.profile.default_gmu
