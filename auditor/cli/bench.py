@@ -127,7 +127,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
             raise AuditInputError("--max-model-len", f"{i.max_model_len} is shorter than isl + osl = {isl + osl}")
     dep = Deployment(src.spec, engine, src.scheme_recipe, dev, insts)
     from ..perf.acceptance import resolve
-    acc = resolve(src.spec, acceptance)
+    acc = resolve(src.spec, acceptance, engine=engine)
     wl = BenchWorkload(concurrency, isl, osl, num_prompts or 4 * concurrency,
                        float("inf") if request_rate is None else request_rate, prefix_ratio, acc,
                        prefix_caching, warm_ranks=prefix_warm_ranks)

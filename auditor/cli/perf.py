@@ -87,7 +87,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
     # no capture sizes named: the engine's default for the max_num_seqs this workload implies (its batch)
     graph_tokens = dep.engine.graph_tokens(graph_tokens, batch, mtp, plan.max_num_batched_tokens)
     from ..perf.acceptance import resolve
-    acc = resolve(spec, acceptance)
+    acc = resolve(spec, acceptance, engine=engine)
     phases = {}
     announce_compiles()
     with stage(f"perf: modelling {' and '.join(_phases(phase))}"):
@@ -197,7 +197,7 @@ def sweep_command(model, tps, dps, ep_mode, sp, dsa_cp, engine, role, tokens, co
     from ..perf.acceptance import resolve
     if isinstance(acceptance, tuple):
         raise AuditInputError("--mtp-acceptance", "sweep takes one per-draft value (per-position rates: bench, perf)")
-    acceptance = resolve(src.spec, acceptance).equivalent(1)
+    acceptance = resolve(src.spec, acceptance, engine=engine).equivalent(1)
     follow = context is None
     if ep_mode not in ("on", 1):
         raise AuditInputError("--ep", f"sweep takes --ep on or off (EP = DP x TP in every row), got {ep_mode}")

@@ -147,7 +147,7 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
     check_servable(src.spec, "plan")
     refused = warn_refusal(src, engine)
     from ..perf.acceptance import resolve
-    acceptance = resolve(src.spec, acceptance).equivalent(1)
+    acceptance = resolve(src.spec, acceptance, engine=engine).equivalent(1)
     dev = load_device(device_name)
     sps = (True, False) if sp_mode is None else (bool(sp_mode),)
     space = PlanSpace(dies=_ints(dies, "--dies"), tps=tuple(tp_list), batches=tuple(batch_list),

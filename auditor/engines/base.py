@@ -162,6 +162,13 @@ class Engine:
     def budget_assumptions(self, spec: Any = None, kv: Any = None) -> Sequence[str]:
         return ()
 
+    def default_acceptance(self, spec: Any, drafter: str = "mtp") -> Any:
+        """The MTP acceptance a command uses when ``--mtp-acceptance`` is not given: a public measurement on
+        this engine (an ``auditor.perf.acceptance.Acceptance`` with its source). Default: the generic table
+        (``acceptance.default_acceptance``)."""
+        from ..perf.acceptance import default_acceptance
+        return default_acceptance(spec, drafter)
+
     # ------------------------------------------------------------ the engine's words in generic output
     #: what output text calls one accelerator of this engine (vLLM-Ascend: "die"; CUDA: "GPU"); every
     #: generic renderer (plan, bench, perf, memory) asks, so no run prints another engine's hardware words

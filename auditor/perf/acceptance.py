@@ -111,11 +111,17 @@ def given(value: float | tuple[float, ...]) -> Acceptance:
     return Acceptance((), "given (--mtp-acceptance)", per_draft=float(value))
 
 
-def resolve(spec: Any, value: Any = None, drafter: str = "mtp") -> Acceptance:
-    """What a command uses: the user's value, else the family's default."""
+def resolve(spec: Any, value: Any = None, drafter: str = "mtp", engine: Any = None) -> Acceptance:
+    """What a command uses: the user's value, else the engine's default for the family
+    (``Engine.default_acceptance``: a measurement is one engine's), else the family's default here."""
     if isinstance(value, Acceptance):
         return value
-    return default_acceptance(spec, drafter) if value is None else given(value)
+    if value is not None:
+        return given(value)
+    if engine is not None:
+        from ..engines.registry import as_engine
+        return as_engine(engine).default_acceptance(spec, drafter)
+    return default_acceptance(spec, drafter)
 
 
 __all__ = ["Acceptance", "geometric", "GLM_MTP", "DSPARK", "ASSUMED", "default_acceptance", "given", "resolve"]

@@ -125,6 +125,15 @@ class Vllm(Engine):
         therefore always replays a graph."""
         return int(min(max_num_seqs * (1 + mtp) * 2, MAX_DEFAULT_CAPTURE, max_num_batched_tokens))
 
+    def default_acceptance(self, spec: Any, drafter: str = "mtp") -> Any:
+        """GLM with MTP on upstream vLLM: GPU-19's measured acceptance length (``estimates.GLM_MTP_CUDA``);
+        vLLM-Ascend's GLM figure (3.16 at MTP 3) is that engine's measurement, not this one's. Other
+        families have no CUDA measurement: the generic assumption."""
+        from ...perf.acceptance import ASSUMED
+        if drafter == "mtp" and str(getattr(spec, "name", spec)).lower().startswith("glm"):
+            return estimates.GLM_MTP_CUDA
+        return ASSUMED
+
     def drafter_eager(self, spec: Any) -> bool:
         """Upstream's MTP proposer (EagleProposer, method "mtp") runs its passes under the CUDA graphs of the
         decode step when graphs are on (UNCONFIRMED in code here: no file:line in the spec); no GLM
