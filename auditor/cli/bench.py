@@ -15,6 +15,7 @@ from .deployment import DeploymentCommand, launch_option
 from .feedback import announce_compiles, stage
 from .options import (FiniteFloatRange, acceptance_option, async_option, capped, client_options, emit, finegrained_option,
                       formats_options, graph_option, guard_output, plan_options, recipe_option)
+from .refusal import refuse_kv
 from .runtime_options import hf_overrides_option, runtime_options
 
 
@@ -121,6 +122,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
         insts = [_instance("aggregated", 1, plan, runtime, mtp, isl, osl, balance_scheduling, graph_tokens,
                            async_scheduling)]
     for i in insts:
+        refuse_kv(src.spec, engine, i.kv_cache_dtype)
         if i.mtp and not src.spec.mtp_layers:
             raise AuditInputError("--mtp", f"{src.spec.name} has no MTP layer")
         if i.max_model_len < isl + (osl if i.name != "prefill" else 1):

@@ -100,9 +100,10 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
         from ..report.hbm_png import write_hbm_png
         write_hbm_png(rep, hbm_png)
         click.echo(f"wrote {hbm_png}", err=True)
-    # what the engine says at start-up: one max_model_len request does not fit, or nothing is left for KV
-    # at all (the answer line's "the engine refuses to start (exit 3)")
-    shortfall = (runtime["max_model_len"] is not None or hbm.kv_available_bytes <= 0) and hbm.error()
+    # what the engine says at start-up: one max_model_len request does not fit, nothing is left for KV at
+    # all (the answer line's "the engine refuses to start (exit 3)"), or it stops building the model
+    shortfall = (runtime["max_model_len"] is not None or hbm.kv_available_bytes <= 0
+                 or hbm.startup_error is not None) and hbm.error()
     if shortfall:
         from .feedback import say
         say(f"audit: {hbm.error()}")

@@ -14,7 +14,7 @@ from ..limits import MAX_SWEEP_CONFIGS, MAX_SWEEP_PLANS
 from ..parallel import ParallelPlan
 from .deployment import DeploymentCommand, launch_option
 from .feedback import announce_compiles, on_terminal, stage
-from .refusal import warn_refusal
+from .refusal import refuse_kv, warn_refusal
 from .options import (acceptance_option, batched_tokens_option, capped, emit, engine_option, finegrained_option,
                       graph_option, guard_output, output_options, plan_options, recipe_option)
 from .runtime_options import hf_overrides_option, runtime_options
@@ -77,6 +77,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
         raise AuditInputError("--mtp", "speculative tokens need the MTP drafter (drop --no-mtp-drafter)")
     dev = load_device(device_name)
     kv_cache_dtype = runtime["kv_cache_dtype"]
+    refuse_kv(spec, engine, kv_cache_dtype)
     plan = plan.with_(dcp=runtime["dcp"]).validate()
     dep = DeploymentContext(spec, plan, engine, src.scheme_recipe, dev)          # resolved once
     lengths = _context_list(contexts) if contexts is not None else None     # '' is refused, not the default
@@ -194,6 +195,7 @@ def sweep_command(model, tps, dps, ep_mode, sp, dsa_cp, engine, role, tokens, co
     src = open_model(model, recipe, tables=False)
     from ..perf.program import check_servable
     check_servable(src.spec, "sweep")
+    refuse_kv(src.spec, engine, runtime["kv_cache_dtype"])
     from ..perf.acceptance import resolve
     if isinstance(acceptance, tuple):
         raise AuditInputError("--mtp-acceptance", "sweep takes one per-draft value (per-position rates: bench, perf)")

@@ -134,6 +134,12 @@ class Engine:
     def unbudgeted_items(self, spec: Any, plan: Any, kv: Any, **kw: Any) -> list[tuple[str, int]]:
         return []
 
+    def kv_refusal(self, spec: Any, variant: str) -> str | None:
+        """The error the engine raises while building the model when its KV cache is ``--kv-cache-dtype
+        variant`` (an attention class that asserts a cache dtype), or None. memory shows it as the start-up
+        error; perf, bench and plan refuse with it."""
+        return None
+
     def profile_run_error(self, spec: Any, plan: Any, **state: Any) -> str | None:
         """The error the engine's profile run stops on for this plan (a kernel's own limit), or None."""
         return None

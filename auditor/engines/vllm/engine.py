@@ -67,6 +67,14 @@ class Vllm(Engine):
                 stage: int | None = None, arch: str = "") -> Any:
         return kv.kv_spec(spec, plan, self.profile, variant=variant, dcp=dcp, mtp=mtp, stage=stage, arch=arch)
 
+    def kv_refusal(self, spec: Any, variant: str) -> str | None:
+        """DeepSeek-V3.2 on the ``deepseek_v32`` package asserts a quantized cache (``versions.py``,
+        ``v32_requires_quantized_kv``); GLM-5.x (deepseek_v2.py) takes bf16."""
+        if (self.profile.v32_requires_quantized_kv and getattr(spec, "model_type", "") == "deepseek_v32"
+                and str(variant).lower() in ("auto", "bf16", "bfloat16")):
+            return loglines.v32_kv_dtype_error()
+        return None
+
     def soc(self, device: Any) -> str:
         return GPU_GENERATION.get(getattr(device, "name", str(device)), "")
 
