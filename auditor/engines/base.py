@@ -25,6 +25,9 @@ class Engine:
     aliases: ClassVar[dict[str, str]] = {}
     #: the engine's name for --kv-cache-dtype values (cache variants this family knows)
     kv_dtypes: ClassVar[tuple[str, ...]] = ("bf16",)
+    #: vLLM ``--kv-cache-dtype`` values a launch line may carry that this engine takes as one of its variants
+    #: (besides auto / bfloat16 = bf16); vLLM-Ascend selects its C8 caches through additional_config instead
+    launch_kv_cache_dtypes: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, profile: Any, note: str | None = None) -> None:
         self.profile = profile

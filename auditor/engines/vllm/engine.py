@@ -25,6 +25,8 @@ class Vllm(Engine):
     profiles: ClassVar[dict[str, Any]] = versions.PROFILES
     aliases: ClassVar[dict[str, str]] = versions.ALIASES
     kv_dtypes: ClassVar[tuple[str, ...]] = kv.KV_DTYPES
+    #: a ``vllm serve --kv-cache-dtype fp8`` line is this engine's fp8 cache (kv.resolve_layout per GPU)
+    launch_kv_cache_dtypes: ClassVar[tuple[str, ...]] = tuple(v for v in kv.KV_DTYPES if v.startswith("fp8"))
     block_size: ClassVar[int] = kv.BLOCK_SIZE
     #: prefix-cache hits are whole blocks of the sparse-MLA block size (spec §2: 64)
     prefix_block_tokens: ClassVar[int] = kv.BLOCK_SIZE
