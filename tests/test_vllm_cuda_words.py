@@ -1,4 +1,4 @@
-"""A CUDA run prints no vLLM-Ascend word: memory, perf, bench and plan on ``--engine vllm`` (text and the
+"""A CUDA run prints no vLLM-Ascend word: memory, perf, sweep, bench and plan on ``--engine vllm`` (text and the
 string values of JSON) say GPU, NCCL and fp8 KV where the same commands on vLLM-Ascend say die, HCCL and
 w4a8 / c8. The wording is the engine's (``Engine.device_noun``, ``outside_budget_words``, ``kv_link_words``,
 ``memory_savers``, ``plan_switches``); JSON keys (``dies``, ``tok_s_die``, ``nz_mode``) are the cross-engine
@@ -20,7 +20,7 @@ CUDA = ["--recipe", "fp8-block", "--engine", "vllm", "--device", "h200", "--tp",
 BENCH = ["--isl", "2048", "--osl", "128", "--concurrency", "4", "--mtp", "1"]
 PLAN = ["--isl", "4096", "--osl", "512", "--ttft-ms", "5000", "--tpot-ms", "100", "--dies", "8,16",
         "--batch", "16,48,96", "--mtp", "0,1", "--simulate", "1"]
-COMMANDS = {"memory": [], "perf": [], "bench": BENCH, "plan": PLAN}
+COMMANDS = {"memory": [], "perf": [], "sweep": [], "bench": BENCH, "plan": PLAN}
 
 
 def _strings(o):
