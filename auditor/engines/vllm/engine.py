@@ -136,12 +136,12 @@ class Vllm(Engine):
         return int(min(max_num_seqs * (1 + mtp) * 2, MAX_DEFAULT_CAPTURE, max_num_batched_tokens))
 
     def default_acceptance(self, spec: Any, drafter: str = "mtp") -> Any:
-        """GLM with MTP on upstream vLLM: GPU-19's measured acceptance length (``estimates.GLM_MTP_CUDA``);
+        """GLM with MTP on upstream vLLM: GPU-19's measured acceptance length (``estimates.glm_mtp_acceptance``);
         vLLM-Ascend's GLM figure (3.16 at MTP 3) is that engine's measurement, not this one's. Other
         families have no CUDA measurement: the generic assumption."""
         from ...perf.acceptance import ASSUMED
         if drafter == "mtp" and str(getattr(spec, "name", spec)).lower().startswith("glm"):
-            return estimates.GLM_MTP_CUDA
+            return estimates.glm_mtp_acceptance()
         return ASSUMED
 
     def drafter_eager(self, spec: Any) -> bool:

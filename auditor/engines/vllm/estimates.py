@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...perf.acceptance import Acceptance, geometric
 from ...units import GiB, MiB
 
 #: FlashMLA sparse prefill workspace: tokens per max_model_len token, head size 576, bf16 (Part B §4.5)
@@ -32,9 +31,15 @@ HELD_BEFORE_SNAPSHOT_BYTES = GiB
 #: acceptance length of 1.64 tokens per step. One mean at one K and one release: the split over positions
 #: is taken geometric (1 + a + a^2 + a^3 = 1.64), and the figure is used for every modelled release
 GLM_MTP_CUDA_LENGTH, GLM_MTP_CUDA_K = 1.64, 3
-GLM_MTP_CUDA = Acceptance((), f"GLM-5.1-FP8 MTP {GLM_MTP_CUDA_K} on 8 x H200, vLLM 0.19: acceptance length "
-                          f"{GLM_MTP_CUDA_LENGTH}, vllm-project/recipes GLM/GLM5.md @8959cf6 (GPU-19); geometric "
-                          "split over positions assumed", per_draft=geometric(GLM_MTP_CUDA_LENGTH, GLM_MTP_CUDA_K))
+GLM_MTP_CUDA_SOURCE = (f"GLM-5.1-FP8 MTP {GLM_MTP_CUDA_K} on 8 x H200, vLLM 0.19: acceptance length "
+                       f"{GLM_MTP_CUDA_LENGTH}, vllm-project/recipes GLM/GLM5.md @8959cf6 (GPU-19); geometric "
+                       "split over positions assumed")
+
+
+def glm_mtp_acceptance():
+    """GPU-19's figure as an ``Acceptance`` (built on use: memory never imports the perf package)."""
+    from ...perf.acceptance import Acceptance, geometric
+    return Acceptance((), GLM_MTP_CUDA_SOURCE, per_draft=geometric(GLM_MTP_CUDA_LENGTH, GLM_MTP_CUDA_K))
 
 TERM_DOCS = {
     "FlashMLA sparse prefill workspace": "max_model_len x 5 x 576 x 2 B (Part B §4.5)",
