@@ -65,3 +65,18 @@ def test_the_ascend_reading_still_says_it_does_not_model_fp8(capsys, launch):
     main(["memory", "--launch", launch, "--engine", "vllm-ascend@main", "--device", "a3-752t", "--format", "json"])
     err = capsys.readouterr().err              # (exit 3: the FP8 kv_b_proj refusal is that engine's)
     assert "NOT modelled" in err and "--kv-cache-dtype=fp8" in err
+
+
+@pytest.mark.parametrize("engine, device, says", [(None, "h200", "give --engine vllm"),
+                                                 ("vllm", "a3-752t", "give --engine vllm-ascend"),
+                                                 ("vllm", "h200", None), ("vllm-ascend@main", "a3-752t", None)])
+def test_an_engine_on_another_vendors_device_is_warned(capsys, launch, engine, device, says):
+    """A CUDA script read without --engine is vLLM-Ascend's (the default): on an NVIDIA --device that is said,
+    in one warning line, not silently modelled as an Ascend deployment; and the reverse."""
+    main(["memory", "--launch", launch, "--device", device, "--format", "json"]
+         + (["--engine", engine] if engine else []))
+    warned = [l for l in capsys.readouterr().err.splitlines() if l.startswith("audit: warning: --device")]
+    if says is None:
+        assert warned == []
+    else:
+        assert len(warned) == 1 and says in warned[0]

@@ -15,7 +15,7 @@ from .deployment import DeploymentCommand, launch_option
 from .feedback import announce_compiles, stage
 from .options import (FiniteFloatRange, acceptance_option, async_option, capped, client_options, emit, finegrained_option,
                       formats_options, graph_option, guard_output, plan_options, recipe_option)
-from .refusal import refuse_kv
+from .refusal import refuse_kv, warn_device
 from .runtime_options import hf_overrides_option, runtime_options
 
 
@@ -113,6 +113,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     from ..perf.program import check_timeable
     check_timeable(src.spec)
     dev = load_device(device_name)
+    warn_device(engine, dev)
     if prefill_opts is not None:
         pp, prt, pm, pg, pa = _parse_instance(prefill_opts, "--prefill")
         dp_, drt, dm, dg, da = _parse_instance(decode_opts, "--decode")

@@ -14,7 +14,7 @@ from ..limits import MAX_SWEEP_CONFIGS, MAX_SWEEP_PLANS
 from ..parallel import ParallelPlan
 from .deployment import DeploymentCommand, launch_option
 from .feedback import announce_compiles, on_terminal, stage
-from .refusal import refuse_kv, warn_refusal
+from .refusal import refuse_kv, warn_device, warn_refusal
 from .options import (acceptance_option, batched_tokens_option, capped, emit, engine_option, finegrained_option,
                       graph_option, guard_output, output_options, plan_options, recipe_option)
 from .runtime_options import hf_overrides_option, runtime_options
@@ -76,6 +76,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
     if mtp_drafter is False and mtp > 0:
         raise AuditInputError("--mtp", "speculative tokens need the MTP drafter (drop --no-mtp-drafter)")
     dev = load_device(device_name)
+    warn_device(engine, dev)
     kv_cache_dtype = runtime["kv_cache_dtype"]
     refuse_kv(spec, engine, kv_cache_dtype)
     plan = plan.with_(dcp=runtime["dcp"]).validate()
@@ -220,6 +221,7 @@ def sweep_command(model, tps, dps, ep_mode, sp, dsa_cp, engine, role, tokens, co
     # for it (or for the row's decode step, when that is larger), as `audit perf` and `audit memory` take it
     base = ParallelPlan(sp=sp, dsa_cp=dsa_cp, role=role, max_num_batched_tokens=max_num_batched_tokens)
     dev = load_device(device_name)
+    warn_device(engine, dev)
     args = (src.spec, base, engine, src.scheme_recipe, dev, grids["tp"], grids["dp"], grids["tokens"],
             grids["context"], grids["batch"], grids["mtp"], ep_mode == "on")
     opts = dict(decode_follows_prefill=follow, util=runtime["util"], kv_cache_dtype=runtime["kv_cache_dtype"],

@@ -11,7 +11,7 @@ from ..limits import OPTION_CAPS
 from ..outputs import all_or_none, when_written, write_output
 from .options import acceptance_option, capped, capped_float, emit, engine_option, guard_output, output_options, recipe_option
 from .feedback import announce_compiles, stage
-from .refusal import refuse_kv, warn_refusal
+from .refusal import refuse_kv, warn_device, warn_refusal
 from .runtime_options import hf_overrides_option, kv_dtype_choices
 from .vocabulary import Length
 
@@ -150,6 +150,7 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
     from ..perf.acceptance import resolve
     acceptance = resolve(src.spec, acceptance, engine=engine).equivalent(1)
     dev = load_device(device_name)
+    warn_device(engine, dev)
     sps = (True, False) if sp_mode is None else (bool(sp_mode),)
     space = PlanSpace(dies=_ints(dies, "--dies"), tps=tuple(tp_list), batches=tuple(batch_list),
                       mtps=tuple(_ints(mtps, "--mtp")), sps=sps, util=utils[0], utils=utils,

@@ -68,6 +68,17 @@ def refuse_kv(spec: Any, engine: Any, kv_cache_dtype: str | None) -> None:
                                                   f"{kv_cache_dtype or 'bf16'} KV cache: {why}")
 
 
+def warn_device(engine: Any, device: Any) -> str | None:
+    """One ``audit: warning:`` line when the engine does not run on the device's vendor
+    (``Engine.device_mismatch``: vLLM-Ascend on an H200, upstream vLLM on an A3); return it."""
+    from ..engines.registry import as_engine
+    from .options import DEFAULT_ENGINE
+    why = as_engine(engine if engine is not None else DEFAULT_ENGINE).device_mismatch(device)
+    if why is not None:
+        click.echo(f"audit: warning: {why}", err=True)
+    return why
+
+
 def warn_refusal(src: Any, engine: Any = None) -> str | None:
     """Print the refusal as one ``audit: warning:`` line on stderr; return it."""
     why = recipe_refusal(src, engine)

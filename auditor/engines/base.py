@@ -111,6 +111,11 @@ class Engine:
         """The engine's device generation for a device profile (selects e.g. a comm path)."""
         return ""
 
+    def device_mismatch(self, device: Any) -> str | None:
+        """Why this engine does not run on ``device`` (another vendor's accelerator), or None; the commands
+        warn, since the figures would mix one engine's facts with another's hardware."""
+        return None
+
     @property
     def default_gpu_memory_utilization(self) -> float:
         """What ``--gpu-memory-utilization`` is when a launch names none."""

@@ -80,6 +80,13 @@ class Vllm(Engine):
     def soc(self, device: Any) -> str:
         return GPU_GENERATION.get(getattr(device, "name", str(device)), "")
 
+    def device_mismatch(self, device: Any) -> str | None:
+        """Upstream vLLM's CUDA engine is modelled on the NVIDIA profiles of ``GPU_GENERATION`` only."""
+        if self.soc(device):
+            return None
+        return (f"--device {getattr(device, 'name', device)} is not one of the NVIDIA GPUs {self.label} is modelled "
+                f"on ({', '.join(GPU_GENERATION)}); for an Ascend NPU give --engine vllm-ascend")
+
     def activation_terms(self, spec: Any, *, tokens: Any, seqs: Any, mtp: Any = 0, max_model_len: int | None = None,
                          **kw: Any) -> dict[str, Any]:
         return estimates.activation_terms(spec, tokens=tokens, seqs=seqs, mtp=mtp, max_model_len=max_model_len)

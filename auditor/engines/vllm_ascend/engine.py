@@ -118,6 +118,14 @@ class VllmAscend(Engine):
     def soc(self, device: Any) -> str:
         return activation.soc_of(device)
 
+    def device_mismatch(self, device: Any) -> str | None:
+        """vLLM-Ascend runs on Ascend NPUs; a profile that names an NVIDIA GPU is upstream vLLM's."""
+        label = str(getattr(device, "label", ""))
+        if "NVIDIA" in label:
+            return (f"--device {getattr(device, 'name', device)} is an NVIDIA GPU ({label}) and {self.label} runs "
+                    "on Ascend NPUs: give --engine vllm (upstream vLLM on CUDA)")
+        return None
+
     def graph_max_tokens(self, max_num_seqs: int, mtp: int, max_num_batched_tokens: int) -> int:
         return graphs.default_graph_tokens(max_num_seqs, mtp, max_num_batched_tokens)
 
