@@ -74,3 +74,39 @@ def test_async_scheduling_hides_the_step_host_term_behind_the_device():
         _, first, done, log = _core(isl=10, osl=11, budget=100, hp=[0.0, 0.0, 0.0, step, 0.0, 1.0], async_sched=async_sched)
         dec = log[log[:, 4] == 0]
         assert dec[:, 1] == pytest.approx(np.full(len(dec), want)), (step, async_sched)
+
+
+def _per_draft_by_hand(length: float, k: int) -> float:
+    """The positive real root of a + a^2 + ... + a^K = length - 1 (numpy's polynomial roots, not the code's
+    bisection): GPU-19's 1.64 at K = 3 gives a = 0.40697 (0.40697 + 0.16562 + 0.06740 = 0.63999)."""
+    roots = np.roots([1.0] * k + [1.0 - length])
+    return float(next(r.real for r in roots if abs(r.imag) < 1e-12 and r.real > 0))
+
+
+def test_the_cuda_default_for_glm_is_gpu19(shared_dir):
+    """vLLM-Ascend's 3.16 is that engine's measurement; on upstream vLLM the GLM default is GPU-19's acceptance
+    length (GLM-5.1-FP8, 8 x H200, MTP 3, vLLM 0.19), and other families keep the assumption."""
+    from auditor.engines.registry import as_engine
+    obs = json.loads((shared_dir / "data" / "published" / "gpu" / "vllm-cuda-observations.json").read_text())
+    length = next(o for o in obs if o["id"] == "GPU-19")["figures"]["acceptance_length"]
+    cuda = resolve("glm-5.1", None, engine=as_engine("vllm@0.28"))
+    assert cuda.tokens_per_step(3) == pytest.approx(length, abs=1e-9) and "GPU-19" in cuda.source
+    assert cuda.per_draft == pytest.approx(_per_draft_by_hand(length, 3), rel=1e-9)
+    assert resolve("glm-5.1", None, engine=as_engine("vllm-ascend@main")) is GLM_MTP
+    assert resolve("deepseek-v3.2", None, engine=as_engine("vllm@0.28")).per_draft == 0.7
+
+
+def test_cuda_bench_without_acceptance_is_the_gpu19_value_given(shared_dir, capsys):
+    obs = json.loads((shared_dir / "data" / "published" / "gpu" / "vllm-cuda-observations.json").read_text())
+    a = _per_draft_by_hand(next(o for o in obs if o["id"] == "GPU-19")["figures"]["acceptance_length"], 3)
+    argv = ["bench", str(shared_dir / "data" / "configs" / "glm-5.1-fp8"), "--engine", "vllm@0.19", "--device",
+            "h200", "--tp", "8", "--mtp", "3", "--concurrency", "4", "--num-prompts", "8", "--isl", "2048",
+            "--osl", "256", "--format", "json"]
+    assert main(argv) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert main(argv + ["--mtp-acceptance", repr(a)]) == 0
+    explicit = json.loads(capsys.readouterr().out)
+    assert "#9803" not in default["mtp_acceptance"]["source"] and "GPU-19" in default["mtp_acceptance"]["source"]
+    for key in ("output_throughput", "mean_tpot_ms", "mean_ttft_ms"):
+        assert default[key] == pytest.approx(explicit[key], rel=1e-9), key
+    assert default["mtp_acceptance"]["tokens_per_step"] == pytest.approx(1.64)

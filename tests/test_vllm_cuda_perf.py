@@ -100,9 +100,10 @@ def test_decode_on_cuda_replays_a_graph_and_the_drafter_with_it(capsys):
 @pytest.mark.parametrize("model", ["glm-5.1", "glm-5.2", "deepseek-v3.2"])
 def test_perf_runs_on_each_dsa_preset(model, capsys):
     for dev in ("h200", "b200"):
+        # fp8 KV: DeepSeek-V3.2's attention on v0.28 asserts a quantized cache (tests/test_vllm_cuda_v32_kv.py)
         assert main(["perf", model, "--recipe", "fp8-block", "--engine", "vllm", "--device", dev, "--tp", "8",
                      "--max-model-len", "32768", "--phase", "decode", "--batch", "8", "--context", "4096",
-                     "--format", "json"]) == 0
+                     "--kv-cache-dtype", "fp8", "--format", "json"]) == 0
         doc = json.loads(capsys.readouterr().out)
         assert doc["totals"]["time_ms"] > 0 and doc["engine"] == "vllm@0.28"
 
@@ -114,6 +115,6 @@ def test_the_ascend_refusal_stays_on_ascend(capsys):
     cap = capsys.readouterr()
     assert rc == 0 and "asserts an unquantized kv_b_proj" in cap.err
     rc = main(["perf", "deepseek-v3.2", "--tp", "8", "--engine", "vllm", "--device", "h200", "--recipe", "fp8-block",
-               "--phase", "decode", "--max-model-len", "32768"])
+               "--phase", "decode", "--max-model-len", "32768", "--kv-cache-dtype", "fp8"])
     cap = capsys.readouterr()
     assert rc == 0 and "kv_b_proj" not in cap.err and "cannot start" not in cap.out

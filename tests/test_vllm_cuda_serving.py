@@ -137,9 +137,10 @@ def test_plan_prints_a_vllm_serve_line_bench_reads_back(tmp_path, capsys):
 def test_plan_and_bench_run_on_the_other_presets(model, device, capsys):
     """plan searches GPU counts and TP/DP/EP on the CUDA engine and launches with vLLM's flags; bench runs its
     fp8 KV cache (fp8_ds_mla on Hopper, plain e4m3 on Blackwell)."""
+    # fp8 KV: DeepSeek-V3.2's attention on v0.28 asserts a quantized cache (tests/test_vllm_cuda_v32_kv.py)
     assert main(["plan", model, "--recipe", "fp8-block", "--engine", "vllm", "--device", device, "--dies", "8",
                  "--isl", "4096", "--osl", "512", "--ttft-ms", "20000", "--tpot-ms", "80", "--no-disagg",
-                 "--simulate", "1", "--format", "json"]) == 0
+                 "--simulate", "1", "--kv-cache-dtype", "fp8", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["launch"] and all(i["command"].startswith("vllm serve ") and not i["env"] for i in doc["launch"])
     best = doc["best"][0]

@@ -15,6 +15,7 @@ from .deployment import DeploymentCommand, launch_option
 from .feedback import announce_compiles, stage
 from .options import (FiniteFloatRange, acceptance_option, async_option, capped, client_options, emit, finegrained_option,
                       formats_options, graph_option, guard_output, plan_options, recipe_option)
+from .refusal import refuse_kv, warn_device
 from .runtime_options import hf_overrides_option, runtime_options
 
 
@@ -112,6 +113,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     from ..perf.program import check_timeable
     check_timeable(src.spec, engine)
     dev = load_device(device_name)
+    warn_device(engine, dev)
     if prefill_opts is not None:
         pp, prt, pm, pg, pa = _parse_instance(prefill_opts, "--prefill")
         dp_, drt, dm, dg, da = _parse_instance(decode_opts, "--decode")
@@ -121,13 +123,14 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
         insts = [_instance("aggregated", 1, plan, runtime, mtp, isl, osl, balance_scheduling, graph_tokens,
                            async_scheduling)]
     for i in insts:
+        refuse_kv(src.spec, engine, i.kv_cache_dtype)
         if i.mtp and not src.spec.mtp_layers:
             raise AuditInputError("--mtp", f"{src.spec.name} has no MTP layer")
         if i.max_model_len < isl + (osl if i.name != "prefill" else 1):
             raise AuditInputError("--max-model-len", f"{i.max_model_len} is shorter than isl + osl = {isl + osl}")
     dep = Deployment(src.spec, engine, src.scheme_recipe, dev, insts)
     from ..perf.acceptance import resolve
-    acc = resolve(src.spec, acceptance)
+    acc = resolve(src.spec, acceptance, engine=engine)
     wl = BenchWorkload(concurrency, isl, osl, num_prompts or 4 * concurrency,
                        float("inf") if request_rate is None else request_rate, prefix_ratio, acc,
                        prefix_caching, warm_ranks=prefix_warm_ranks)
@@ -163,8 +166,8 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
                 f"workload: concurrency {concurrency}, {wl.num_prompts} prompts, isl {isl}, osl {osl}, "
                 f"prefix {prefix_ratio:g} (hit {wl.hit_tokens_at(engine.prefix_block_tokens)} tokens), MTP acceptance "
                 f"{acc.text(max(i.mtp for i in insts))}; "
-                f"KV {kv}; {run.dies} dies\n\n" + render_block(m)
-                + f"output tokens/s per die: {m['output_throughput_per_die']:.2f}\n"
+                f"KV {kv}; {engine.devices(run.dies)}\n\n" + render_block(m)
+                + f"output tokens/s per {engine.device_noun}: {m['output_throughput_per_die']:.2f}\n"
                 + "".join(f"note: {n}\n" for n in run.notes))
     emit(text, output)
 

@@ -9,7 +9,7 @@ import click
 from ..errors import AuditInputError
 from .deployment import DeploymentCommand, launch_option
 from .feedback import is_quiet
-from .refusal import lead_answer
+from .refusal import lead_answer, warn_device
 from .options import emit, finegrained_option, guard_output, output_options, plan_options, recipe_option
 from .runtime_options import hf_overrides_option, runtime_options
 
@@ -73,6 +73,7 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
         if value is not None and value <= 0:
             raise AuditInputError(option, "must be a positive size")
     dev = load_device(device_name)
+    warn_device(engine, dev)
     src = open_model(model, recipe, progress=False if is_quiet() else progress)
     if mtp > 0 and not src.spec.mtp_layers:
         raise AuditInputError("--mtp", f"{src.spec.name} has no MTP layer (num_nextn_predict_layers = 0)")
@@ -100,9 +101,10 @@ def memory_command(model, recipe, plan, engine, mtp_drafter, by, observed, budge
         from ..report.hbm_png import write_hbm_png
         write_hbm_png(rep, hbm_png)
         click.echo(f"wrote {hbm_png}", err=True)
-    # what the engine says at start-up: one max_model_len request does not fit, or nothing is left for KV
-    # at all (the answer line's "the engine refuses to start (exit 3)")
-    shortfall = (runtime["max_model_len"] is not None or hbm.kv_available_bytes <= 0) and hbm.error()
+    # what the engine says at start-up: one max_model_len request does not fit, nothing is left for KV at
+    # all (the answer line's "the engine refuses to start (exit 3)"), or it stops building the model
+    shortfall = (runtime["max_model_len"] is not None or hbm.kv_available_bytes <= 0
+                 or hbm.startup_error is not None) and hbm.error()
     if shortfall:
         from .feedback import say
         say(f"audit: {hbm.error()}")

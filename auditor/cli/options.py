@@ -152,8 +152,10 @@ def acceptance_option(f: Callable) -> Callable:
     the model family's published measurement (``auditor.perf.acceptance``)."""
     return click.option("--mtp-acceptance", "acceptance", type=AcceptanceValue(), default=None,
                         help="MTP acceptance: one per-draft a (a step yields 1 + a + ... + a^K tokens) or the "
-                             "rate per draft position p1,p2,... (1 + p1 + ... + pK); default: the model family's "
-                             "public measurement (GLM: 3.16 tokens/step at MTP 3, vLLM-Ascend #9803), else 0.7")(f)
+                             "rate per draft position p1,p2,... (1 + p1 + ... + pK); default: the engine's public "
+                             "measurement for the model family, split geometrically: GLM on vllm-ascend 3.16 "
+                             "tokens/step at MTP 3 (vLLM-Ascend #9803), GLM on vllm (CUDA) 1.64 at MTP 3 "
+                             "(vllm-project/recipes GLM5.md, GPU-19); else 0.7 per draft")(f)
 
 
 def output_options(f: Callable) -> Callable:

@@ -14,7 +14,7 @@ from ..limits import MAX_SWEEP_CONFIGS, MAX_SWEEP_PLANS
 from ..parallel import ParallelPlan
 from .deployment import DeploymentCommand, launch_option
 from .feedback import announce_compiles, on_terminal, stage
-from .refusal import warn_refusal
+from .refusal import refuse_kv, warn_device, warn_refusal
 from ..switches import BY_FIELD
 from .options import (acceptance_option, batched_tokens_option, capped, emit, engine_option, finegrained_option,
                       graph_option, guard_output, output_options, plan_options, recipe_option, switch_option)
@@ -77,7 +77,9 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
     if mtp_drafter is False and mtp > 0:
         raise AuditInputError("--mtp", "speculative tokens need the MTP drafter (drop --no-mtp-drafter)")
     dev = load_device(device_name)
+    warn_device(engine, dev)
     kv_cache_dtype = runtime["kv_cache_dtype"]
+    refuse_kv(spec, engine, kv_cache_dtype)
     plan = plan.with_(dcp=runtime["dcp"]).validate()
     dep = DeploymentContext(spec, plan, engine, src.scheme_recipe, dev)          # resolved once
     lengths = _context_list(contexts) if contexts is not None else None     # '' is refused, not the default
@@ -88,7 +90,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
     # no capture sizes named: the engine's default for the max_num_seqs this workload implies (its batch)
     graph_tokens = dep.engine.graph_tokens(graph_tokens, batch, mtp, plan.max_num_batched_tokens)
     from ..perf.acceptance import resolve
-    acc = resolve(spec, acceptance)
+    acc = resolve(spec, acceptance, engine=engine)
     phases = {}
     announce_compiles()
     with stage(f"perf: modelling {' and '.join(_phases(phase))}"):
@@ -194,10 +196,11 @@ def sweep_command(model, tps, dps, ep_mode, sp, dsa_cp, engine, role, tokens, co
     src = open_model(model, recipe, tables=False)
     from ..perf.program import check_servable
     check_servable(src.spec, "sweep", engine)
+    refuse_kv(src.spec, engine, runtime["kv_cache_dtype"])
     from ..perf.acceptance import resolve
     if isinstance(acceptance, tuple):
         raise AuditInputError("--mtp-acceptance", "sweep takes one per-draft value (per-position rates: bench, perf)")
-    acceptance = resolve(src.spec, acceptance).equivalent(1)
+    acceptance = resolve(src.spec, acceptance, engine=engine).equivalent(1)
     follow = context is None
     if ep_mode not in ("on", 1):
         raise AuditInputError("--ep", f"sweep takes --ep on or off (EP = DP x TP in every row), got {ep_mode}")
@@ -218,6 +221,7 @@ def sweep_command(model, tps, dps, ep_mode, sp, dsa_cp, engine, role, tokens, co
     # for it (or for the row's decode step, when that is larger), as `audit perf` and `audit memory` take it
     base = ParallelPlan(sp=sp, dsa_cp=dsa_cp, role=role, max_num_batched_tokens=max_num_batched_tokens)
     dev = load_device(device_name)
+    warn_device(engine, dev)
     args = (src.spec, base, engine, src.scheme_recipe, dev, grids["tp"], grids["dp"], grids["tokens"],
             grids["context"], grids["batch"], grids["mtp"], ep_mode == "on")
     opts = dict(decode_follows_prefill=follow, util=runtime["util"], kv_cache_dtype=runtime["kv_cache_dtype"],

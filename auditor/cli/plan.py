@@ -13,8 +13,8 @@ from ..switches import BY_FIELD
 from .options import (acceptance_option, capped, capped_float, emit, engine_option, guard_output, output_options,
                       recipe_option, switch_option)
 from .feedback import announce_compiles, stage
-from .refusal import warn_refusal
-from .runtime_options import hf_overrides_option
+from .refusal import refuse_kv, warn_device, warn_refusal
+from .runtime_options import hf_overrides_option, kv_dtype_choices
 from .vocabulary import Length
 
 
@@ -79,8 +79,9 @@ def _utils(text: str) -> tuple[float, ...]:
                    "length are skipped)")
 @click.option("--simulate", "n_sim", type=capped("--simulate"), default=4, show_default=True,
               help="deployments per die budget and mode simulated with the serving model (0: estimate only)")
-@click.option("--kv-cache-dtype", type=click.Choice(["bf16", "c8-indexer", "c8"]), default="bf16", show_default=True,
-              help="KV cache variant: bf16; c8-indexer = LI-C8; c8 = SFA-C8 + LI-C8")
+@click.option("--kv-cache-dtype", type=click.Choice(kv_dtype_choices()), default="bf16", show_default=True,
+              help="KV cache variant (each engine refuses the ones it lacks): bf16; vllm-ascend: c8-indexer = "
+                   "LI-C8, c8 = SFA-C8 + LI-C8; vllm (CUDA): fp8 (fp8_ds_mla on Hopper, plain fp8 on Blackwell)")
 @recipe_option("quantization recipe (default: the checkpoint's / preset's own)")
 @click.option("--top", type=capped("--top"), default=10, show_default=True, help="configurations to list")
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -148,9 +149,11 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
     from ..perf.program import check_servable
     check_servable(src.spec, "plan", engine)
     refused = warn_refusal(src, engine)
+    refuse_kv(src.spec, engine, kv_cache_dtype)
     from ..perf.acceptance import resolve
-    acceptance = resolve(src.spec, acceptance).equivalent(1)
+    acceptance = resolve(src.spec, acceptance, engine=engine).equivalent(1)
     dev = load_device(device_name)
+    warn_device(engine, dev)
     sps = (True, False) if sp_mode is None else (bool(sp_mode),)
     space = PlanSpace(dies=_ints(dies, "--dies"), tps=tuple(tp_list), batches=tuple(batch_list),
                       mtps=tuple(_ints(mtps, "--mtp")), sps=sps, util=utils[0], utils=utils,
@@ -158,7 +161,7 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
                       prefill_tokens=chunks, simulate=n_sim, dcp=dcp != 1, dcp_only=bool(dcp and dcp > 1),
                       hccl_buffsize_mb=hccl_buffsize, every_row=bool(csv_path or png or n_sim == 0))
     announce_compiles()
-    with stage(f"plan: searching {', '.join(map(str, space.dies))} dies (estimate, then simulate the shortlist)"):
+    with stage(f"plan: searching {', '.join(map(str, space.dies))} {engine.device_noun}s (estimate, then simulate the shortlist)"):
         res = run_plan(src.spec, engine, src.scheme_recipe, dev, wl, space, ttft_ms, tpot_ms)
     best = res.best(top)
     path = model_path(model, src.spec.name, src.scheme_recipe, src.kind == "preset")
@@ -173,7 +176,8 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
             "device": dev.name, "engine": str(engine), "dies": space.dies, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
             "mtp_acceptance": acceptance, "gpu_memory_utilization": list(utils), "model_path": path,
             "quantized": quantized, "max_batch": max(space.batches),
-            "helps": memory_levers(src.spec, ParallelPlan(tp=max(space.tps)), engine, src.scheme_recipe, kv_cache_dtype)}
+            "helps": memory_levers(src.spec, ParallelPlan(tp=max(space.tps)), engine, src.scheme_recipe, kv_cache_dtype,
+                                   dev)}
     if refused:
         head["refused"] = refused
     with all_or_none():                 # the report, the CSV and the PNG: all written, or none changed

@@ -54,6 +54,31 @@ def recipe_refusal(src: Any, engine: Any = None) -> str | None:
     return None if why is None else f"{src.spec.name} with recipe {src.scheme_recipe}: {why}"
 
 
+def refuse_kv(spec: Any, engine: Any, kv_cache_dtype: str | None) -> None:
+    """perf, bench, plan, sweep: stop with the engine's own error when it would not build the model with
+    this KV cache (``Engine.kv_refusal``: upstream vLLM's DeepSeek-V3.2 attention asserts an fp8 cache);
+    memory shows the same error as its start-up verdict instead."""
+    from ..engines.registry import as_engine
+    from ..errors import AuditInputError
+    from .options import DEFAULT_ENGINE
+    eng = as_engine(engine if engine is not None else DEFAULT_ENGINE)
+    why = eng.kv_refusal(spec, kv_cache_dtype or "bf16")
+    if why is not None:
+        raise AuditInputError("--kv-cache-dtype", f"{eng.label} cannot start {spec.name} with a "
+                                                  f"{kv_cache_dtype or 'bf16'} KV cache: {why}")
+
+
+def warn_device(engine: Any, device: Any) -> str | None:
+    """One ``audit: warning:`` line when the engine does not run on the device's vendor
+    (``Engine.device_mismatch``: vLLM-Ascend on an H200, upstream vLLM on an A3); return it."""
+    from ..engines.registry import as_engine
+    from .options import DEFAULT_ENGINE
+    why = as_engine(engine if engine is not None else DEFAULT_ENGINE).device_mismatch(device)
+    if why is not None:
+        click.echo(f"audit: warning: {why}", err=True)
+    return why
+
+
 def warn_refusal(src: Any, engine: Any = None) -> str | None:
     """Print the refusal as one ``audit: warning:`` line on stderr; return it."""
     why = recipe_refusal(src, engine)

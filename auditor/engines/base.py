@@ -25,6 +25,9 @@ class Engine:
     aliases: ClassVar[dict[str, str]] = {}
     #: the engine's name for --kv-cache-dtype values (cache variants this family knows)
     kv_dtypes: ClassVar[tuple[str, ...]] = ("bf16",)
+    #: vLLM ``--kv-cache-dtype`` values a launch line may carry that this engine takes as one of its variants
+    #: (besides auto / bfloat16 = bf16); vLLM-Ascend selects its C8 caches through additional_config instead
+    launch_kv_cache_dtypes: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, profile: Any, note: str | None = None) -> None:
         self.profile = profile
@@ -116,6 +119,11 @@ class Engine:
         """The engine's device generation for a device profile (selects e.g. a comm path)."""
         return ""
 
+    def device_mismatch(self, device: Any) -> str | None:
+        """Why this engine does not run on ``device`` (another vendor's accelerator), or None; the commands
+        warn, since the figures would mix one engine's facts with another's hardware."""
+        return None
+
     @property
     def default_gpu_memory_utilization(self) -> float:
         """What ``--gpu-memory-utilization`` is when a launch names none."""
@@ -141,6 +149,12 @@ class Engine:
 
     def unbudgeted_items(self, spec: Any, plan: Any, kv: Any, **kw: Any) -> list[tuple[str, int]]:
         return []
+
+    def kv_refusal(self, spec: Any, variant: str) -> str | None:
+        """The error the engine raises while building the model when its KV cache is ``--kv-cache-dtype
+        variant`` (an attention class that asserts a cache dtype), or None. memory shows it as the start-up
+        error; perf, bench and plan refuse with it."""
+        return None
 
     def profile_run_error(self, spec: Any, plan: Any, **state: Any) -> str | None:
         """The error the engine's profile run stops on for this plan (a kernel's own limit), or None."""
@@ -169,6 +183,41 @@ class Engine:
 
     def budget_assumptions(self, spec: Any = None, kv: Any = None) -> Sequence[str]:
         return ()
+
+    def measured_acceptance(self, spec: Any, drafter: str = "mtp") -> tuple[float, int, str] | None:
+        """A public measurement of ``spec``'s drafter on this engine, as (tokens per step, at K drafts,
+        source), used when ``--mtp-acceptance`` is not given (``perf.acceptance.resolve``); tokens None:
+        none on this engine (the generic assumption). None: the family's table there
+        (``acceptance.default_acceptance``)."""
+        return None
+
+    # ------------------------------------------------------------ the engine's words in generic output
+    #: what output text calls one accelerator of this engine (vLLM-Ascend: "die"; CUDA: "GPU"); every
+    #: generic renderer (plan, bench, perf, memory) asks, so no run prints another engine's hardware words
+    device_noun: ClassVar[str] = "device"
+    #: examples of what the engine allocates outside its KV budget (plan's gpu-memory-utilization note)
+    outside_budget_words: ClassVar[str] = "workspaces the profile run skips"
+    #: the engine's own evidence that a prefill node with long chunks needs a lower utilization ("" = none)
+    prefill_util_evidence: ClassVar[str] = ""
+    #: why a P node runs the MTP drafter with K = 1
+    prefill_mtp_source: ClassVar[str] = "an assumption"
+
+    def devices(self, n: int) -> str:
+        """``n`` accelerators in this engine's word ("8 dies", "8 GPUs")."""
+        return f"{n} {self.device_noun}" + ("" if n == 1 else "s")
+
+    def kv_link_words(self, bytes_per_s: float) -> str:
+        """How the P -> D KV pull bandwidth the serving model assumes is stated."""
+        return f"{bytes_per_s / 1e9:g} GB/s per {self.device_noun}, an assumption"
+
+    def memory_savers(self, recipe: str | None, kv_cache_dtype: str | None) -> list[str]:
+        """What would lower per-rank memory on this engine besides more accelerators (plan's binds line)."""
+        return []
+
+    def plan_switches(self, plan: dict) -> str:
+        """The switches on the memory report's plan line after the role (``plan`` is the report's plan
+        dict): the drafter, plus an engine's own."""
+        return f"MTP-drafter={'on' if plan.get('mtp_drafter') else 'off'}"
 
     # ------------------------------------------------------------ what the engine prints and takes
     @property

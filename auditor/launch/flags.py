@@ -767,6 +767,8 @@ def _finish(ctx: _Ctx, launch: Launch, eng: Engine) -> DeploymentOptions:
     if "@kv_cache_dtype" in ctx.special:
         raw, line, name = ctx.special["@kv_cache_dtype"]
         kv = KV_CACHE_DTYPES.get(str(raw).lower())
+        if kv is None and str(raw).lower() in eng.launch_kv_cache_dtypes:
+            kv = str(raw).lower()         # the engine reads this --kv-cache-dtype as one of its variants
         if kv is None:
             ctx.unmodelled.append(Setting(name, str(raw), line, "audit models the sparse C8 caches through "
                                           "additional_config switches; this dtype is not modelled (bf16 assumed)"))

@@ -111,11 +111,20 @@ def given(value: float | tuple[float, ...]) -> Acceptance:
     return Acceptance((), "given (--mtp-acceptance)", per_draft=float(value))
 
 
-def resolve(spec: Any, value: Any = None, drafter: str = "mtp") -> Acceptance:
-    """What a command uses: the user's value, else the family's default."""
+def resolve(spec: Any, value: Any = None, drafter: str = "mtp", engine: Any = None) -> Acceptance:
+    """What a command uses: the user's value, else the engine's default for the family
+    (``Engine.measured_acceptance``: a measurement is one engine's), else the family's default here."""
     if isinstance(value, Acceptance):
         return value
-    return default_acceptance(spec, drafter) if value is None else given(value)
+    if value is not None:
+        return given(value)
+    if engine is not None:
+        from ..engines.registry import as_engine
+        measured = as_engine(engine).measured_acceptance(spec, drafter)
+        if measured is not None:
+            tokens, k, source = measured
+            return ASSUMED if tokens is None else Acceptance((), source, per_draft=geometric(tokens, k))
+    return default_acceptance(spec, drafter)
 
 
 __all__ = ["Acceptance", "geometric", "GLM_MTP", "DSPARK", "ASSUMED", "default_acceptance", "given", "resolve"]

@@ -9,6 +9,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from ..engines.registry import as_engine
 from ..report.figure import new_figure, save_png
 from .search import Config, PlanResult
 
@@ -26,30 +27,45 @@ def _row(c: Config) -> list[Any]:
             f"{c.headroom_gib:.2f}" + (" edge" if c.kv_edge else "")]
 
 
+def _engine(head: dict) -> Any:
+    return as_engine(head.get("engine") or "vllm-ascend@main")
+
+
+def _columns(head: dict, columns: list[str] = COLUMNS) -> list[str]:
+    """The text table's headers in the engine's word for an accelerator (JSON and CSV keys stay the
+    cross-engine schema: ``dies``, ``dies_used``, ``tok_s_die``)."""
+    noun = _engine(head).device_noun.lower()
+    return [c.replace("dies", noun + "s").replace("_die", "_" + noun) for c in columns]
+
+
 def _helps(head: dict) -> str:
     """What would free memory: ``head["helps"]`` (the levers this model and engine have, ``memory_levers``),
-    else a smaller recipe and C8 KV where not already chosen."""
+    else the engine's own (``Engine.memory_savers``)."""
+    eng = _engine(head)
+    more = "more " + eng.device_noun + "s"
     out = head.get("helps")
     if out is None:
-        out = [x for x, skip in (("w4a8", head.get("recipe") == "w4a8"), ("c8 KV", head.get("kv_cache_dtype") == "c8"))
-               if not skip]
-    return ", ".join(out + ["more dies"][:1]).replace(", more dies", " or more dies") if out else "more dies"
+        out = eng.memory_savers(head.get("recipe"), head.get("kv_cache_dtype"))
+    return (", ".join(out[:-1]) + (", " if len(out) > 1 else "") + out[-1] + " or " + more) if out else more
 
 
-def memory_levers(spec: Any, plan: Any, engine: Any, recipe: str, kv_cache_dtype: str) -> list[str]:
-    """The memory levers a plan may name: W4A8 where the model's family has it and it is not the recipe,
-    C8 KV where the engine takes it for this model (DeepSeek-V4's pool is bf16 with int8 indexer keys)."""
-    from ..engines.registry import as_engine
+def memory_levers(spec: Any, plan: Any, engine: Any, recipe: str, kv_cache_dtype: str, device: Any = None) -> list[str]:
+    """The engine's memory savers (``Engine.memory_savers``) this model has: a recipe ("w4a8") where the
+    model's family has it and the engine loads it, a KV cache ("c8 KV", "fp8 KV") where the engine's KV
+    spec takes it for this model (DeepSeek-V4's pool on vLLM-Ascend is bf16 with int8 indexer keys)."""
     from ..errors import AuditInputError
     from ..model.families import recipes_of
-    out = ["w4a8"] if recipe != "w4a8" and "w4a8" in recipes_of(spec) else []
-    if kv_cache_dtype != "c8":
-        eng = as_engine(engine)
-        try:
-            eng.kv_spec(spec, plan, variant="c8")
-            out.append("c8 KV")
-        except (AuditInputError, ValueError, KeyError):
-            pass
+    eng = as_engine(engine)
+    out = []
+    for lever in eng.memory_savers(recipe, kv_cache_dtype):
+        if lever.endswith(" KV"):
+            try:
+                eng.kv_spec(spec, plan, variant=lever[:-3], **({"arch": eng.soc(device)} if device else {}))
+            except (AuditInputError, ValueError, KeyError):
+                continue
+        elif lever not in recipes_of(spec) or not eng.loads_recipe(spec, lever):
+            continue
+        out.append(lever)
     return out
 
 
@@ -57,25 +73,26 @@ def binds(res: PlanResult, n: int, head: dict, max_batch: int) -> str:
     """What limits the plan of ``n`` dies: memory (nothing, or no larger batch, fits) or the SLA."""
     rows = [c for c in res.configs if c.dies == n]
     helps = _helps(head)
+    dies = _engine(head).devices(n)
     if not res.feasible_of(n):
-        return f"{n} dies: memory binds: no configuration fits; {helps} would help"
+        return f"{dies}: memory binds: no configuration fits; {helps} would help"
     best = next((c for c in res.best(len(res.configs)) if c.dies == n), None)
     if best is None:
         pool = [c for c in res.ranked() if c.dies == n and "simulation" not in c.detail] or rows
         near = min(pool, key=lambda c: max(c.ttft_ms / head["ttft_ms"], c.tpot_ms / head["tpot_ms"]))
-        return (f"{n} dies: SLA binds: {res.feasible_of(n):,} configurations fit, none meets TTFT <= {head['ttft_ms']:g} ms and "
+        return (f"{dies}: SLA binds: {res.feasible_of(n):,} configurations fit, none meets TTFT <= {head['ttft_ms']:g} ms and "
                 f"TPOT <= {head['tpot_ms']:g} ms; the closest, {near.plan} batch {near.batch} MTP {near.mtp}, "
                 f"reaches TTFT {near.ttft_ms:.0f} ms, TPOT {near.tpot_ms:.1f} ms")
     if best.batch >= max_batch:
-        return f"{n} dies: the search binds: batch {best.batch} is the largest searched (--batch)"
+        return f"{dies}: the search binds: batch {best.batch} is the largest searched (--batch)"
     same = [c for c in rows if c.plan == best.plan and c.mtp == best.mtp and c.util == best.util
             and c.detail.get("p_max_num_batched_tokens") == best.detail.get("p_max_num_batched_tokens")
             and c.batch > best.batch]
     if not same:
-        return (f"{n} dies: memory binds: a batch above {best.batch} of {best.plan} does not fit the KV pool; "
+        return (f"{dies}: memory binds: a batch above {best.batch} of {best.plan} does not fit the KV pool; "
                 f"{helps} would help")
     nxt = min(same, key=lambda c: c.batch)
-    return (f"{n} dies: SLA binds: batch {nxt.batch} of {best.plan} fits but misses the SLA (TTFT {nxt.ttft_ms:.0f} ms, "
+    return (f"{dies}: SLA binds: batch {nxt.batch} of {best.plan} fits but misses the SLA (TTFT {nxt.ttft_ms:.0f} ms, "
             f"TPOT {nxt.tpot_ms:.1f} ms{', simulated' if nxt.simulated else ', estimate'})")
 
 
@@ -105,7 +122,7 @@ MODE_NAMES = {"agg": "aggregated", "disagg": "disaggregated (P/D)"}
 SECTION_ROWS = 3
 
 
-def _mode_sections(res: PlanResult, best: list[Config], tf: str) -> list[str]:
+def _mode_sections(res: PlanResult, best: list[Config], tf: str, head: dict) -> list[str]:
     """Each deployment kind gets its say: its best rows when the ranked table has none of them, or
     why no configuration of that kind exists (for P/D: the side that fails and the closest instance)."""
     out: list[str] = []
@@ -116,10 +133,10 @@ def _mode_sections(res: PlanResult, best: list[Config], tf: str) -> list[str]:
         rows = res.best_of(mode, SECTION_ROWS)
         if rows:
             out += ["", f"best {name}, not in the table above:",
-                    tabulate([_row(c) for c in rows], COLUMNS, tablefmt=tf, disable_numparse=True)]
+                    tabulate([_row(c) for c in rows], _columns(head), tablefmt=tf, disable_numparse=True)]
         elif mode == "disagg" and res.disagg_verdicts:
             out.append("")
-            out += [f"{name}: none within {n} dies: {v}" for n, v in sorted(res.disagg_verdicts.items())]
+            out += [f"{name}: none within {_engine(head).devices(n)}: {v}" for n, v in sorted(res.disagg_verdicts.items())]
         elif mode == "disagg" and not res.has_mode(mode):
             out += ["", f"{name}: not searched (--no-disagg)" if not res.searched_disagg else
                     f"{name}: none meets the SLA"]
@@ -152,32 +169,33 @@ def render_plan(res: PlanResult, fmt: str, top: int, launch: list[dict], head: d
     wl = res.workload
     best = res.best(top)
     utils = ", ".join(f"{u:g}" for u in head["gpu_memory_utilization"])
+    eng = _engine(head)
     out = [f"audit plan: {head['model']} ({head['recipe']}, KV {head['kv_cache_dtype']}) on {head['device']}, "
            f"{head['engine']}; gpu-memory-utilization {utils}; launch path {head['model_path']}",
            f"workload: isl {wl.isl} osl {wl.osl}, SLA TTFT <= {head['ttft_ms']:g} ms, TPOT <= {head['tpot_ms']:g} ms, "
-           f"MTP acceptance {head['mtp_acceptance']:g}; dies {', '.join(map(str, head['dies']))}",
+           f"MTP acceptance {head['mtp_acceptance']:g}; {eng.device_noun}s {', '.join(map(str, head['dies']))}",
            f"{res.evaluated:,} configurations evaluated in {res.seconds:.2f} s "
            f"({res.evaluated / max(res.seconds, 1e-9):,.0f}/s); {res.feasible:,} fit in memory; "
            f"{res.simulated} simulated ({res.sim_seconds:.2f} s), {len(res.best(len(res.configs))):,} meet the SLA", ""]
     pb = res.best_per_budget()
     mb = int(head.get("max_batch", 0))
     if len(pb) > 1:
-        out += ["best per die budget:",
+        out += [f"best per {eng.device_noun} budget:",
                 tabulate([_row(c) if c else ["-", n] + ["-"] * (len(COLUMNS) - 2) for n, c in pb.items()],
-                         COLUMNS, tablefmt=tf, disable_numparse=True), ""]
+                         _columns(head), tablefmt=tf, disable_numparse=True), ""]
     if not best:
         out.append("no memory-feasible configuration meets the SLA")
     else:
-        out.append(tabulate([_row(c) for c in best], COLUMNS, tablefmt=tf, disable_numparse=True))
-    out += _mode_sections(res, best, tf)
+        out.append(tabulate([_row(c) for c in best], _columns(head), tablefmt=tf, disable_numparse=True))
+    out += _mode_sections(res, best, tf, head)
     out += [""] + [f"binds: {binds(res, n, head, mb)}" for n in pb]
     if best and head.get("refused"):
         out += ["", f"no launch: the engine cannot start this: {head['refused']}"]
     elif best:
-        out += ["", f"launch ({best[0].dies} dies, {best[0].mode}, {best[0].plan}):"] + _launch_lines(launch)
+        out += ["", f"launch ({eng.devices(best[0].dies)}, {best[0].mode}, {best[0].plan}):"] + _launch_lines(launch)
         for n, c in pb.items():
             if c is not None and c is not best[0] and per_budget and per_budget.get(n):
-                out += ["", f"launch ({n} dies, {c.mode}, {c.plan}):"] + _launch_lines(per_budget[n])
+                out += ["", f"launch ({eng.devices(n)}, {c.mode}, {c.plan}):"] + _launch_lines(per_budget[n])
     out += [""] + [f"note: {n}" for n in res.notes]
     return "\n".join(out) + "\n"
 

@@ -308,7 +308,7 @@ def run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWor
         for n in list(verdicts):
             if feasible.get((n, "disagg")):
                 del verdicts[n]
-        res = PlanResult(configs, 0, 0.0, wl, _notes(space, wl), verdicts, space.disaggregated, dies=tuple(space.dies),
+        res = PlanResult(configs, 0, 0.0, wl, _notes(space, wl, engine), verdicts, space.disaggregated, dies=tuple(space.dies),
                          feasible_by=feasible, pd_over_bound=over_bound)
         t1 = time.perf_counter()
         if space.simulate > 0:
@@ -319,13 +319,19 @@ def run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWor
         return res
 
 
-def _notes(space: PlanSpace, wl: PlanWorkload) -> list[str]:
+def _notes(space: PlanSpace, wl: PlanWorkload, engine: Any) -> list[str]:
+    """The plan's notes, in the engine's words (``Engine.device_noun`` and the wording hooks)."""
+    from ..engines.registry import as_engine
+    from ..serving.costs import DEFAULT_KV_LINK_BYTES_PER_S
+    eng = as_engine(engine)
+    noun = eng.device_noun
+    evidence = f" ({eng.prefill_util_evidence})" if eng.prefill_util_evidence else ""
     return [
-        "ranking: every candidate is estimated (below); per die budget and mode the best "
+        f"ranking: every candidate is estimated (below); per {noun} budget and mode the best "
         f"{space.simulate} by estimate, then the next while its estimate beats the best simulated row, are "
         "simulated with the serving model of `audit bench` (vLLM's scheduler over the perf model's step "
         "costs and the host model), at the largest client concurrency up to the decode slots whose mean "
-        "TTFT and TPOT meet the SLA (halving, then bisection), over 2 x concurrency prompts; tok_s_die, "
+        f"TTFT and TPOT meet the SLA (halving, then bisection), over 2 x concurrency prompts; tok_s_{noun.lower()}, "
         "TTFT, TPOT are the simulated figures; a row that misses the SLA or loses a fifth of its throughput "
         "with 5% fewer KV blocks per rank (same concurrency) is marked 'edge' after its headroom and ranks "
         "after the rows that hold: the model's KV pool is within about +-7% of the engine's on the published "
@@ -335,15 +341,14 @@ def _notes(space: PlanSpace, wl: PlanWorkload) -> list[str]:
         "the closed-loop client's burst queueing at P (first wave in rounds of the P ranks, one P step of "
         "lockstep wait for the second)",
         "each instance runs at the largest gpu-memory-utilization (at most the searched one) whose "
-        "(1 - util) margin holds what the engine allocates outside the KV budget (sparse-attention prefill "
-        "transients the profile run skips, late HCCL groups, workspaces: `audit memory`'s outside-budget "
-        "table); a P node with long chunks gets less (the engine's tutorial runs one at 0.82)",
+        f"(1 - util) margin holds what the engine allocates outside the KV budget ({eng.outside_budget_words}: "
+        f"`audit memory`'s outside-budget table); a P node with long chunks gets less{evidence}",
         f"MTP: per-draft acceptance {space.acceptance:g}, E = 1 + a + ... + a^K tokens per step",
         f"disaggregated: P nodes chunk prompts at max_num_batched_tokens searched in "
         f"{', '.join(map(str, space.prefill_tokens))} (activation bounded by the chunk, not the prompt), run the "
-        f"MTP drafter (K = {space.prefill_mtp}, as the engine's P/D tutorials) whose prefill pass TTFT includes, "
+        f"MTP drafter (K = {space.prefill_mtp}, {eng.prefill_mtp_source}) whose prefill pass TTFT includes, "
         "and hold the largest max_num_seqs of 1-16 whose full prompts fit their KV pool; the KV pull P -> D is "
-        "timed in the simulation (196 GB/s per die, an assumption)",
+        f"timed in the simulation ({eng.kv_link_words(DEFAULT_KV_LINK_BYTES_PER_S)})",
         f"gpu-memory-utilization searched: {', '.join(f'{u:g}' for u in space.searched_utils)}"
         + (f"; DCP = TP searched on decode instances for inputs of {DCP_FROM_ISL:,} tokens and more (memory: "
            "KV sharded along the sequence, indexer cache replicated; the serving model times DCP as the perf "

@@ -52,7 +52,9 @@ def render_budget(rep: dict, fmt: str = "table") -> str:
                    f"{kv['page_block_bytes'] / MiB:.2f} MiB")
     out.append(f"blocks {rt['num_blocks']:,} | KV tokens {rt['kv_tokens']:,} | max_model_len {rt['max_model_len']:,} "
                f"needs {rt['kv_bytes_per_request'] / GiB:.2f} GiB | max concurrency {rt['max_concurrency']:.2f}x")
-    if rt["error"]:
+    if rt.get("startup_error"):
+        out.append(f"ENGINE CANNOT START: {rt['startup_error']}")
+    elif rt["error"]:
         out.append(f"DOES NOT FIT: largest model length that fits {rt['estimated_max_model_len']:,}")
     unc = rt.get("uncertainty")
     if unc and unc["terms"]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from ..model.classify import CATEGORIES
+from ..engines.registry import as_engine
+from ..errors import AuditInputError
 from .findings import findings_section
 from ..units import Unit, count
 
@@ -35,6 +37,11 @@ def render_memory(rep: dict, fmt: str = "table", max_tensor_rows: int | None = N
     tf = "github" if fmt == "markdown" else "simple"
     h = (lambda s: f"\n## {s}\n") if fmt == "markdown" else (lambda s: f"\n{s}\n{'-' * len(s)}")
     m, p, e = rep["model"], rep["plan"], rep["engine"]
+    # the engine's own switches (vLLM-Ascend: DSA-CP, nz_mode; upstream vLLM has neither)
+    try:
+        switches = as_engine(e["name"]).plan_switches(p)
+    except (KeyError, ValueError, AuditInputError):       # a report without a known engine key
+        switches = f"MTP-drafter={'on' if p.get('mtp_drafter') else 'off'}"
     u = Unit(rep["worst_rank"]["bytes"])
     gib, signed_gib = u, u.signed
     lines: list[str] = []
@@ -45,8 +52,7 @@ def render_memory(rep: dict, fmt: str = "table", max_tensor_rows: int | None = N
     lines.append(f"structure: {'; '.join(m['structure'])}")
     plan = (f"TP{p['tp']} DP{p['dp']} " + (f"EP{p['ep']} " if p['ep'] > 1 else "EP off ")
             + (f"PP{p['pp']} " if p['pp'] > 1 else "") + ("SP " if p['sp'] else "")
-            + f"role={p['role']} DSA-CP={'on' if p['dsa_cp'] else 'off'} "
-            + f"MTP-drafter={'on' if p['mtp_drafter'] else 'off'} nz_mode={p['nz_mode']}")
+            + f"role={p['role']} {switches}")
     lines.append(f"plan: {plan} | engine: {e['label']} | {count(p['world'], 'rank')}")
     w = rep["worst_rank"]
     lines.append(f"worst rank {w['rank']}: {gib(w['bytes'])} {u.name} resident "

@@ -55,9 +55,15 @@ def render_sweep(res: SweepResult, fmt: str, top: int = 5, context: dict | None 
         return buf.getvalue()
     tf = "github" if fmt == "markdown" else "simple"
 
+    noun = "die"
+    if context.get("engine"):
+        from ..engines.registry import as_engine
+        noun = as_engine(context["engine"]).device_noun.lower()     # the engine's word (die / gpu)
+    heads = [h.replace("/die", "/" + noun) for _, h in _SHOWN]
+
     def table(rows: list[dict]) -> str:
         cells = [[str(r[c]) if c in _INT else f"{r[c]:.{_DECIMALS[c]}f}" for c, _ in _SHOWN] for r in rows]
-        return tabulate(cells, [h for _, h in _SHOWN], tablefmt=tf, disable_numparse=True,
+        return tabulate(cells, heads, tablefmt=tf, disable_numparse=True,
                         colalign=["right"] * len(_SHOWN))
 
     out = []

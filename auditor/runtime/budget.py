@@ -188,6 +188,7 @@ class RuntimeBudget:
             "non_torch_terms": dict(self.non_torch_terms), "graph_deducted_bytes": self.graph_deducted_bytes,
             "others_at_start_bytes": self.others_bytes, "kv_pool_bytes": self.kv_pool_bytes,
             "kv_spec": self.kv.to_json(), "fits": self.fits, "error": self.error(),
+            "startup_error": self.startup_error,
             "estimated_max_model_len": self.estimated_max_model_len,
             "injected": list(self.injected), "uncertainty": self.uncertainty(),
         }
@@ -341,8 +342,9 @@ def rank_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, *, weig
         max_model_len=L, max_num_seqs=max_num_seqs, max_num_batched_tokens=T, mtp=mtp, unbudgeted=unb,
         others_bytes=others_bytes, stage=stage, stage_blocks=stage_blocks, assumptions=assumptions,
         injected=tuple(injected), engine=eng, ranges=ranges, nominal=nominal,
-        startup_error=eng.profile_run_error(spec, plan, tokens=T, seqs=max_num_seqs, mtp=mtp,
-                                            hccl_buffsize_mb=hccl_buffsize_mb, dsa_cp=dsa_cp, **state),
+        startup_error=eng.kv_refusal(spec, kv_cache_dtype) or eng.profile_run_error(
+            spec, plan, tokens=T, seqs=max_num_seqs, mtp=mtp, hccl_buffsize_mb=hccl_buffsize_mb, dsa_cp=dsa_cp,
+            **state),
     )
 
 

@@ -12,6 +12,8 @@ def answer_line(b: RuntimeBudget, dp: int = 1) -> str:
     """The one-line answer: weights per rank, the KV pool, and how many requests of max_model_len one
     DP engine holds (x DP for the deployment), or the engine's refusal."""
     head = f"weights {b.weights_bytes / GiB:.2f} GiB/rank"
+    if b.startup_error:
+        return f"ENGINE CANNOT START: {b.startup_error} (exit 3); otherwise {head}"
     if b.kv_available_bytes <= 0:
         return f"{head}; no KV budget left: the engine refuses to start (exit 3)"
     pool = f"KV pool {b.kv_pool_bytes / GiB:.2f} GiB = {b.kv_tokens:,} tokens"

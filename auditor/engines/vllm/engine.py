@@ -25,6 +25,8 @@ class Vllm(Engine):
     profiles: ClassVar[dict[str, Any]] = versions.PROFILES
     aliases: ClassVar[dict[str, str]] = versions.ALIASES
     kv_dtypes: ClassVar[tuple[str, ...]] = kv.KV_DTYPES
+    #: a ``vllm serve --kv-cache-dtype fp8`` line is this engine's fp8 cache (kv.resolve_layout per GPU)
+    launch_kv_cache_dtypes: ClassVar[tuple[str, ...]] = tuple(v for v in kv.KV_DTYPES if v.startswith("fp8"))
     block_size: ClassVar[int] = kv.BLOCK_SIZE
     #: prefix-cache hits are whole blocks of the sparse-MLA block size (spec §2: 64)
     prefix_block_tokens: ClassVar[int] = kv.BLOCK_SIZE
@@ -33,6 +35,22 @@ class Vllm(Engine):
     materializer_fields: ClassVar[tuple[str, ...]] = ("gate_dtype", "kv_b_kept", "indexer_fused_wk", "index_cache")
     budget_labels: ClassVar[dict[str, str]] = {"non_torch": "non-torch increase", "graph": "CUDA graph estimate",
                                                "weights": "Model loading took"}
+
+    # the engine's words in generic output (Engine.device_noun, ...)
+    device_noun: ClassVar[str] = "GPU"
+    #: outside the budget on CUDA: what init_device allocates before the snapshot (NCCL / custom
+    #: all-reduce buffers, the CUDA context: budget.py) and, before v0.21, the CUDA graph pool
+    outside_budget_words: ClassVar[str] = ("NCCL / custom all-reduce buffers and the CUDA context allocated before "
+                                           "the memory snapshot, the CUDA graph pool where it is not profiled")
+    prefill_mtp_source: ClassVar[str] = "an assumption: no upstream P/D recipe read sets it"
+
+    def kv_link_words(self, bytes_per_s: float) -> str:
+        return (f"{bytes_per_s / 1e9:g} GB/s per GPU, an assumption: no NVIDIA P/D transfer figure is given "
+                "(UNCONFIRMED)")
+
+    def memory_savers(self, recipe: str | None, kv_cache_dtype: str | None) -> list[str]:
+        """An fp8 KV cache (fp8_ds_mla 656 B on Hopper, plain fp8 576 B on Blackwell, against 1152 B bf16)."""
+        return [] if (kv_cache_dtype or "").lower().startswith("fp8") else ["fp8 KV"]
 
     @property
     def default_gpu_memory_utilization(self) -> float:
@@ -57,8 +75,23 @@ class Vllm(Engine):
                 stage: int | None = None, arch: str = "") -> Any:
         return kv.kv_spec(spec, plan, self.profile, variant=variant, dcp=dcp, mtp=mtp, stage=stage, arch=arch)
 
+    def kv_refusal(self, spec: Any, variant: str) -> str | None:
+        """DeepSeek-V3.2 on the ``deepseek_v32`` package asserts a quantized cache (``versions.py``,
+        ``v32_requires_quantized_kv``); GLM-5.x (deepseek_v2.py) takes bf16."""
+        if (self.profile.v32_requires_quantized_kv and getattr(spec, "model_type", "") == "deepseek_v32"
+                and str(variant).lower() in ("auto", "bf16", "bfloat16")):
+            return loglines.v32_kv_dtype_error()
+        return None
+
     def soc(self, device: Any) -> str:
         return GPU_GENERATION.get(getattr(device, "name", str(device)), "")
+
+    def device_mismatch(self, device: Any) -> str | None:
+        """Upstream vLLM's CUDA engine is modelled on the NVIDIA profiles of ``GPU_GENERATION`` only."""
+        if self.soc(device):
+            return None
+        return (f"--device {getattr(device, 'name', device)} is not one of the NVIDIA GPUs {self.label} is modelled "
+                f"on ({', '.join(GPU_GENERATION)}); for an Ascend NPU give --engine vllm-ascend")
 
     def activation_terms(self, spec: Any, *, tokens: Any, seqs: Any, mtp: Any = 0, max_model_len: int | None = None,
                          **kw: Any) -> dict[str, Any]:
@@ -123,6 +156,14 @@ class Vllm(Engine):
         max_num_seqs 64, MTP 2: 64 x 3 x 2 = 384). A decode step (at most max_num_seqs x (1 + K) tokens)
         therefore always replays a graph."""
         return int(min(max_num_seqs * (1 + mtp) * 2, MAX_DEFAULT_CAPTURE, max_num_batched_tokens))
+
+    def measured_acceptance(self, spec: Any, drafter: str = "mtp") -> tuple[float, int, str] | None:
+        """GLM with MTP on upstream vLLM: GPU-19's measured acceptance length (``estimates``); vLLM-Ascend's
+        GLM figure (3.16 at MTP 3) is that engine's measurement, not this one's. Other families: none
+        measured on CUDA (the generic table's assumption)."""
+        if drafter == "mtp" and str(getattr(spec, "name", spec)).lower().startswith("glm"):
+            return estimates.GLM_MTP_CUDA_LENGTH, estimates.GLM_MTP_CUDA_K, estimates.GLM_MTP_CUDA_SOURCE
+        return None, 0, "no measurement on upstream vLLM"
 
     def drafter_eager(self, spec: Any) -> bool:
         """Upstream's MTP proposer (EagleProposer, method "mtp") runs its passes under the CUDA graphs of the

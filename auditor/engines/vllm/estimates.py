@@ -32,6 +32,16 @@ HELD_BEFORE_SNAPSHOT_BYTES = GiB
 #: largest for the smallest ratio; whether v0.25 reserves the same is UNCONFIRMED
 DSV4_PREFILL_CHUNK, DSV4_WS_BYTES = 4, 2
 
+#: MTP acceptance of GLM on upstream vLLM: GPU-19 (vllm-project/recipes GLM/GLM5.md @8959cf6, 2026-04-14):
+#: GLM-5.1-FP8 on 8 x H200, TP8, MTP 3, vLLM 0.19.0, random 8000/1024 at 10 req/s, 32 prompts, logs an
+#: acceptance length of 1.64 tokens per step. One mean at one K and one release: the split over positions
+#: is taken geometric (1 + a + a^2 + a^3 = 1.64), and the figure is used for every modelled release
+GLM_MTP_CUDA_LENGTH, GLM_MTP_CUDA_K = 1.64, 3
+GLM_MTP_CUDA_SOURCE = (f"GLM-5.1-FP8 MTP {GLM_MTP_CUDA_K} on 8 x H200, vLLM 0.19: acceptance length "
+                       f"{GLM_MTP_CUDA_LENGTH}, vllm-project/recipes GLM/GLM5.md @8959cf6 (GPU-19); geometric "
+                       "split over positions assumed")
+
+
 TERM_DOCS = {
     "FlashMLA sparse prefill workspace": "max_model_len x 5 x 576 x 2 B (Part B §4.5)",
     "DeepSeek-V4 prefill kv-gather workspace": "4 x (cdiv(max_model_len, 4) + window + T) x head_dim x 2 B "

@@ -70,6 +70,13 @@ def startup_memory_error(free_bytes: float, total_bytes: float, gmu: float) -> s
 
 
 
+def v32_kv_dtype_error() -> str:
+    """The AssertionError ``DeepseekV32Attention.__init__`` raises on a bf16 KV cache, as worded in
+    ``vllm/models/deepseek_v32/attention.py`` (index id 62662889848, listing commit 1ba45afe)."""
+    return ("AssertionError: deepseek_v32 (nvidia) requires an fp8 KV cache served by a sparse MLA backend. "
+            "Launch with --kv-cache-dtype fp8 (FlashInfer sparse) or --kv-cache-dtype fp8_ds_mla (FlashMLA sparse).")
+
+
 def shortfall_error(max_model_len: int, needed_bytes: float, available_bytes: float, estimated_max_len: int) -> str:
     """kv_cache_utils' ValueError when one request of max_model_len does not fit (spec §1.3, unchanged
     since v0.9; the tail after "Try increasing gpu_memory_utilization" is cut in the spec and written

@@ -43,6 +43,15 @@ class VllmProfile:
     indexer_fused_wk: bool = True     # indexer.wk_weights_proj = wk + weights_proj, bf16 (deepseek_v2.py @002d6073)
     index_cache: bool = True          # skip-top-k layers build no indexer (#51209; deepseek_v2.py @002d6073)
     mtp_shares_embed: bool = True     # "Sharing target model embedding weights ... lm_head ... topk_indices_buffer"
+    #: DeepSeek-V3.2 is served by the hardware-isolated ``vllm/models/deepseek_v32`` package, whose NVIDIA
+    #: attention asserts a quantized KV cache: ``DeepseekV32Attention.require_fp8_kv_cache = True`` and, in
+    #: ``__init__``, ``assert is_quantized_kv_cache(self.kv_cache_dtype)`` ("deepseek_v32 (nvidia) requires an
+    #: fp8 KV cache ...") (``vllm/models/deepseek_v32/attention.py``, index id 62662889848, listing commit
+    #: 1ba45afe; spec §2.1, Part B §1 and §4.1). Earlier rows route DeepSeek-V3.2 through ``deepseek_v2.py``,
+    #: where ``verify_and_update_config`` maps bfloat16 to auto (bf16 allowed). GLM-5.x stays on deepseek_v2.py
+    #: in every row (no assert; bf16 is its v0.28 default, GPU-01). The release that moved DeepSeek-V3.2 is
+    #: UNCONFIRMED: the spec places the new package in the v0.28 era ("vLLM 0.28 has both")
+    v32_requires_quantized_kv: bool = False
     #: upstream has no DSA context parallel; align's generic search reads this vLLM-Ascend field of every row
     dsa_cp_trigger: str = "none"
 
@@ -79,10 +88,14 @@ PROFILES: dict[str, VllmProfile] = {p.name: p for p in (
          notes=("vllm/config/cache.py: gpu_memory_utilization Field(default=0.92, gt=0, le=1) in v0.25.0 "
                 "(index ids 68450683231, 70976838443)", "log-line sites as in a v0.25.0 start-up log (GPU-04)")),
     _row("0.28.0", blackwell_plain_fp8=True, blackwell_plain_fp8_confirmed=True, line_sites=_V025_SITES[:5],
+         v32_requires_quantized_kv=True,
          notes=("--kv-cache-dtype fp8 on B200 is plain e4m3, 576 B/token/layer (FLASHINFER_MLA_SPARSE, "
                 "flashinfer_mla_sparse.py, index id 42223421; GPU-01 ratio 1.942)",
                 "GLM (deepseek_v2.py path) defaults to a bf16 KV cache (GPU-01; PR #53138 would change it)",
-                "MoE backend on B200 TP8 logged as FLASHINFER_TRTLLM (fp8.py:411, GPU-01)")),
+                "MoE backend on B200 TP8 logged as FLASHINFER_TRTLLM (fp8.py:411, GPU-01)",
+                "DeepSeek-V3.2 on the vllm/models/deepseek_v32 path asserts an fp8 KV cache "
+                "(DeepseekV32Attention.require_fp8_kv_cache, attention.py @1ba45afe; the first release with it is "
+                "UNCONFIRMED, v0.28 assumed)")),
 )}
 
 #: ``--engine vllm`` alone is the newest modelled release (there is no development-head row)

@@ -46,6 +46,25 @@ class VllmAscend(Engine):
     term_docs: ClassVar[dict[str, str]] = activation.TERM_DOCS
     budget_labels: ClassVar[dict[str, str]] = {"non_torch": "HCCL + runtime", "graph": "ACL graph estimate",
                                                "weights": "Loading model weights"}
+    # the engine's words in generic output (Engine.device_noun, ...): an Ascend NPU is addressed per die
+    device_noun: ClassVar[str] = "die"
+    outside_budget_words: ClassVar[str] = ("sparse-attention prefill transients the profile run skips, late HCCL "
+                                           "groups, workspaces")
+    prefill_util_evidence: ClassVar[str] = "the engine's tutorial runs one at 0.82"
+    prefill_mtp_source: ClassVar[str] = "as the engine's P/D tutorials"
+
+    def kv_link_words(self, bytes_per_s: float) -> str:
+        """The TensorCast A3 CLOS tier, an assumption (serving/costs.py DEFAULT_KV_LINK_BYTES_PER_S)."""
+        return f"{bytes_per_s / 1e9:g} GB/s per die, an assumption"
+
+    def memory_savers(self, recipe: str | None, kv_cache_dtype: str | None) -> list[str]:
+        """msModelSlim's W4A8 experts and the C8 KV cache (SFA-C8 + LI-C8) are this engine's."""
+        return [x for x, have in (("w4a8", recipe == "w4a8"), ("c8 KV", kv_cache_dtype == "c8")) if not have]
+
+    def plan_switches(self, plan: dict) -> str:
+        return (f"DSA-CP={'on' if plan.get('dsa_cp') else 'off'} {super().plan_switches(plan)} "
+                f"nz_mode={plan.get('nz_mode')}")
+
     #: version-row fields ``AscendMaterializer`` reads (placement fields are keyed separately)
     materializer_fields: ClassVar[tuple[str, ...]] = ("gate_dtype", "indexer_fused_wk", "o_proj_dsa_cp",
                                                       "o_proj_gather_input_copy", "index_cache",
@@ -102,6 +121,14 @@ class VllmAscend(Engine):
 
     def soc(self, device: Any) -> str:
         return activation.soc_of(device)
+
+    def device_mismatch(self, device: Any) -> str | None:
+        """vLLM-Ascend runs on Ascend NPUs; a profile that names an NVIDIA GPU is upstream vLLM's."""
+        label = str(getattr(device, "label", ""))
+        if "NVIDIA" in label:
+            return (f"--device {getattr(device, 'name', device)} is an NVIDIA GPU ({label}) and {self.label} runs "
+                    "on Ascend NPUs: give --engine vllm (upstream vLLM on CUDA)")
+        return None
 
     def graph_max_tokens(self, max_num_seqs: int, mtp: int, max_num_batched_tokens: int) -> int:
         return graphs.default_graph_tokens(max_num_seqs, mtp, max_num_batched_tokens)
