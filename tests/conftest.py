@@ -28,6 +28,17 @@ QUICK_MODULES = frozenset({
 })
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _compile_notice_said():
+    """In-process commands print no compile notice: the notice is once per process and which test first
+    compiles a kernel depends on how the tests are spread over workers (a bad-input test would then see
+    two stderr lines). The notice itself is tested in fresh processes and by the unit tests in
+    test_cli_feedback.py, which reset this."""
+    from auditor.cli import feedback
+    feedback._state["announced"] = True
+    yield
+
+
 def pytest_collection_modifyitems(config, items):
     """Mark every test of a ``QUICK_MODULES`` module ``quick``."""
     for item in items:

@@ -57,9 +57,10 @@ def test_no_stage_line_off_a_terminal_or_quiet(monkeypatch) -> None:
 
 
 @pytest.mark.quick
-def test_compile_notice_once_on_a_real_compile(capsys) -> None:
+def test_compile_notice_once_on_a_real_compile(capsys, monkeypatch) -> None:
     """A function numba has never seen compiles: the notice prints once, however many compile."""
     from numba import njit
+    monkeypatch.setitem(feedback._state, "announced", False)     # conftest says it for in-process runs
 
     feedback.announce_compiles()
 
@@ -77,8 +78,9 @@ def test_compile_notice_once_on_a_real_compile(capsys) -> None:
 
 
 @pytest.mark.quick
-def test_compile_notice_silent_when_quiet(capsys) -> None:
+def test_compile_notice_silent_when_quiet(capsys, monkeypatch) -> None:
     from numba import njit
+    monkeypatch.setitem(feedback._state, "announced", False)
 
     feedback.announce_compiles()
     feedback.set_quiet(True)
