@@ -387,3 +387,22 @@ def test_bad_redirects_are_refused(tmp_path, tiny, remote_env, capsys, location,
     line = one_error_line(*run(capsys, "memory", "hf://acme/tiny")[::2])
     assert line.startswith(f"audit: error: hf://acme/tiny@{SHA}/config.json: {needle}"), line
     assert snapshots(tmp_path) == []
+
+
+def test_fp8_checkpoint_on_cuda_names_engine_and_gpu(tmp_path, remote_env, capsys):
+    """An FP8 block-scale checkpoint (GLM-5.1's HF layout, synthesized) read from the hub on upstream vLLM:
+    the report says which engine release and which GPU it is for, and is the local directory's report."""
+    from auditor.synth import synthesize
+
+    root = tmp_path / "glm-fp8"
+    synthesize(root, "glm-5.1", "fp8-block")
+    remote_env.repos["zai-org/GLM-5.1-FP8"] = Repo(root)
+    args = ["--engine", "vllm@0.28", "--device", "h200", "--tp", "8"]
+    rc, text, err = run(capsys, "memory", "hf://zai-org/GLM-5.1-FP8", *args)
+    assert rc == 0, err
+    assert "engine: vLLM v0.28.0 (CUDA)" in text and "(h200, GiB)" in text
+    rc, out, _ = run(capsys, "memory", "hf://zai-org/GLM-5.1-FP8", *args, "--format", "json")
+    rc2, loc, _ = run(capsys, "memory", str(root), *args, "--format", "json")
+    remote, local = json.loads(out), json.loads(loc)
+    assert rc == rc2 == 0 and comparable(remote) == comparable(local)
+    assert remote["runtime"] == local["runtime"] and remote["vllm_log_lines"][0].startswith("Model loading took")
