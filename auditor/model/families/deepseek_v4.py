@@ -30,8 +30,7 @@ never from ``model_type``: any config with these keys is this family (model-deep
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 from ...errors import AuditInputError
 from ..spec import LayerKind, ModelSpec
@@ -288,10 +287,10 @@ def global_modules(spec: ModelSpec) -> list:
 
 # ---------------------------------------------------------------- checkpoint layout (read from the modules above)
 
-@dataclass(frozen=True)
-class Stored:
+class Stored(NamedTuple):
     """One stored linear (``linear``: its module name, the writer adds the recipe's tensors) or one
-    stored tensor, under the HF-spelled ``path`` of its declared module."""
+    stored tensor, under the HF-spelled ``path`` of its declared module (a tuple: a checkpoint has
+    ~100k of them)."""
 
     path: str
     shape: tuple[int, ...]
@@ -309,6 +308,8 @@ def stored_of(spec: ModelSpec, d: Any, n_experts: int) -> list[Stored]:
         if d.shape[0] % n:
             raise ValueError(f"{d.name}: output {d.shape[0]} does not split over members {d.stored}")
         cls = "float" if d.float_only else d.recipe_class
+        if not cls:
+            raise ValueError(f"{d.name}: a linear the writer quantizes needs its recipe_class")
         return [Stored(m, (d.shape[0] // n, d.shape[1]), recipe_class=cls, linear=True) for m in d.stored]
     if d.kind == "norm":
         return [Stored(d.name + ".weight", d.shape)]
@@ -341,10 +342,14 @@ def _written_order(rows: list[Stored]) -> list[Stored]:
     """A layer's tensors in the order DeepSeek's checkpoints list them: its Block holds attn, then
     ffn (an MLP's w1, w2, w3), then the norms and mHC parameters, the MTP block's own after them;
     the engine's walk has norms and mHC first and a fused gate_up before down."""
-    body = [r for r in rows if r.path.split(".", 1)[0] in ("self_attn", "mlp")]
-    rest = [r for r in rows if r.path.split(".", 1)[0] not in ("self_attn", "mlp")]
-    shared = [r for r in body if r.path.startswith("mlp.shared_experts.")]
-    body = [r for r in body if not r.path.startswith("mlp.shared_experts.")]
+    body, shared, rest = [], [], []
+    for r in rows:
+        if r.path.startswith("mlp.shared_experts."):
+            shared.append(r)
+        elif r.path.startswith(("self_attn.", "mlp.")):
+            body.append(r)
+        else:
+            rest.append(r)
     shared.sort(key=lambda r: _MLP_ORDER.get(r.path.rsplit(".", 1)[-1], len(_MLP_ORDER)))
     return body + shared + rest
 
@@ -354,27 +359,31 @@ _COMMON_GLOBALS = ("model.embed_tokens.weight", "model.norm.weight", "lm_head.we
 
 
 def stored_tensors(spec: ModelSpec, include_mtp: bool = True, n_experts: int | None = None,
-                   mtp_vocab: bool = True) -> Iterator[Stored]:
-    """Every stored linear and tensor of the checkpoint under its DeepSeek-native name, main layers,
+                   mtp_vocab: bool = True) -> Iterator[tuple[str, Stored]]:
+    """(DeepSeek-native name, what is stored) of every stored linear and tensor, main layers,
     MTP layers, globals, from ``layer_modules`` / ``global_modules``. ``mtp_vocab``: the MTP layers
     store their own embedding and head (msModelSlim; not the HF release)."""
-    from dataclasses import replace
     from ..names import native_global, native_layer_path
     E = spec.E if n_experts is None else n_experts
     layers = [(f"layers.{i}.", i, False) for i in range(spec.Lyr)]
     if include_mtp:
         layers += [(f"mtp.{j}.", spec.Lyr + j, True) for j in range(spec.mtp_layers)]
+    # layers of one kind declare equal modules: each kind's stored rows are spelled once
+    of_kind: dict[tuple, list[tuple[str, Stored]]] = {}
     for prefix, layer, mtp in layers:
-        rows = [r for d in layer_modules(spec, layer) if mtp_vocab or d.kind != "vocab"
-                for r in stored_of(spec, d, E)]
-        for r in _written_order(rows):
-            yield replace(r, path=prefix + native_layer_path(r.path, mtp))
+        decls = tuple(d for d in layer_modules(spec, layer) if mtp_vocab or d.kind != "vocab")
+        rows = of_kind.get((decls, mtp))
+        if rows is None:
+            stored = _written_order([r for d in decls for r in stored_of(spec, d, E)])
+            rows = of_kind[(decls, mtp)] = [(native_layer_path(r.path, mtp), r) for r in stored]
+        for rest, r in rows:
+            yield prefix + rest, r
     V, H = spec.V, spec.H
     for name, shape in zip(_COMMON_GLOBALS, ((V, H), (H,), (V, H))):
-        yield Stored(native_global(name), shape)
+        yield native_global(name), Stored(name, shape)
     for d in global_modules(spec):
         for r in stored_of(spec, d, E):
-            yield replace(r, path=native_global(r.path))
+            yield native_global(r.path), r
 
 
 def scheme(recipe: str, cls: str, spec: ModelSpec | None = None) -> str:
@@ -417,15 +426,18 @@ def layout_rows(spec: ModelSpec, recipe: str, *, include_mtp: bool = True, write
                                           "audit writes msModelSlim's layouts for the other recipes")
     out: list[tuple[str, str, tuple[int, ...], str]] = []
     pd = spec.pd
-    for r in stored_tensors(spec, include_mtp, n_experts, mtp_vocab=not hf):
-        if r.linear:
-            sch = scheme(recipe, r.recipe_class, spec)
-            rows = _hf_linear(r.path, sch, r.shape, pd) if hf else \
-                linear_tensors(r.path, sch, r.shape, pd, down=r.path.endswith(".w2"))
+    schemes: dict[str, str] = {}
+    for name, (_, shape, dtype, cls, linear) in stored_tensors(spec, include_mtp, n_experts, mtp_vocab=not hf):
+        if linear:
+            sch = schemes.get(cls)
+            if sch is None:
+                sch = schemes[cls] = scheme(recipe, cls, spec)
+            rows = _hf_linear(name, sch, shape, pd) if hf else \
+                linear_tensors(name, sch, shape, pd, down=name.endswith(".w2"))
             out += [(row[0], row[1], row[2], sch) for row in rows]
         else:
             # ASSUMED: norms stored in the model dtype (the description files were not readable, §2.2)
-            out.append((r.path, pd if r.dtype == "stored" else r.dtype, r.shape, "FLOAT"))
+            out.append((name, pd if dtype == "stored" else dtype, shape, "FLOAT"))
     return out
 
 
