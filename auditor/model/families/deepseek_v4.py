@@ -14,7 +14,8 @@ never from ``model_type``: any config with these keys is this family (model-deep
   coff = 2 at c = 4); an indexer per compress-4 layer (``wq_b [IH*ID, Qr]``, ``weights_proj
   [IH, H]`` and its own compressor of head ``ID``).
 * Checkpoint names are DeepSeek's own (``layers.N.attn.wq_a``, ``layers.N.ffn.experts.E.w1``,
-  ``mtp.J.*``, ``embed``/``head``); ``model.names`` reads them as the engine's loader renames them.
+  ``mtp.J.*``, ``embed``/``head``); ``model.names`` reads them as the engine's loader renames them,
+  and ``layout_rows`` writes them from ``layer_modules`` through its inverse (one declaration).
 * Recipes (msModelSlim, §2.2): ``w8a8`` (Flash: every quantizable linear W8A8_DYNAMIC) and ``w4a8``
   (Pro: routed experts W4A8_DYNAMIC); wo_a / wo_b, compressors, weights_proj, gate, e_proj / h_proj
   stay FLOAT; the MTP layer is quantized like the main layers.
