@@ -146,6 +146,10 @@ class ModuleDecl:
     attribute, e.g. ``qb_kvb_replicated`` under DSA-CP, ``shared_experts_replicated``); ``switch``:
     the engine may gather the full weight on prefill steps (DSA-CP's TP weight switch); ``float_only``:
     the engine builds it unquantized whatever the checkpoint says (``quant_config=None``).
+
+    ``recipe_class``: the class of linear a family's recipes give a scheme by (DeepSeek-V4's
+    ``RECIPE_SCHEMES``: attn, mlp, lowrank; a ``float_only`` linear is written FLOAT), so the
+    checkpoint layout is read from the same declaration.
     """
 
     kind: str
@@ -161,6 +165,7 @@ class ModuleDecl:
     float_only: bool = False
     hash: bool = False
     group: str = ""
+    recipe_class: str = ""
 
     @property
     def stored(self) -> tuple[str, ...]:

@@ -137,6 +137,37 @@ def canonical_layer_path(rest: str, mtp: bool = False) -> str:
     return _native_scale(rest)
 
 
+_HF_PROJ = {v: k for k, v in _NATIVE_PROJ.items()}
+
+
+def native_layer_path(rest: str, mtp: bool = False) -> str:
+    """The DeepSeek-native spelling of a layer path in the HF spelling (a module or a tensor under
+    ``layers.N.`` / ``mtp.J.``): the inverse of ``canonical_layer_path`` on the names a writer emits,
+    read from the same tables, so a family writes the names this module reads back."""
+    if mtp:
+        for a, b in _NATIVE_MTP_PREFIXES:
+            if rest.startswith(b):
+                return a + rest[len(b):]
+    if rest == "mlp.gate.e_score_correction_bias":
+        rest = "mlp.gate.bias"
+    elif rest.startswith(("mlp.experts.", "mlp.shared_experts.")):
+        parts = rest.split(".")
+        k = 3 if parts[1] == "experts" else 2
+        if len(parts) > k and parts[k] in _HF_PROJ:
+            parts[k] = _HF_PROJ[parts[k]]
+            rest = ".".join(parts)
+    for a, b in _NATIVE_LAYER_PREFIXES:
+        if rest.startswith(b):
+            return a + rest[len(b):]
+    return rest
+
+
+def native_global(name: str) -> str:
+    """The DeepSeek-native spelling of a model-level tensor (``model.embed_tokens.weight`` ->
+    ``embed.weight``); other names are spelled alike."""
+    return _NATIVE_SPELLING.get(name, name)
+
+
 def parse_global_path(name: str) -> Address:
     """Address of a tensor outside the decoder layers."""
     name = _NATIVE_GLOBALS.get(name, name)

@@ -8,12 +8,16 @@ each other (DeepSeek-V4: window-only, compress-4 and compress-128 layers) is a m
 * ``claims(cfg)``: whether the config has this family's structure keys;
 * ``spec_from_config(cfg, name, where)``: the ModelSpec with ``layer_kinds`` (one LayerKind per
   main and MTP layer);
+* ``layer_modules(spec, layer)`` / ``global_modules(spec)``: the modules of every layer and of the
+  model (``blueprint.ModuleDecl``), which the engine's materializer walks through its rules;
 * ``layout_rows(spec, recipe, writer, include_mtp)``: every stored tensor a writer emits
-  (name, dtype, shape, scheme), read by ``synth`` and by config-only inventories;
-* ``walk(materializer)``: the engine modules of every layer, emitted through the engine's rules;
-* ``structure_summary(spec)``: the report header's lines.
+  (name, dtype, shape, scheme), read by ``synth`` and by config-only inventories; best read from
+  ``layer_modules`` (DeepSeek-V4 does) so a module is declared once;
+* ``description(spec, recipe, include_mtp)``: the quant description a writer emits, or None;
+* ``structure_summary(spec)``: the report header's lines;
+* ``config_from_spec(spec)``: a config.json that reads back as ``spec`` (synth of a bare spec).
 
-To add a family: write its module with these five names and list it in ``_MODULES``.
+To add a family: write its module with these names and list it in ``_MODULES``.
 """
 from __future__ import annotations
 

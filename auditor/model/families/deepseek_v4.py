@@ -14,7 +14,8 @@ never from ``model_type``: any config with these keys is this family (model-deep
   coff = 2 at c = 4); an indexer per compress-4 layer (``wq_b [IH*ID, Qr]``, ``weights_proj
   [IH, H]`` and its own compressor of head ``ID``).
 * Checkpoint names are DeepSeek's own (``layers.N.attn.wq_a``, ``layers.N.ffn.experts.E.w1``,
-  ``mtp.J.*``, ``embed``/``head``); ``model.names`` reads them as the engine's loader renames them.
+  ``mtp.J.*``, ``embed``/``head``); ``model.names`` reads them as the engine's loader renames them,
+  and ``layout_rows`` writes them from ``layer_modules`` through its inverse (one declaration).
 * Recipes (msModelSlim, §2.2): ``w8a8`` (Flash: every quantizable linear W8A8_DYNAMIC) and ``w4a8``
   (Pro: routed experts W4A8_DYNAMIC); wo_a / wo_b, compressors, weights_proj, gate, e_proj / h_proj
   stay FLOAT; the MTP layer is quantized like the main layers.
@@ -30,7 +31,7 @@ never from ``model_type``: any config with these keys is this family (model-deep
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 from ...errors import AuditInputError
 from ..spec import LayerKind, ModelSpec
@@ -196,115 +197,194 @@ def structure_summary(spec: ModelSpec) -> list[str]:
     return out
 
 
-# ---------------------------------------------------------------- checkpoint layout (DeepSeek-native names)
+# ---------------------------------------------------------------- modules (declared once: engine walk and checkpoint layout)
 
 def coff(ratio: int) -> int:
     """Compressor window overlap: 2 rows of state per output at compress-4, 1 at compress-128."""
     return 2 if ratio == 4 else 1
 
 
-_LIN = "lin"          # a linear: scheme tensors from the recipe
-_F32 = "F32"          # an fp32 parameter
-_PD = "pd"            # a model-dtype parameter (norms, embeddings)
-_I64 = "I64"
-
-
-def _attn(spec: ModelSpec, p: str, kind: LayerKind) -> Iterator[tuple[str, str, tuple[int, ...], str]]:
-    s, H = spec, spec.H
-    D = s.head_dim
-    yield _LIN, p + "attn.wq_a", (s.Qr, H), "attn"
-    yield _PD, p + "attn.q_norm.weight", (s.Qr,), ""
-    yield _LIN, p + "attn.wq_b", (s.NH * D, s.Qr), "attn"
-    yield _LIN, p + "attn.wkv", (D, H), "attn"
-    yield _PD, p + "attn.kv_norm.weight", (D,), ""
-    yield _LIN, p + "attn.wo_a", (s.o_groups * s.o_lora_rank, s.NH * D // s.o_groups), "lowrank"
-    yield _LIN, p + "attn.wo_b", (H, s.o_groups * s.o_lora_rank), "lowrank"
-    yield _F32, p + "attn.attn_sink", (s.NH,), ""
+def layer_modules(spec: ModelSpec, layer: int) -> list:
+    """The modules of ``layer`` (main or MTP), the one declaration both the materializer's walk and
+    ``layout_rows`` read: HF-spelled names (``model.names`` gives the checkpoint's tensors these:
+    ``attn.`` -> ``self_attn.``, ``ffn.`` -> ``mlp.``, w1/w2/w3 -> gate/down/up_proj), in the
+    engine's terms and order (model.py:452-518, 689-702; compressor.py:124-144; indexer.py:270-315;
+    mtp.py:55-104)."""
+    from ..blueprint import ModuleDecl as M
+    s, H, D = spec, spec.H, spec.head_dim
+    kind = s.layer_kinds[layer]
+    mtp = kind.mtp
+    a = "mtp" if mtp else "attention"
+    hc = s.residual_mult
+    out = [M("norm", "input_layernorm", (H,), "mtp" if mtp else "norm"),
+           M("norm", "post_attention_layernorm", (H,), "mtp" if mtp else "norm")]
+    for blk in ("attn", "ffn"):
+        out += [M("param", "", (mix_outputs(hc), hc * H), "mtp" if mtp else "other", suffix=f"hc_{blk}_fn", dtype="F32"),
+                M("param", "", (mix_outputs(hc),), "mtp" if mtp else "other", suffix=f"hc_{blk}_base", dtype="F32"),
+                M("param", "", (HC_SCALES,), "mtp" if mtp else "other", suffix=f"hc_{blk}_scale", dtype="F32")]
+    out += [M("linear", "self_attn.wq_a", (s.Qr, H), a, recipe_class="attn"),
+            M("norm", "self_attn.q_norm", (s.Qr,), a),
+            # DSA-CP replicates wq_b (wq_b_cls = ReplicatedLinear, model.py:484-492)
+            M("linear", "self_attn.wq_b", (s.NH * D, s.Qr), a, role="column", replicated_by="qb_kvb_replicated",
+              recipe_class="attn"),
+            M("linear", "self_attn.wkv", (D, H), a, recipe_class="attn"),
+            M("norm", "self_attn.kv_norm", (D,), a),
+            M("linear", "self_attn.wo_a", (s.o_groups * s.o_lora_rank, s.NH * D // s.o_groups), a, role="column",
+              switch=True, recipe_class="lowrank"),
+            M("linear", "self_attn.wo_b", (H, s.o_groups * s.o_lora_rank), a, role="row", switch=True,
+              recipe_class="lowrank"),
+            M("param", "self_attn", (s.NH,), a, role="heads", suffix="attn_sink", dtype="F32")]
     c = kind.compress_ratio
     if c:
-        yield from _compressor(p + "attn.compressor.", c, D, H)
+        out += _compressor_modules("self_attn.compressor", c, D, H, a)
     if kind.indexer:
-        yield _LIN, p + "attn.indexer.wq_b", (s.IH * s.ID, s.Qr), "attn"
-        yield _LIN, p + "attn.indexer.weights_proj", (s.IH, H), "float"
-        yield from _compressor(p + "attn.indexer.compressor.", c, s.ID, H)
-
-
-def _compressor(p: str, c: int, d: int, H: int) -> Iterator[tuple[str, str, tuple[int, ...], str]]:
-    w = coff(c) * d
-    yield _F32, p + "ape", (c, w), ""
-    yield _LIN, p + "wkv", (w, H), "float"
-    yield _LIN, p + "wgate", (w, H), "float"
-    yield _PD, p + "norm.weight", (d,), ""
-
-
-def _ffn(spec: ModelSpec, p: str, kind: LayerKind, n_experts: int) -> Iterator[tuple[str, str, tuple[int, ...], str]]:
-    s, H = spec, spec.H
-    yield _PD, p + "ffn.gate.weight", (s.E, H), ""
-    if kind.router == "hash":
-        yield _I64, p + "ffn.gate.tid2eid", (s.V, s.topk_experts), ""
-    elif s.router_bias:
-        yield _F32, p + "ffn.gate.bias", (s.E,), ""
-    for e in range(n_experts):
-        q = f"{p}ffn.experts.{e}."
-        yield _LIN, q + "w1", (s.I, H), "expert"
-        yield _LIN, q + "w2", (H, s.I), "expert"
-        yield _LIN, q + "w3", (s.I, H), "expert"
+        b = "mtp" if mtp else "indexer"
+        out += [M("linear", "self_attn.indexer.wq_b", (s.IH * s.ID, s.Qr), b, recipe_class="attn"),
+                M("linear", "self_attn.indexer.weights_proj", (s.IH, H), b, float_only=True)]
+        out += _compressor_modules("self_attn.indexer.compressor", c, s.ID, H, b)
+    f = "mtp" if mtp else None
+    out.append(M("router", "mlp.gate", (s.E, H), f or "router", hash=kind.router == "hash"))
+    out.append(M("experts", "mlp.experts", (), f or "routed_experts"))
     if s.S:
-        q = p + "ffn.shared_experts."
-        yield _LIN, q + "w1", (s.I * s.S, H), "mlp"
-        yield _LIN, q + "w2", (H, s.I * s.S), "mlp"
-        yield _LIN, q + "w3", (s.I * s.S, H), "mlp"
+        sh = f or "shared_experts"
+        out += [M("linear", "mlp.shared_experts.gate_up_proj", (2 * s.I * s.S, H), sh, role="column",
+                  members=("mlp.shared_experts.gate_proj", "mlp.shared_experts.up_proj"),
+                  replicated_by="shared_experts_replicated", recipe_class="mlp"),
+                M("linear", "mlp.shared_experts.down_proj", (H, s.I * s.S), sh, role="row",
+                  replicated_by="shared_experts_replicated", recipe_class="mlp")]
+    if mtp:
+        # e_proj / h_proj take quant_config (model-deepseek-v4.md §1.6; FP8 in the HF release)
+        out += [M("linear", "e_proj", (H, H), "mtp", recipe_class="lowrank"),
+                M("linear", "h_proj", (H, H), "mtp", recipe_class="lowrank"),
+                M("norm", "enorm", (H,), "mtp"), M("norm", "hnorm", (H,), "mtp"),
+                M("norm", "shared_head.norm", (H,), "mtp"),
+                M("vocab", "shared_head.head", (s.V_padded, H), "mtp", group="lmhead"),
+                M("vocab", "embed_tokens", (s.V_padded, H), "mtp", group="embedding")]
+        out += _head_hc_modules(spec, "mtp")
+    return out
 
 
-def _hc(spec: ModelSpec, p: str, block: str) -> Iterator[tuple[str, str, tuple[int, ...], str]]:
+def _compressor_modules(p: str, c: int, d: int, H: int, block: str) -> list:
+    from ..blueprint import ModuleDecl as M
+    w = coff(c) * d
+    return [M("param", p, (c, w), block, suffix="ape", dtype="F32"),
+            M("linear", p + ".wkv", (w, H), block, float_only=True),
+            M("linear", p + ".wgate", (w, H), block, float_only=True),
+            M("norm", p + ".norm", (d,), block)]
+
+
+def _head_hc_modules(spec: ModelSpec, block: str, model_level: bool = False) -> list:
+    """The head's mHC reduction parameters; at model level each tensor is its own module (``hc_head_fn``)."""
+    from ..blueprint import ModuleDecl as M
     hc, H = spec.residual_mult, spec.H
-    yield _F32, f"{p}hc_{block}_fn", (mix_outputs(hc), hc * H), ""
-    yield _F32, f"{p}hc_{block}_base", (mix_outputs(hc),), ""
-    yield _F32, f"{p}hc_{block}_scale", (HC_SCALES,), ""
+    return [M("param", n if model_level else "", shape, block, suffix=n, dtype="F32")
+            for n, shape in (("hc_head_fn", (hc, hc * H)), ("hc_head_base", (hc,)), ("hc_head_scale", (1,)))]
 
 
-def _head_hc(spec: ModelSpec, p: str) -> Iterator[tuple[str, str, tuple[int, ...], str]]:
-    hc, H = spec.residual_mult, spec.H
-    yield _F32, p + "hc_head_fn", (hc, hc * H), ""
-    yield _F32, p + "hc_head_base", (hc,), ""
-    yield _F32, p + "hc_head_scale", (1,), ""
+def global_modules(spec: ModelSpec) -> list:
+    """Model-level modules besides the embedding, final norm and LM head every family has."""
+    return _head_hc_modules(spec, "other", model_level=True)
 
 
-def _layer(spec: ModelSpec, p: str, kind: LayerKind, n_experts: int) -> Iterator[tuple[str, str, tuple[int, ...], str]]:
-    yield from _attn(spec, p, kind)
-    yield from _ffn(spec, p, kind, n_experts)
-    yield _PD, p + "attn_norm.weight", (spec.H,), ""
-    yield _PD, p + "ffn_norm.weight", (spec.H,), ""
-    yield from _hc(spec, p, "attn")
-    yield from _hc(spec, p, "ffn")
+# ---------------------------------------------------------------- checkpoint layout (read from the modules above)
+
+class Stored(NamedTuple):
+    """One stored linear (``linear``: its module name, the writer adds the recipe's tensors) or one
+    stored tensor, under the HF-spelled ``path`` of its declared module (a tuple: a checkpoint has
+    ~100k of them)."""
+
+    path: str
+    shape: tuple[int, ...]
+    dtype: str = "stored"          # stored = the model dtype
+    recipe_class: str = ""         # a linear's; "" for a tensor
+    linear: bool = False
 
 
-def modules(spec: ModelSpec, include_mtp: bool = True, n_experts: int | None = None, mtp_vocab: bool = True
-            ) -> Iterator[tuple[str, str, tuple[int, ...], str]]:
-    """(kind, name, shape, linear class) of every stored module, main layers, MTP layers, globals.
-    ``kind``: ``lin`` (a linear: name without ``.weight``), ``F32`` / ``pd`` / ``I64`` (a tensor).
-    ``mtp_vocab``: the MTP layers store their own embedding and head (msModelSlim; not the HF release)."""
+def stored_of(spec: ModelSpec, d: Any, n_experts: int) -> list[Stored]:
+    """What a declared module is made of in the checkpoint: a fused linear's members (equal widths,
+    gate / up), a norm's weight, a parameter, the gate's weight with its hash table or score bias,
+    each routed expert's w1 / w2 / w3, a vocabulary table of V rows (the engine pads to V_padded)."""
+    if d.kind == "linear":
+        n = len(d.stored)
+        if d.shape[0] % n:
+            raise ValueError(f"{d.name}: output {d.shape[0]} does not split over members {d.stored}")
+        cls = "float" if d.float_only else d.recipe_class
+        if not cls:
+            raise ValueError(f"{d.name}: a linear the writer quantizes needs its recipe_class")
+        return [Stored(m, (d.shape[0] // n, d.shape[1]), recipe_class=cls, linear=True) for m in d.stored]
+    if d.kind == "norm":
+        return [Stored(d.name + ".weight", d.shape)]
+    if d.kind == "param":
+        # a bare tensor: in a layer under module "" (hc_attn_fn), at model level its own module (hc_head_fn)
+        path = d.suffix if d.name in ("", d.suffix) else f"{d.name}.{d.suffix}"
+        return [Stored(path, d.shape, d.dtype)]
+    if d.kind == "router":
+        out = [Stored(d.name + ".weight", d.shape)]
+        if d.hash:
+            out.append(Stored(d.name + ".tid2eid", (spec.V, spec.topk_experts), "I64"))
+        elif spec.router_bias:
+            out.append(Stored(d.name + ".e_score_correction_bias", (spec.E,), "F32"))
+        return out
+    if d.kind == "experts":
+        H, I = spec.H, spec.I
+        return [Stored(f"{d.name}.{e}.{proj}", shape, recipe_class="expert", linear=True)
+                for e in range(n_experts)
+                for proj, shape in (("gate_proj", (I, H)), ("down_proj", (H, I)), ("up_proj", (I, H)))]
+    if d.kind == "vocab":
+        return [Stored(d.name + ".weight", (spec.V, d.shape[1]))]
+    raise ValueError(f"module kind {d.kind!r}")
+
+
+#: DeepSeek's MLP holds w1, w2, w3 (gate, down, up) in this order
+_MLP_ORDER = {"gate_proj": 0, "down_proj": 1, "up_proj": 2}
+
+
+def _written_order(rows: list[Stored]) -> list[Stored]:
+    """A layer's tensors in the order DeepSeek's checkpoints list them: its Block holds attn, then
+    ffn (an MLP's w1, w2, w3), then the norms and mHC parameters, the MTP block's own after them;
+    the engine's walk has norms and mHC first and a fused gate_up before down."""
+    body, shared, rest = [], [], []
+    for r in rows:
+        if r.path.startswith("mlp.shared_experts."):
+            shared.append(r)
+        elif r.path.startswith(("self_attn.", "mlp.")):
+            body.append(r)
+        else:
+            rest.append(r)
+    shared.sort(key=lambda r: _MLP_ORDER.get(r.path.rsplit(".", 1)[-1], len(_MLP_ORDER)))
+    return body + shared + rest
+
+
+#: model-level tensors every family has (the materializer's ``globals_``), in the order DeepSeek writes them
+_COMMON_GLOBALS = ("model.embed_tokens.weight", "model.norm.weight", "lm_head.weight")
+
+
+def stored_tensors(spec: ModelSpec, include_mtp: bool = True, n_experts: int | None = None,
+                   mtp_vocab: bool = True) -> Iterator[tuple[str, Stored]]:
+    """(DeepSeek-native name, what is stored) of every stored linear and tensor, main layers,
+    MTP layers, globals, from ``layer_modules`` / ``global_modules``. ``mtp_vocab``: the MTP layers
+    store their own embedding and head (msModelSlim; not the HF release)."""
+    from ..names import native_global, native_layer_path
     E = spec.E if n_experts is None else n_experts
-    H, V = spec.H, spec.V
-    for i in range(spec.Lyr):
-        yield from _layer(spec, f"layers.{i}.", spec.layer_kinds[i], E)
+    layers = [(f"layers.{i}.", i, False) for i in range(spec.Lyr)]
     if include_mtp:
-        for j in range(spec.mtp_layers):
-            p = f"mtp.{j}."
-            yield from _layer(spec, p, spec.layer_kinds[spec.Lyr + j], E)
-            yield _LIN, p + "e_proj", (H, H), "lowrank"
-            yield _LIN, p + "h_proj", (H, H), "lowrank"
-            yield _PD, p + "enorm.weight", (H,), ""
-            yield _PD, p + "hnorm.weight", (H,), ""
-            yield _PD, p + "norm.weight", (H,), ""
-            if mtp_vocab:
-                yield _PD, p + "head.weight", (V, H), ""
-                yield _PD, p + "emb.tok_emb.weight", (V, H), ""
-            yield from _head_hc(spec, p)
-    yield _PD, "embed.weight", (V, H), ""
-    yield _PD, "norm.weight", (H,), ""
-    yield _PD, "head.weight", (V, H), ""
-    yield from _head_hc(spec, "")
+        layers += [(f"mtp.{j}.", spec.Lyr + j, True) for j in range(spec.mtp_layers)]
+    # layers of one kind declare equal modules: each kind's stored rows are spelled once
+    of_kind: dict[tuple, list[tuple[str, Stored]]] = {}
+    for prefix, layer, mtp in layers:
+        decls = tuple(d for d in layer_modules(spec, layer) if mtp_vocab or d.kind != "vocab")
+        rows = of_kind.get((decls, mtp))
+        if rows is None:
+            stored = _written_order([r for d in decls for r in stored_of(spec, d, E)])
+            rows = of_kind[(decls, mtp)] = [(native_layer_path(r.path, mtp), r) for r in stored]
+        for rest, r in rows:
+            yield prefix + rest, r
+    V, H = spec.V, spec.H
+    for name, shape in zip(_COMMON_GLOBALS, ((V, H), (H,), (V, H))):
+        yield native_global(name), Stored(name, shape)
+    for d in global_modules(spec):
+        for r in stored_of(spec, d, E):
+            yield native_global(r.path), r
 
 
 def scheme(recipe: str, cls: str, spec: ModelSpec | None = None) -> str:
@@ -347,22 +427,18 @@ def layout_rows(spec: ModelSpec, recipe: str, *, include_mtp: bool = True, write
                                           "audit writes msModelSlim's layouts for the other recipes")
     out: list[tuple[str, str, tuple[int, ...], str]] = []
     pd = spec.pd
-    if hf:
-        for kind, name, shape, cls in modules(spec, include_mtp, n_experts, mtp_vocab=False):
-            if kind == _LIN:
-                sch = scheme(recipe, cls, spec)
-                out += [(n, d, sh, sch) for n, d, sh in _hf_linear(name, sch, shape, pd)]
-            else:
-                out.append((name, pd if kind == _PD else kind, shape, "FLOAT"))
-        return out
-    for kind, name, shape, cls in modules(spec, include_mtp, n_experts):
-        if kind == _LIN:
-            sch = scheme(recipe, cls)
-            for row in linear_tensors(name, sch, shape, pd, down=name.endswith(".w2")):
-                out.append((row[0], row[1], row[2], sch))
+    schemes: dict[str, str] = {}
+    for name, (_, shape, dtype, cls, linear) in stored_tensors(spec, include_mtp, n_experts, mtp_vocab=not hf):
+        if linear:
+            sch = schemes.get(cls)
+            if sch is None:
+                sch = schemes[cls] = scheme(recipe, cls, spec)
+            rows = _hf_linear(name, sch, shape, pd) if hf else \
+                linear_tensors(name, sch, shape, pd, down=name.endswith(".w2"))
+            out += [(row[0], row[1], row[2], sch) for row in rows]
         else:
             # ASSUMED: norms stored in the model dtype (the description files were not readable, §2.2)
-            out.append((name, pd if kind == _PD else kind, shape, "FLOAT"))
+            out.append((name, pd if dtype == "stored" else dtype, shape, "FLOAT"))
     return out
 
 
@@ -376,87 +452,6 @@ def description(spec: ModelSpec, recipe: str, *, include_mtp: bool = True, n_exp
     desc.update({"version": "1.0.0", "model_quant_type": "W8A8_DYNAMIC" if recipe != "bf16" else "FLOAT",
                  "metadata": {}, "group_size": 0})
     return desc
-
-
-# ---------------------------------------------------------------- engine modules (the materializer's walk)
-
-def layer_modules(spec: ModelSpec, layer: int) -> list:
-    """The engine modules of ``layer`` (main or MTP) under the HF-spelled names ``model.names`` gives
-    the checkpoint's tensors (``attn.`` -> ``self_attn.``, ``ffn.`` -> ``mlp.``, w1/w2/w3 ->
-    gate/down/up_proj), in the engine's terms (model.py:452-518, 689-702; compressor.py:124-144;
-    indexer.py:270-315; mtp.py:55-104)."""
-    from ..blueprint import ModuleDecl as M
-    s, H, D = spec, spec.H, spec.head_dim
-    kind = s.layer_kinds[layer]
-    mtp = kind.mtp
-    a = "mtp" if mtp else "attention"
-    hc = s.residual_mult
-    out = [M("norm", "input_layernorm", (H,), "mtp" if mtp else "norm"),
-           M("norm", "post_attention_layernorm", (H,), "mtp" if mtp else "norm")]
-    for blk in ("attn", "ffn"):
-        out += [M("param", "", (mix_outputs(hc), hc * H), "mtp" if mtp else "other", suffix=f"hc_{blk}_fn", dtype="F32"),
-                M("param", "", (mix_outputs(hc),), "mtp" if mtp else "other", suffix=f"hc_{blk}_base", dtype="F32"),
-                M("param", "", (HC_SCALES,), "mtp" if mtp else "other", suffix=f"hc_{blk}_scale", dtype="F32")]
-    out += [M("linear", "self_attn.wq_a", (s.Qr, H), a),
-            M("norm", "self_attn.q_norm", (s.Qr,), a),
-            # DSA-CP replicates wq_b (wq_b_cls = ReplicatedLinear, model.py:484-492)
-            M("linear", "self_attn.wq_b", (s.NH * D, s.Qr), a, role="column", replicated_by="qb_kvb_replicated"),
-            M("linear", "self_attn.wkv", (D, H), a),
-            M("norm", "self_attn.kv_norm", (D,), a),
-            M("linear", "self_attn.wo_a", (s.o_groups * s.o_lora_rank, s.NH * D // s.o_groups), a, role="column",
-              switch=True),
-            M("linear", "self_attn.wo_b", (H, s.o_groups * s.o_lora_rank), a, role="row", switch=True),
-            M("param", "self_attn", (s.NH,), a, role="heads", suffix="attn_sink", dtype="F32")]
-    c = kind.compress_ratio
-    if c:
-        out += _compressor_modules("self_attn.compressor", c, D, H, a)
-    if kind.indexer:
-        b = "mtp" if mtp else "indexer"
-        out += [M("linear", "self_attn.indexer.wq_b", (s.IH * s.ID, s.Qr), b),
-                M("linear", "self_attn.indexer.weights_proj", (s.IH, H), b, float_only=True)]
-        out += _compressor_modules("self_attn.indexer.compressor", c, s.ID, H, b)
-    f = "mtp" if mtp else None
-    out.append(M("router", "mlp.gate", (s.E, H), f or "router", hash=kind.router == "hash"))
-    out.append(M("experts", "mlp.experts", (), f or "routed_experts"))
-    if s.S:
-        sh = f or "shared_experts"
-        out += [M("linear", "mlp.shared_experts.gate_up_proj", (2 * s.I * s.S, H), sh, role="column",
-                  members=("mlp.shared_experts.gate_proj", "mlp.shared_experts.up_proj"),
-                  replicated_by="shared_experts_replicated"),
-                M("linear", "mlp.shared_experts.down_proj", (H, s.I * s.S), sh, role="row",
-                  replicated_by="shared_experts_replicated")]
-    if mtp:
-        # e_proj / h_proj take quant_config (model-deepseek-v4.md §1.6; FP8 in the HF release)
-        out += [M("linear", "e_proj", (H, H), "mtp"),
-                M("linear", "h_proj", (H, H), "mtp"),
-                M("norm", "enorm", (H,), "mtp"), M("norm", "hnorm", (H,), "mtp"),
-                M("norm", "shared_head.norm", (H,), "mtp"),
-                M("vocab", "shared_head.head", (s.V_padded, H), "mtp", group="lmhead"),
-                M("vocab", "embed_tokens", (s.V_padded, H), "mtp", group="embedding")]
-        out += _head_hc_modules(spec, "mtp")
-    return out
-
-
-def _compressor_modules(p: str, c: int, d: int, H: int, block: str) -> list:
-    from ..blueprint import ModuleDecl as M
-    w = coff(c) * d
-    return [M("param", p, (c, w), block, suffix="ape", dtype="F32"),
-            M("linear", p + ".wkv", (w, H), block, float_only=True),
-            M("linear", p + ".wgate", (w, H), block, float_only=True),
-            M("norm", p + ".norm", (d,), block)]
-
-
-def _head_hc_modules(spec: ModelSpec, block: str, model_level: bool = False) -> list:
-    """The head's mHC reduction parameters; at model level each tensor is its own module (``hc_head_fn``)."""
-    from ..blueprint import ModuleDecl as M
-    hc, H = spec.residual_mult, spec.H
-    return [M("param", n if model_level else "", shape, block, suffix=n, dtype="F32")
-            for n, shape in (("hc_head_fn", (hc, hc * H)), ("hc_head_base", (hc,)), ("hc_head_scale", (1,)))]
-
-
-def global_modules(spec: ModelSpec) -> list:
-    """Model-level modules besides the embedding, final norm and LM head every family has."""
-    return _head_hc_modules(spec, "other", model_level=True)
 
 
 def config_from_spec(spec: ModelSpec) -> dict[str, Any]:
