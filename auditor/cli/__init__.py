@@ -131,7 +131,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
-    sys.exit(main())
+    code = main()
+    # The process ends here: without this the interpreter's last collection at exit walks every
+    # object the command left (measured ~40 ms of a 0.7 s `audit memory`); frozen objects are
+    # skipped, and everything is still released and flushed as at any exit.
+    gc.freeze()
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -158,9 +158,10 @@ def expand(args: list[str], command: click.Command) -> tuple[list[str], str | No
         return args, None
     own, vllm, path, picks = _split(list(args), command)
     env = _engine_env()
-    from ..launch.nightly import is_nightly
-    if path is not None and is_nightly(path):
-        return _expand_nightly(own, vllm, path, picks, command, env)
+    if path is not None:
+        from ..launch.nightly import is_nightly      # the YAML reader: only for a --launch file
+        if is_nightly(path):
+            return _expand_nightly(own, vllm, path, picks, command, env)
     if picks:
         flag = next(iter(picks))
         raise AuditInputError(flag, "selects from a vLLM-Ascend nightly config: give --launch FILE.yaml")

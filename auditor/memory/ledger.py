@@ -3,7 +3,7 @@
 Ranks are numbered stage*DP*TP + dp*TP + tp. A row's placement decides its per-rank multiplier:
 ``stage`` (every rank of the stage holding its layer), ``expert`` (the local expert count of the
 rank's EP slot), ``owner`` (one rank of the stage, layer sharding), ``first``/``last`` (first or last
-PP stage), ``all`` (every rank: per-process buffers). One matrix product then gives totals by
+PP stage), ``all`` (every rank: per-process buffers). One bincount per grouping then gives totals by
 category, block and layer for every rank at once.
 """
 from __future__ import annotations
@@ -125,10 +125,13 @@ def build_ledger(mat: Materialization, spec: ModelSpec, plan: ParallelPlan, layo
 
     def group(codes: np.ndarray, k: int, values: np.ndarray) -> np.ndarray:
         """[R, k] sums of ``values`` rows by code (rows with code -1 are dropped)."""
-        # a one-hot product instead of np.add.at (~4x slower here); every value is a whole number
-        # of bytes far below 2**53, so the float sums are exact in any order
-        onehot = (codes[None, :] == np.arange(k)[:, None]).astype(np.float64)   # code -1 matches none
-        return (onehot @ values).T
+        # one bincount over (rank, code) cells: no BLAS call (a threaded OpenBLAS product spun
+        # 0.1-0.3 s of CPU waking its threads on a busy machine) and no np.add.at (~4x slower);
+        # every value is a whole number of bytes far below 2**53, so the sums are exact in any order
+        keep = codes >= 0
+        cell = codes[keep][:, None] + k * np.arange(values.shape[1])[None, :]      # [rows, R]
+        sums = np.bincount(cell.ravel(), weights=values[keep].ravel(), minlength=k * values.shape[1])
+        return sums.reshape(values.shape[1], k)
 
     return Ledger(
         ranks=len(rank), total=res.sum(axis=0), naive=nai.sum(axis=0),

@@ -202,6 +202,23 @@ _MASK_DIGITS = bytes.maketrans(b"0123456789", b"##########")
 _WHOLE_RUN = re.compile(rb"(?:^|(?<=\.))[0-9]+(?=\.|$)")
 
 
+def _unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, axis=0, return_inverse=True)`` of uint8 rows: the same rows in the same
+    (lexicographic) order and the same inverse. Rows of up to 8 bytes are packed big-endian into
+    one integer each first: equal rows pack equal and the integer order is the row order, and
+    np.unique over integers is ~10x faster than over rows (DeepSeek-V4: 45 groups, ~60 ms)."""
+    width = keys.shape[1]
+    if width > 8 or not len(keys):
+        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+        return uniq, np.asarray(inv).ravel()
+    packed = np.zeros(len(keys), dtype=np.uint64)
+    for i in range(width):
+        packed <<= np.uint64(8)
+        packed |= keys[:, i].astype(np.uint64)
+    first, inv = np.unique(packed, return_index=True, return_inverse=True)[1:]
+    return keys[first], np.asarray(inv).ravel()
+
+
 def _templates(names: NameSpans) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Name templates: every dot-separated all-digit component becomes '#' (whole components
     only, so ``w13`` or ``fp8`` keep their digits), with no per-byte Python work.
@@ -265,7 +282,7 @@ def _templates(names: NameSpans) -> tuple[list[bytes], np.ndarray, np.ndarray, n
             # form sub-groups of their own, each parsed once: their numbers sit at the same offsets
             other = ~same & digits
             if other.any():
-                uniq, inv = np.unique(keys[other], axis=0, return_inverse=True)
+                uniq, inv = _unique_rows(keys[other])
                 sub_rows = members[other]
                 for u in range(len(uniq)):
                     rows_u = sub_rows[np.asarray(inv).ravel() == u]

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from tabulate import tabulate
 
 from ..layer_ranges import ranges
+from .text_table import tabulate
 
 SEVERITY_ORDER = ("error", "warning", "info")
 

@@ -3,11 +3,11 @@ and ``vllm_log_lines``: the engine's available-memory formula, the KV spec, bloc
 concurrency, the items outside the budget and the lines vLLM would print."""
 from __future__ import annotations
 
-from tabulate import tabulate
 
 from ..engines.registry import DEFAULT_FAMILY, as_engine
 from ..units import GiB, MiB
 from ..units import gib as _g
+from .text_table import tabulate
 
 
 def budget_rows(rt: dict, engine: object = None) -> list[list[str]]:

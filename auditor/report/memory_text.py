@@ -1,13 +1,13 @@
 """Terminal table and markdown renderers for the memory report (both from the report dict)."""
 from __future__ import annotations
 
-from tabulate import tabulate
 
 from ..model.classify import CATEGORIES
 from ..engines.registry import as_engine
 from ..errors import AuditInputError
 from .findings import findings_section
 from ..units import Unit, count
+from .text_table import tabulate
 
 
 def _rank_groups(ranks: list[dict]) -> list[tuple[list[int], dict]]:

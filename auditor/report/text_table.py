@@ -13,6 +13,13 @@ import numpy as np
 CHUNK_ROWS = 20_000
 
 
+def tabulate(*args, **kwargs) -> str:
+    """``tabulate.tabulate``, imported on the first table: the package (and the importlib.metadata,
+    email and socket it pulls in, ~15-25 ms) is not loaded by a report written as JSON or CSV."""
+    from tabulate import tabulate as _tabulate
+    return _tabulate(*args, **kwargs)
+
+
 def fixed_width_table(headers: Sequence[str], columns: Sequence[Sequence | np.ndarray], fmt: str = "table",
                       on_rows: Callable[[int], None] | None = None) -> str:
     """Render ``columns`` (equal-length sequences of cells, any type: str() is applied) under
