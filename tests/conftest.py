@@ -61,6 +61,20 @@ def ckpts(shared_dir: Path) -> Path:
     return shared_dir / "data" / "checkpoints"
 
 
+def drain_pty(master: int) -> bytes:
+    """Everything a child wrote to a pseudo-terminal until it closed (EIO or EOF ends the read)."""
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    return b"".join(chunks)
+
+
 def tree_snapshot(root: Path) -> dict[str, tuple[str, int, int]]:
     """{relative path: (kind, size, mtime_ns)} of everything under ``root`` (symlinks not followed).
 

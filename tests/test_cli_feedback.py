@@ -16,6 +16,7 @@ import pytest
 
 from auditor.cli import feedback
 from auditor.cli.feedback import COMPILE_NOTICE
+from conftest import drain_pty
 
 
 class FakeTTY(io.StringIO):
@@ -100,20 +101,12 @@ def _run_with_tty_stderr(argv: list[str], env: dict[str, str] | None = None) -> 
     sink = tempfile.TemporaryFile()          # a file, not a pipe: a full pipe would block the child
     proc = subprocess.Popen([sys.executable, "-m", "auditor", *argv], stdout=sink, stderr=slave, env=env)
     os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 4096)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
+    data = drain_pty(master)
     rc = proc.wait(timeout=300)
     os.close(master)
     sink.seek(0)
     out = sink.read().decode()
-    return rc, out, b"".join(chunks).decode(errors="replace")
+    return rc, out, data.decode(errors="replace")
 
 
 PERF = ["perf", "glm-5.1", "--phase", "decode", "--format", "json"]

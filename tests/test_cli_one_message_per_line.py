@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from auditor.cli import feedback
+from conftest import drain_pty
 
 NO_MEMORY = ["memory", "deepseek-v3.2", "--tp", "1", "--max-model-len", "8192"]
 SHORTFALL = ["memory", "glm-5.1", "--tp", "16", "--dp", "2", "--ep", "32", "--sp", "--dsa-cp",
@@ -46,18 +47,10 @@ def _on_a_terminal(argv: list[str]) -> tuple[int, str]:
     proc = subprocess.Popen([sys.executable, "-m", "auditor", *argv], stdout=slave, stderr=slave,
                             stdin=subprocess.DEVNULL)
     os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 4096)
-        except OSError:
-            break
-        if not data:
-            break
-        chunks.append(data)
+    data = drain_pty(master)
     rc = proc.wait(timeout=300)
     os.close(master)
-    return rc, b"".join(chunks).decode(errors="replace")
+    return rc, data.decode(errors="replace")
 
 
 @pytest.mark.parametrize("argv", [NO_MEMORY, NO_MEMORY + ["--format", "markdown"], NO_MEMORY + ["--format", "json"],

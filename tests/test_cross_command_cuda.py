@@ -3,11 +3,9 @@ weights, KV blocks per rank and KV tokens for the same flags (the expected figur
 is that no command reads a CUDA deployment, its GPU generation or its cache layout differently)."""
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from auditor.cli import main
+from test_cross_command import _json
 
 S, MML = 8, 16384
 DEPLOYMENTS = {
@@ -21,11 +19,6 @@ BASE = ["glm-5.1", "--recipe", "fp8-block", "--engine", "vllm@0.28"]
 RUNTIME = ["--max-num-seqs", str(S), "--max-model-len", str(MML)]
 
 
-def _json(args, capsys) -> dict:
-    code = main(args)
-    out = capsys.readouterr().out
-    assert code in (0, 3), out[-500:]
-    return json.loads(out)
 
 
 @pytest.mark.parametrize("name", list(DEPLOYMENTS))

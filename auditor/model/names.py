@@ -127,17 +127,23 @@ def canonical_layer_path(rest: str, mtp: bool = False) -> str:
     else:
         return rest
     if rest.startswith(("mlp.experts.", "mlp.shared_experts.")):
-        parts = rest.split(".")
-        k = 3 if parts[1] == "experts" else 2
-        if len(parts) > k and parts[k] in _NATIVE_PROJ:
-            parts[k] = _NATIVE_PROJ[parts[k]]
-            rest = ".".join(parts)
+        rest = _renamed_proj(rest, _NATIVE_PROJ)
     elif rest == "mlp.gate.bias":
         rest = "mlp.gate.e_score_correction_bias"
     return _native_scale(rest)
 
 
 _HF_PROJ = {v: k for k, v in _NATIVE_PROJ.items()}
+
+
+def _renamed_proj(rest: str, table: dict[str, str]) -> str:
+    """``mlp.experts.E.P...`` / ``mlp.shared_experts.P...`` with the projection word P renamed by ``table``
+    (w1/w2/w3 <-> gate/down/up_proj, one direction per table)."""
+    parts = rest.split(".")
+    k = 3 if parts[1] == "experts" else 2
+    if len(parts) > k and parts[k] in table:
+        parts[k] = table[parts[k]]
+    return ".".join(parts)
 
 
 def native_layer_path(rest: str, mtp: bool = False) -> str:
@@ -151,11 +157,7 @@ def native_layer_path(rest: str, mtp: bool = False) -> str:
     if rest == "mlp.gate.e_score_correction_bias":
         rest = "mlp.gate.bias"
     elif rest.startswith(("mlp.experts.", "mlp.shared_experts.")):
-        parts = rest.split(".")
-        k = 3 if parts[1] == "experts" else 2
-        if len(parts) > k and parts[k] in _HF_PROJ:
-            parts[k] = _HF_PROJ[parts[k]]
-            rest = ".".join(parts)
+        rest = _renamed_proj(rest, _HF_PROJ)
     for a, b in _NATIVE_LAYER_PREFIXES:
         if rest.startswith(b):
             return a + rest[len(b):]
