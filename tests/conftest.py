@@ -61,6 +61,18 @@ def ckpts(shared_dir: Path) -> Path:
     return shared_dir / "data" / "checkpoints"
 
 
+def json_leaves(o, keep):
+    """Every leaf of a parsed JSON document for which ``keep(leaf)`` holds (dicts' values, lists' items)."""
+    if isinstance(o, dict):
+        for v in o.values():
+            yield from json_leaves(v, keep)
+    elif isinstance(o, list):
+        for v in o:
+            yield from json_leaves(v, keep)
+    elif keep(o):
+        yield o
+
+
 def drain_pty(master: int) -> bytes:
     """Everything a child wrote to a pseudo-terminal until it closed (EIO or EOF ends the read)."""
     chunks = []

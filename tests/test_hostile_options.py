@@ -18,6 +18,7 @@ from auditor.cli.options import FiniteFloatRange
 from auditor.errors import AuditInputError
 from auditor.inputs import JSON_MAX_DEPTH, parse_json_text
 from hostile_harness import check_contract, run_in_process, run_out_of_process
+from conftest import json_leaves
 
 BENCH = ["bench", "glm-5.1", "--tp", "16", "--concurrency", "4", "--isl", "100", "--osl", "10"]
 PD = ["--decode", "--tp 16"]
@@ -110,14 +111,7 @@ def _depth(v) -> int:
 
 
 def _numbers(v):
-    if isinstance(v, dict):
-        for x in v.values():
-            yield from _numbers(x)
-    elif isinstance(v, list):
-        for x in v:
-            yield from _numbers(x)
-    elif isinstance(v, (int, float)) and not isinstance(v, bool):
-        yield v
+    return json_leaves(v, lambda x: isinstance(x, (int, float)) and not isinstance(x, bool))
 
 
 @settings(max_examples=300, deadline=None)

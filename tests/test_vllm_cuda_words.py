@@ -11,6 +11,7 @@ import re
 import pytest
 
 from auditor.cli import main
+from conftest import json_leaves
 
 #: words only vLLM-Ascend / Ascend hardware have (case-sensitive, whole words)
 ASCEND_ONLY = re.compile(r"\b(HCCL|HCCS|NPU|dies?|A3|A2|NZ|nz_mode|DSA-CP|MLAPO|FlashComm1?|CANN|msModelSlim|"
@@ -24,14 +25,7 @@ COMMANDS = {"memory": [], "perf": [], "sweep": [], "bench": BENCH, "plan": PLAN}
 
 
 def _strings(o):
-    if isinstance(o, dict):
-        for v in o.values():
-            yield from _strings(v)
-    elif isinstance(o, list):
-        for v in o:
-            yield from _strings(v)
-    elif isinstance(o, str):
-        yield o
+    return json_leaves(o, lambda x: isinstance(x, str))
 
 
 def _run(capsys, argv):
