@@ -29,14 +29,24 @@ QUICK_MODULES = frozenset({
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _compile_notice_said():
-    """In-process commands print no compile notice: the notice is once per process and which test first
-    compiles a kernel depends on how the tests are spread over workers (a bad-input test would then see
-    two stderr lines). The notice itself is tested in fresh processes and by the unit tests in
-    test_cli_feedback.py, which reset this."""
+def _no_compile_notice_in_process():
+    """In-process commands print no compile notice. It is once per command run, and which test first
+    compiles a kernel on a cold cache depends on how the tests are spread over workers (a bad-input test
+    then sees it as a second stderr line). The notice itself is tested in fresh processes, and by the unit
+    tests in test_cli_feedback.py, which put the real ``say`` (``__wrapped__``) back."""
+    import functools
+
     from auditor.cli import feedback
-    feedback._state["announced"] = True
+    real = feedback.say
+
+    @functools.wraps(real)
+    def say(text: str) -> None:
+        if text != feedback.COMPILE_NOTICE:
+            real(text)
+
+    feedback.say = say
     yield
+    feedback.say = real
 
 
 def pytest_collection_modifyitems(config, items):
