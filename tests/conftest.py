@@ -71,6 +71,20 @@ def ckpts(shared_dir: Path) -> Path:
     return shared_dir / "data" / "checkpoints"
 
 
+def unix_socket_at(path: Path) -> None:
+    """Leave a UNIX socket file at ``path``. Bound by its relative name from its directory: a socket
+    path is capped at 107 bytes, and a worker's tmp_path (pytest-xdist adds popen-gwN) can be longer."""
+    import socket
+    s = socket.socket(socket.AF_UNIX)
+    cwd = os.getcwd()
+    os.chdir(path.parent)
+    try:
+        s.bind(path.name)
+    finally:
+        os.chdir(cwd)
+        s.close()
+
+
 def json_leaves(o, keep):
     """Every leaf of a parsed JSON document for which ``keep(leaf)`` holds (dicts' values, lists' items)."""
     if isinstance(o, dict):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from safetensors import safe_open
 
 from hostile_harness import (DENSE_CONFIG, check_contract, fingerprint, run_in_process, run_out_of_process,
                              tiny_checkpoint, write_config)
+from conftest import unix_socket_at
 
 SMALL_AS = 512 * 1024 ** 2      # address-space limit of the out-of-process cases that might read without bound
 
@@ -131,16 +131,7 @@ def _socket_at(rel: str):
         p = d / rel
         if p.exists():
             p.unlink()
-        s = socket.socket(socket.AF_UNIX)
-        # bind by a relative name: a socket path is capped at 107 bytes, and a worker's tmp_path
-        # (pytest-xdist adds popen-gwN) can be longer
-        cwd = os.getcwd()
-        os.chdir(p.parent)
-        try:
-            s.bind(p.name)
-        finally:
-            os.chdir(cwd)
-            s.close()
+        unix_socket_at(p)
         return d
     return build
 

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import signal
-import socket
 import struct
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +26,7 @@ from auditor.errors import AuditInputError
 from auditor.inputs import CONFIG_CAP, CONFIG_MAX_DEPTH, DESCRIPTION_CAP, INDEX_CAP
 from auditor.inventory.header import MAX_DEPTH, read_header
 from auditor.dtypes import DTYPE_BITS
+from conftest import unix_socket_at
 
 CONFIG = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 128,
           "intermediate_size": 128, "torch_dtype": "bfloat16", "max_position_embeddings": 4096}
@@ -104,9 +104,7 @@ def _devzero(p: Path) -> None:
 
 
 def _socket(p: Path) -> None:
-    s = socket.socket(socket.AF_UNIX)
-    s.bind(str(p))
-    s.close()
+    unix_socket_at(p)
 
 
 def _directory(p: Path) -> None:
