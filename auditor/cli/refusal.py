@@ -49,8 +49,7 @@ def recipe_refusal(src: Any, engine: Any = None) -> str | None:
     if not bad:
         return None
     from ..engines.registry import as_engine
-    from .options import DEFAULT_ENGINE
-    why = as_engine(engine if engine is not None else DEFAULT_ENGINE).recipe_refusal(src.spec, bad)
+    why = as_engine(engine).recipe_refusal(src.spec, bad)
     return None if why is None else f"{src.spec.name} with recipe {src.scheme_recipe}: {why}"
 
 
@@ -60,8 +59,7 @@ def refuse_kv(spec: Any, engine: Any, kv_cache_dtype: str | None) -> None:
     memory shows the same error as its start-up verdict instead."""
     from ..engines.registry import as_engine
     from ..errors import AuditInputError
-    from .options import DEFAULT_ENGINE
-    eng = as_engine(engine if engine is not None else DEFAULT_ENGINE)
+    eng = as_engine(engine)
     why = eng.kv_refusal(spec, kv_cache_dtype or "bf16")
     if why is not None:
         raise AuditInputError("--kv-cache-dtype", f"{eng.label} cannot start {spec.name} with a "
@@ -72,8 +70,7 @@ def warn_device(engine: Any, device: Any) -> str | None:
     """One ``audit: warning:`` line when the engine does not run on the device's vendor
     (``Engine.device_mismatch``: vLLM-Ascend on an H200, upstream vLLM on an A3); return it."""
     from ..engines.registry import as_engine
-    from .options import DEFAULT_ENGINE
-    why = as_engine(engine if engine is not None else DEFAULT_ENGINE).device_mismatch(device)
+    why = as_engine(engine).device_mismatch(device)
     if why is not None:
         click.echo(f"audit: warning: {why}", err=True)
     return why

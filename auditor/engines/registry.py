@@ -146,15 +146,16 @@ def resolve(text: str) -> "Engine":
     return cls(cls.profiles[key], note=note)
 
 
-EngineLike = Union[str, "Engine"]
+EngineLike = Union[str, "Engine", None]
 
 
 def as_engine(engine: EngineLike) -> "Engine":
-    """An Engine from an Engine or its ``--engine`` text (library callers may pass either)."""
+    """An Engine from an Engine or its ``--engine`` text (library callers may pass either); None is the
+    default engine (``DEFAULT_ENGINE``), so no caller restates the default."""
     from .base import Engine
     if isinstance(engine, Engine):
         return engine
-    return resolve(str(engine))
+    return resolve(DEFAULT_ENGINE if engine is None else str(engine))
 
 
 def engine_help() -> str:

@@ -105,8 +105,8 @@ def host_model(spec: Any, pre: Any, dec: Any, mtp: int, device: Any, hp: np.ndar
     drafter runs eager (``Engine.drafter_eager``; None: the default engine's)."""
     n_eager, _ = launch_counts(pre.arrays(), mtp)
     _, n_draft = launch_counts(dec.arrays(), mtp)
-    from ..engines.registry import DEFAULT_ENGINE, as_engine
-    eager = as_engine(DEFAULT_ENGINE if engine is None else engine).drafter_eager(spec)
+    from ..engines.registry import as_engine
+    eager = as_engine(engine).drafter_eager(spec)
     return HostModel(n_eager, n_draft if eager else 0.0,
                      host_params(device) if hp is None else full_host(hp),
                      float(pre.token_split))

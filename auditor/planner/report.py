@@ -28,7 +28,7 @@ def _row(c: Config) -> list[Any]:
 
 
 def _engine(head: dict) -> Any:
-    return as_engine(head.get("engine") or "vllm-ascend@main")
+    return as_engine(head.get("engine") or None)
 
 
 def _columns(head: dict, columns: list[str] = COLUMNS) -> list[str]:
@@ -46,7 +46,7 @@ def _helps(head: dict) -> str:
     out = head.get("helps")
     if out is None:
         out = eng.memory_savers(head.get("recipe"), head.get("kv_cache_dtype"))
-    return (", ".join(out[:-1]) + (", " if len(out) > 1 else "") + out[-1] + " or " + more) if out else more
+    return f"{', '.join(out)} or {more}" if out else more
 
 
 def memory_levers(spec: Any, plan: Any, engine: Any, recipe: str, kv_cache_dtype: str, device: Any = None) -> list[str]:
