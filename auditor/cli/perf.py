@@ -194,8 +194,8 @@ def sweep_command(model, tps, dps, ep_mode, sp, dsa_cp, engine, role, tokens, co
     for path, what in ((output, "--output"), (csv_path, "--csv"), (png, "--png")):
         guard_output(path, model, what)
     src = open_model(model, recipe, tables=False)
-    from ..perf.program import check_servable
-    check_servable(src.spec, "sweep", engine)
+    from ..perf.program import check_timeable
+    check_timeable(src.spec, engine)     # grids price KV through the engine's KV spec, pools too
     refuse_kv(src.spec, engine, runtime["kv_cache_dtype"])
     from ..perf.acceptance import resolve
     if isinstance(acceptance, tuple):

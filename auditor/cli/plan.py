@@ -146,8 +146,8 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
                                                  f"({wl.max_len:,} tokens)")
     mml = max_model_len or wl.max_len
     src = open_model(model, recipe, tables=False)
-    from ..perf.program import check_servable
-    check_servable(src.spec, "plan", engine)
+    from ..perf.program import check_timeable
+    check_timeable(src.spec, engine)     # grids price KV through the engine's KV spec, pools too
     refused = warn_refusal(src, engine)
     refuse_kv(src.spec, engine, kv_cache_dtype)
     from ..perf.acceptance import resolve

@@ -510,13 +510,6 @@ def check_timeable(spec: ModelSpec, engine: Any = None) -> None:
             raise AuditInputError("--engine", reason)
 
 
-def check_servable(spec: ModelSpec, command: str, engine: Any = None) -> None:
-    """What sweep and plan need of a model: an op program the engine times (``check_timeable``). Their
-    grids price KV through the engine's KV spec (``request_blocks`` / ``tokens_held``), a pool of cache
-    groups too."""
-    check_timeable(spec, engine)
-
-
 def kernel_path_of(engine: Any, cache: Any, device: Any) -> Any:
     """The engine's kernel path of ``cache`` (a ``--kv-cache-dtype`` value) on ``device``'s generation
     (``Engine.kernel_path_on``); a path object passes through. What ``build_program`` takes as ``cache``."""
