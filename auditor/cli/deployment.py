@@ -143,13 +143,9 @@ def _engine_env() -> dict[str, str]:
 
 
 def _engine_arg(args: list[str]) -> str:
-    for i, tok in enumerate(args):
-        if tok == "--engine" and i + 1 < len(args):
-            return args[i + 1]
-        if tok.startswith("--engine="):
-            return tok.split("=", 1)[1]
+    """The --engine the command will run (click takes the last one given), else the default."""
     from .options import DEFAULT_ENGINE
-    return DEFAULT_ENGINE
+    return _option_value(args, "--engine") or DEFAULT_ENGINE
 
 
 def expand(args: list[str], command: click.Command) -> tuple[list[str], str | None]:
