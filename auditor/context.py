@@ -1,54 +1,49 @@
-"""DeploymentContext: one deployment resolved once (model, plan, engine, recipe, device), asked by a
-command for what it needs. It sits above the engines, the runtime budget and perf (it calls them),
-while ``deployment.py`` holds only the records the engines themselves read."""
+"""DeploymentContext: one deployment resolved once (model, plan, engine, recipe, device), the one
+argument every layer below the commands takes for it.
+
+Why one record: the five used to travel positionally through 28 functions in three orders, and a
+flag dropped on the way was a silent wrong answer. The record sits just above the engines (it
+resolves ``--engine`` text to an Engine) and below memory, runtime, perf, serving and the planner,
+which all read it; ``deployment.py`` holds the per-instance records the engines themselves read.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
 @dataclass(frozen=True)
 class DeploymentContext:
-    """One deployment resolved once: the model, its parallel plan, the engine object, the recipe the
-    weights use and the device. A command builds it after parsing and asks it for what it needs,
-    instead of passing the five positionally through every layer; it hashes by the engine's key and
-    the device's name, so caches keyed on it never mix versions or devices."""
+    """The model, its parallel plan, the engine object, the recipe the weights use and the device.
+
+    It hashes by the engine's key and the device's name, so caches keyed on it never mix versions or
+    devices; ``bare`` drops the device for caches of device-independent results (a layer program, a
+    ledger). ``plan`` is None only for the planner's base, before a plan is chosen (``with_plan``)."""
 
     spec: Any
     plan: Any
-    engine: Any                  # an engines.base.Engine
+    engine: Any                  # an engines.base.Engine (``--engine`` text is resolved here)
     recipe: str
-    device: Any = field(compare=False, hash=False)
+    device: Any = field(default=None, compare=False, hash=False)
     device_name: str = ""
 
     def __post_init__(self) -> None:
         from .engines.registry import as_engine
         object.__setattr__(self, "engine", as_engine(self.engine))
-        object.__setattr__(self, "device_name", getattr(self.device, "name", str(self.device)))
+        object.__setattr__(self, "device_name", "" if self.device is None
+                           else getattr(self.device, "name", str(self.device)))
 
     def with_plan(self, plan: Any) -> "DeploymentContext":
-        return DeploymentContext(self.spec, plan, self.engine, self.recipe, self.device)
+        """The same model, engine, recipe and device under another parallel plan."""
+        return replace(self, plan=plan)
+
+    def with_(self, **changes: Any) -> "DeploymentContext":
+        return replace(self, **changes)
+
+    @property
+    def bare(self) -> "DeploymentContext":
+        """This deployment without its device: the key of what does not depend on the device."""
+        return self if self.device is None else replace(self, device=None)
 
     def placement(self) -> Any:
         return self.engine.placement(self.spec, self.plan)
-
-    def weights(self) -> list[int]:
-        """Worst-rank resident bytes per PP stage (a recipe's synthesized checkpoint)."""
-        from .runtime.weights import plan_weights
-        return plan_weights(self.spec, self.plan, self.engine, self.recipe)
-
-    def evaluate(self, workload: Any, **kw: Any) -> Any:
-        """One phase of the perf model (``perf.api.evaluate_phase``)."""
-        from .perf.api import evaluate_phase
-        return evaluate_phase(self.spec, self.plan, self.engine, workload, self.device, self.recipe, **kw)
-
-    def fit(self, **kw: Any) -> Any:
-        """The HBM budget configured for a workload and whether its KV fits (``runtime.feasibility``)."""
-        from .runtime.feasibility import workload_fit
-        return workload_fit(self.spec, self.plan, self.engine, self.recipe, self.device, **kw)
-
-    def growth(self, contexts: list[int], tokens: int, batch: int, mtp: int, **kw: Any) -> Any:
-        """Step time per op class across contexts (``perf.growth``)."""
-        from .perf.growth import context_growth
-        return context_growth(self.spec, self.plan, self.engine, self.recipe, self.device, contexts, tokens, batch,
-                              mtp, **kw)

@@ -30,16 +30,18 @@ import time
 t0 = time.perf_counter()
 from auditor.devices.profiles import load_device
 from auditor.model.presets import preset_spec
+from auditor.context import DeploymentContext
 from auditor.perf.api import Workload, evaluate
 from auditor.parallel import ParallelPlan
 import auditor_kernels.perf_core
 t1 = time.perf_counter()
 spec = preset_spec("glm-5.1")
 plan = ParallelPlan(tp=16, dp=1, ep=16, sp=True)
-evaluate(spec, plan, "vllm-ascend@main", Workload("decode", 1, 3500, 1, 3), load_device(), "w4a8")
+dep = DeploymentContext(spec, plan, "vllm-ascend@main", "w4a8", load_device())
+evaluate(dep, Workload("decode", 1, 3500, 1, 3))
 t2 = time.perf_counter()
 from auditor.perf.sweep import run_sweep
-run_sweep(spec, plan, "vllm-ascend@main", "w4a8", load_device(), [16], [1], [512], [0], [1], [0])
+run_sweep(dep, [16], [1], [512], [0], [1], [0])
 t3 = time.perf_counter()
 print(f"{t1 - t0:.3f} {t2 - t1:.3f} {t3 - t2:.3f}")
 """
@@ -61,6 +63,7 @@ def bench_compile() -> None:
 
 
 def bench_evaluate(repeat: int) -> None:
+    from auditor.context import DeploymentContext
     from auditor.devices.profiles import load_device
     from auditor.model.presets import preset_spec
     from auditor.perf.api import Workload, cached_program, evaluate
@@ -70,22 +73,23 @@ def bench_evaluate(repeat: int) -> None:
     dev = load_device("a3-752t")
     plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True)
     pre, dec = Workload("prefill", 4096, 0, 1, 3), Workload("decode", 1, 4096, 8, 3)
-    evaluate(spec, plan.with_(tp=8, ep=16), "vllm-ascend@main", dec, dev, "w8a8")    # load the JIT cache
+    evaluate(DeploymentContext(spec, plan.with_(tp=8, ep=16), "vllm-ascend@main", "w8a8", dev),
+             dec)    # load the JIT cache
     for graph in ("expanded", "repetition"):
         cached_program.cache_clear()
         t = time.perf_counter()
-        evaluate(spec, plan, "vllm-ascend@main", pre, dev, "w8a8", graph=graph)
-        evaluate(spec, plan, "vllm-ascend@main", dec, dev, "w8a8", graph=graph)
+        evaluate(DeploymentContext(spec, plan, "vllm-ascend@main", "w8a8", dev), pre, graph=graph)
+        evaluate(DeploymentContext(spec, plan, "vllm-ascend@main", "w8a8", dev), dec, graph=graph)
         build = time.perf_counter() - t
         times = []
         n = 200
         for _ in range(repeat):
             t = time.perf_counter()
             for _ in range(n):
-                evaluate(spec, plan, "vllm-ascend@main", pre, dev, "w8a8", graph=graph)
-                evaluate(spec, plan, "vllm-ascend@main", dec, dev, "w8a8", graph=graph)
+                evaluate(DeploymentContext(spec, plan, "vllm-ascend@main", "w8a8", dev), pre, graph=graph)
+                evaluate(DeploymentContext(spec, plan, "vllm-ascend@main", "w8a8", dev), dec, graph=graph)
             times.append((time.perf_counter() - t) / n * 1e3)
-        prog = cached_program(spec, plan, "vllm-ascend@main", "w8a8", "decode", graph, True)
+        prog = cached_program(DeploymentContext(spec, plan, "vllm-ascend@main", "w8a8"), "decode", graph, True)
         best = min(times)
         print(f"evaluate GLM-5.1 prefill+decode, {graph} graph ({len(prog.ops)} op rows/phase): "
               f"{best:.3f} ms (median {statistics.median(times):.3f}; target <= {EVAL_TARGET_MS} ms) "

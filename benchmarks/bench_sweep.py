@@ -14,6 +14,7 @@ TARGET = 100_000
 
 
 def bench_sweep(verbose: bool = True) -> dict[str, float]:
+    from auditor.context import DeploymentContext
     from auditor.devices.profiles import load_device
     from auditor.model.presets import preset_spec
     from auditor.perf.api import cached_program
@@ -27,13 +28,13 @@ def bench_sweep(verbose: bool = True) -> dict[str, float]:
                 contexts=list(range(0, 64000, 3200)), batches=[1, 2, 4, 8, 16, 32, 48, 64, 96, 128],
                 mtps=[0, 1, 2, 3])
     small = {**grid, "tokens": [512], "contexts": [0], "batches": [1], "mtps": [0]}
-    run_sweep(spec, base, "vllm-ascend@main", "w8a8", dev, **small)          # JIT + cache load
+    run_sweep(DeploymentContext(spec, base, "vllm-ascend@main", "w8a8", dev), **small)          # JIT + cache load
     cached_program.cache_clear()
     t = time.perf_counter()
-    res = run_sweep(spec, base, "vllm-ascend@main", "w8a8", dev, **grid)
+    res = run_sweep(DeploymentContext(spec, base, "vllm-ascend@main", "w8a8", dev), **grid)
     cold = time.perf_counter() - t
     t = time.perf_counter()
-    res = run_sweep(spec, base, "vllm-ascend@main", "w8a8", dev, **grid)
+    res = run_sweep(DeploymentContext(spec, base, "vllm-ascend@main", "w8a8", dev), **grid)
     warm = time.perf_counter() - t
     out = {"configs": res.n_configs, "cold_s": cold, "warm_s": warm,
            "cold_per_s": res.n_configs / cold, "warm_per_s": res.n_configs / warm}

@@ -17,6 +17,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from auditor.context import DeploymentContext
 from auditor.devices.profiles import load_device
 from auditor.model.presets import preset_spec
 from auditor.parallel import ParallelPlan
@@ -60,20 +61,21 @@ def main() -> int:
     for name, dev, path in variants(base):
         def ev(d, s, path=path):
             wl = Workload(s.phase, s.query_len, s.context_len, 1, MTP)
-            return evaluate_phase(spec, plan, ENGINE, wl, d, RECIPE, "repetition", cache=path).time_ms
+            return evaluate_phase(DeploymentContext(spec, plan, ENGINE, RECIPE, d), wl, "repetition",
+                                  cache=path).time_ms
         res = fit(scen, ev, dev, ("prefill_token_us", "step_ms"))
         d = res.device
         lat = []
         for c in CONTEXTS:
-            p = evaluate_phase(spec, plan, ENGINE, prefill_workload(c, 4096, 1, MTP), d, RECIPE, "repetition",
-                               cache=path).time_ms
-            q = evaluate_phase(spec, plan, ENGINE, Workload("decode", 4096, c, 1, MTP), d, RECIPE, "repetition",
-                               cache=path).time_ms
+            p = evaluate_phase(DeploymentContext(spec, plan, ENGINE, RECIPE, d), prefill_workload(c, 4096, 1, MTP),
+                               "repetition", cache=path).time_ms
+            q = evaluate_phase(DeploymentContext(spec, plan, ENGINE, RECIPE, d), Workload("decode", 4096, c, 1, MTP),
+                               "repetition", cache=path).time_ms
             lat.append(f"{p:8.0f}/{q:5.1f}")
         print(f"{name:<82} {res.fitted['prefill_token_us']:9.1f} {res.fitted['step_ms']:9.2f} "
               f"{res.mape_after:6.2f} {max(abs(e) for e in res.errors_loo):9.2f}   " + "   ".join(lat))
     print()
-    g = context_growth(spec, plan, ENGINE, RECIPE, shipped, CONTEXTS, 4096, 1, MTP)
+    g = context_growth(DeploymentContext(spec, plan, ENGINE, RECIPE, shipped), CONTEXTS, 4096, 1, MTP)
     print(growth_tables(g))
     return 0
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from auditor.context import DeploymentContext
 from auditor.devices.profiles import load_device, write_device
 from auditor.errors import AuditInputError
 from auditor.perf.calibrate import (DEFAULT_FIT, Scenario, fit, load_scenarios, minimize_restarted, nelder_mead,
@@ -155,7 +156,7 @@ def _glm_evaluator():
     from auditor.parallel import ParallelPlan
 
     plan = ParallelPlan(tp=16, dp=1, ep=16, mtp=True).validate()
-    return perf_evaluator(preset_spec("glm-5.1"), plan, DEFAULT_ENGINE, "w4a8", mtp=3, batch=1)
+    return perf_evaluator(DeploymentContext(preset_spec("glm-5.1"), plan, DEFAULT_ENGINE, "w4a8"), mtp=3, batch=1)
 
 
 @pytest.mark.skipif(not SHARED_CSV.is_file(), reason=f"shared calibration data absent ({SHARED_CSV})")

@@ -11,6 +11,7 @@ import shlex
 import pytest
 
 from auditor.cli import main
+from auditor.context import DeploymentContext
 
 S, MML = 4, 16384          # 4 requests of 16k: Flash at TP8 DP2 holds 7.6 (memory: max concurrency)
 MODEL = "deepseek-v4-flash"
@@ -63,9 +64,9 @@ def test_memory_levers_are_the_models_own():
     from auditor.source import open_model
     v4, glm = open_model(MODEL, None, tables=False).spec, open_model("glm-5.1", None, tables=False).spec
     plan = ParallelPlan(tp=8)
-    assert memory_levers(v4, plan, "vllm-ascend@main", "w8a8", "bf16") == ["w4a8"]
-    assert memory_levers(glm, plan, "vllm-ascend@main", "w8a8", "bf16") == ["w4a8", "c8 KV"]
-    assert memory_levers(glm, plan, "vllm-ascend@main", "w4a8", "c8") == []
+    assert memory_levers(DeploymentContext(v4, plan, "vllm-ascend@main", "w8a8"), "bf16") == ["w4a8"]
+    assert memory_levers(DeploymentContext(glm, plan, "vllm-ascend@main", "w8a8"), "bf16") == ["w4a8", "c8 KV"]
+    assert memory_levers(DeploymentContext(glm, plan, "vllm-ascend@main", "w4a8"), "c8") == []
 
 
 def test_plan_proposes_pro_at_one_million_tokens(capsys, monkeypatch):

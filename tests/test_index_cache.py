@@ -10,6 +10,7 @@ import collections
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from auditor.context import DeploymentContext
 from auditor.cli import main
 from auditor.engines.registry import as_engine
 from auditor.engines.vllm_ascend.kv import kv_spec
@@ -56,7 +57,7 @@ def test_glm51_overrides_keep_weights_and_cache():
 
 
 def _indexer_ops(spec, engine):
-    prog = build_program(spec, ParallelPlan(tp=16), engine, "w8a8", "decode")
+    prog = build_program(DeploymentContext(spec, ParallelPlan(tp=16), engine, "w8a8"), "decode")
     return collections.Counter(o.name for o in prog.ops if "indexer" in o.name)
 
 
@@ -75,9 +76,9 @@ def test_glm52_shared_layers_hold_no_indexer_weights():
     plan = ParallelPlan(tp=16, dp=1, ep=16)
     # same positions as GLM-5.1 so that only the indexers differ (rope tables scale with positions)
     s52 = spec_from_config(apply_hf_overrides(preset_config("glm-5.2"), {"max_position_embeddings": 202752}))
-    w52 = max(plan_weights(s52, plan, "main", "w8a8"))
-    w51 = max(plan_weights(preset_spec("glm-5.1"), plan, "main", "w8a8"))
-    w51_ic = max(plan_weights(_glm51_ic(), plan, "main", "w8a8"))
+    w52 = max(plan_weights(DeploymentContext(s52, plan, "main", "w8a8")))
+    w51 = max(plan_weights(DeploymentContext(preset_spec("glm-5.1"), plan, "main", "w8a8")))
+    w51_ic = max(plan_weights(DeploymentContext(_glm51_ic(), plan, "main", "w8a8")))
     assert w51_ic == w51                      # GLM-5.1 keeps every Indexer
     assert w52 < w51 and (w51 - w52) % 57 == 0   # 57 identical indexers dropped
 

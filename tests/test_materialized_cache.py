@@ -12,6 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from auditor.context import DeploymentContext
 from auditor.engines.registry import as_engine
 from auditor.memory import materialized
 from auditor.memory.api import _RENAME, _SKIP_PREFIXES, _SPLITS, module_bytes, synthesized_stored
@@ -81,21 +82,24 @@ CASES = [
 @pytest.mark.parametrize("engine,plan,ranks", CASES, ids=lambda v: v.describe() if isinstance(v, ParallelPlan) else None)
 def test_module_bytes_equals_direct_pass(spec, engine, plan, ranks):
     for r in ranks:
-        assert module_bytes(spec, plan, engine, RECIPE, r) == _direct_module_bytes(spec, plan, engine, r), r
+        assert module_bytes(DeploymentContext(spec, plan, engine, RECIPE), r) == _direct_module_bytes(spec, plan,
+                            engine, r), r
 
 
 @pytest.mark.parametrize("engine,plan,ranks", CASES, ids=lambda v: v.describe() if isinstance(v, ParallelPlan) else None)
 def test_plan_weights_equals_direct_ledger(spec, engine, plan, ranks):
     for p in (plan, replace(plan, mtp=True)):
         mat, pl = _direct_pass(spec, p, engine)
-        assert plan_weights(spec, p, engine, RECIPE) == stage_worst(build_ledger(mat, spec, p, pl).total, p)
+        assert plan_weights(DeploymentContext(spec, p, engine, RECIPE)) == stage_worst(
+            build_ledger(mat, spec, p, pl).total, p)
 
 
 def test_eplb_rank_difference_is_one_expert_per_moe_layer(spec):
     """Hand check of the derived expert bytes: of 256 + 16 slots over EP32, rank 15 holds 9 experts
     and rank 16 holds 8, so they differ by one expert in every MoE layer (3-77) and the MTP layer."""
     plan = ParallelPlan(tp=8, dp=4, ep=32, sp=True, dsa_cp=True, redundant_experts=16)
-    a, b = module_bytes(spec, plan, MAIN, RECIPE, 15), module_bytes(spec, plan, MAIN, RECIPE, 16)
+    a, b = module_bytes(DeploymentContext(spec, plan, MAIN, RECIPE),
+                        15), module_bytes(DeploymentContext(spec, plan, MAIN, RECIPE), 16)
     diff = {L: a[(L, m)] - b[(L, m)] for L, m in a if a[(L, m)] != b[(L, m)]}
     assert {m for (L, m) in a if a[(L, m)] != b[(L, m)]} == {"mlp.experts"}
     assert sorted(diff) == list(range(3, 79))
@@ -115,10 +119,10 @@ def test_dp_sizes_and_equal_roles_share_one_pass(spec):
     for dp in (1, 2, 4, 8):
         for red in (0, 8):
             for role in ("mixed", "prefill"):
-                module_bytes(spec, ParallelPlan(tp=8, dp=dp, ep=8 * dp, sp=True, dsa_cp=True, role=role, redundant_experts=red,
-                                                mtp=True), MAIN, RECIPE)
+                module_bytes(DeploymentContext(spec, ParallelPlan(tp=8, dp=dp, ep=8 * dp, sp=True, dsa_cp=True, role=role, redundant_experts=red,
+                                                mtp=True), MAIN, RECIPE))
     assert materialized._materialize.cache_info().currsize == 1
-    module_bytes(spec, ParallelPlan(tp=8, dp=2, ep=16, sp=True, dsa_cp=True, role="decode", mtp=True), MAIN, RECIPE)
+    module_bytes(DeploymentContext(spec, ParallelPlan(tp=8, dp=2, ep=16, sp=True, dsa_cp=True, role="decode", mtp=True), MAIN, RECIPE))
     assert materialized._materialize.cache_info().currsize == 2
 
 

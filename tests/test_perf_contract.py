@@ -17,6 +17,7 @@ from collections import Counter
 
 import pytest
 
+from auditor.context import DeploymentContext
 from auditor.devices.profiles import load_device
 from auditor.model.presets import preset_spec
 from auditor.perf.api import Workload, evaluate
@@ -43,7 +44,7 @@ FUSED_KV_BYTES = (512 + 64) * 2 + 128 * 2
 
 def _prefill(graph: str, role: str = "mixed", engine: str = ENGINE) -> dict:
     plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True, role=role)
-    return evaluate(SPEC, plan, engine, Workload("prefill", T), DEV, "w8a8", graph=graph).to_json()
+    return evaluate(DeploymentContext(SPEC, plan, engine, "w8a8", DEV), Workload("prefill", T), graph=graph).to_json()
 
 
 @pytest.fixture(scope="module")
@@ -160,8 +161,8 @@ def test_repetition_expands_to_the_expanded_graph(expanded, repetition):
 def test_repetition_equivalence_in_decode_with_mtp():
     plan = ParallelPlan(tp=4, dp=8, ep=32, sp=True, dsa_cp=True)
     wl = Workload("decode", 1, context=3000, batch=3, mtp=2)
-    a = evaluate(SPEC, plan, ENGINE, wl, DEV, "w4a8", graph="expanded").to_json()
-    b = evaluate(SPEC, plan, ENGINE, wl, DEV, "w4a8", graph="repetition").to_json()
+    a = evaluate(DeploymentContext(SPEC, plan, ENGINE, "w4a8", DEV), wl, graph="expanded").to_json()
+    b = evaluate(DeploymentContext(SPEC, plan, ENGINE, "w4a8", DEV), wl, graph="repetition").to_json()
     assert _canon(a["ops"]) == _canon(b["ops"])
     assert _canon(a["collectives"]) == _canon(b["collectives"])
     # the MTP layer (index 78) runs K = 2 times: pass 1 on 9 tokens, pass 2 on 3 tokens; DSA-CP shards
@@ -181,7 +182,8 @@ def test_repetition_equivalence_in_decode_with_mtp():
 @pytest.fixture(scope="module")
 def decode_dp8_tp4() -> dict:
     plan = ParallelPlan(tp=4, dp=8, ep=32)
-    return evaluate(SPEC, plan, ENGINE, Workload("decode", 1, context=2500, batch=9), DEV, "w8a8").to_json()
+    return evaluate(DeploymentContext(SPEC, plan, ENGINE, "w8a8", DEV),
+                    Workload("decode", 1, context=2500, batch=9)).to_json()
 
 
 def test_seed_decode_gate_pad_slice(decode_dp8_tp4):
@@ -215,7 +217,7 @@ def test_seed_decode_gate_pad_slice(decode_dp8_tp4):
 def test_normal_tp_path_without_sp():
     """SP off: heads TP-sharded, all_reduce after o_proj and after the shared experts, no token slice."""
     plan = ParallelPlan(tp=16, dp=2, ep=32)
-    js = evaluate(SPEC, plan, ENGINE, Workload("prefill", T), DEV, "w8a8").to_json()
+    js = evaluate(DeploymentContext(SPEC, plan, ENGINE, "w8a8", DEV), Workload("prefill", T)).to_json()
     L = 20
     ops = {o["name"]: o for o in js["ops"] if o["layer"] == L}
     assert "self_attn.token_slice" not in ops

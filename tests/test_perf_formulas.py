@@ -11,6 +11,7 @@ import math
 
 import pytest
 
+from auditor.context import DeploymentContext
 from auditor.devices.profiles import device_from_json
 from auditor.model.presets import preset_spec
 from auditor.perf.api import Workload, evaluate
@@ -52,7 +53,7 @@ def roofline_us(mma_flops: float, peak: float, nbytes: float, vec_flops: float =
 @pytest.fixture(scope="module")
 def prefill() -> dict:
     plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True)
-    return evaluate(SPEC, plan, ENGINE, Workload("prefill", 4096), DEV, "w8a8").to_json()
+    return evaluate(DeploymentContext(SPEC, plan, ENGINE, "w8a8", DEV), Workload("prefill", 4096)).to_json()
 
 
 def op(js: dict, name: str, layer: int = 10) -> dict:
@@ -141,7 +142,7 @@ def test_moe_gate_and_experts(prefill):
 
 def test_w4a8_halves_expert_weight():
     plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True)
-    js = evaluate(SPEC, plan, ENGINE, Workload("prefill", 4096), DEV, "w4a8").to_json()
+    js = evaluate(DeploymentContext(SPEC, plan, ENGINE, "w4a8", DEV), Workload("prefill", 4096)).to_json()
     ex = op(js, "mlp.experts")
     # §2.5: packed int4 w13 [8, 6144, 2048] and w2 [8, 2048, 3072] bytes, int64 scales,
     # fp32 scale_bias and offsets
@@ -154,7 +155,8 @@ def test_w4a8_halves_expert_weight():
 
 def test_decode_sfa_paged_kv():
     plan = ParallelPlan(tp=4, dp=8, ep=32)
-    js = evaluate(SPEC, plan, ENGINE, Workload("decode", 1, context=2500, batch=9), DEV, "w8a8").to_json()
+    js = evaluate(DeploymentContext(SPEC, plan, ENGINE, "w8a8", DEV),
+                  Workload("decode", 1, context=2500, batch=9)).to_json()
     o = op(js, "self_attn.sfa")
     pairs = 9 * min(2500 + 1, 2048)
     assert o["shape_in"] == [[9, 16, 576]]             # 64 heads / TP4
@@ -193,10 +195,11 @@ def test_totals_are_sum_of_parts(prefill):
 def test_efficiency_read_at_evaluate_time():
     plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True)
     wl = Workload("prefill", 4096)
-    base = evaluate(SPEC, plan, ENGINE, wl, DEV, "w8a8").to_json()
+    base = evaluate(DeploymentContext(SPEC, plan, ENGINE, "w8a8", DEV), wl).to_json()
     # SFA's q/out streams run at 'memory', its KV gathers at 'sfa_kv' (fractions of HBM peak)
-    slow = evaluate(SPEC, plan, ENGINE, wl, DEV.with_efficiency(memory=0.3, sfa_kv=0.5), "w8a8").to_json()
+    slow = evaluate(DeploymentContext(SPEC, plan, ENGINE, "w8a8", DEV.with_efficiency(memory=0.3, sfa_kv=0.5)),
+                    wl).to_json()
     a, b = op(base, "self_attn.sfa"), op(slow, "self_attn.sfa")      # memory bound
     assert (b["time_us"] - 5) == pytest.approx(2 * (a["time_us"] - 5))
-    nostatic = evaluate(SPEC, plan, ENGINE, wl, DEV.with_static(mma=0.0, gp=0.0), "w8a8").to_json()
+    nostatic = evaluate(DeploymentContext(SPEC, plan, ENGINE, "w8a8", DEV.with_static(mma=0.0, gp=0.0)), wl).to_json()
     assert op(nostatic, "self_attn.sfa")["time_us"] == pytest.approx(a["time_us"] - 5)

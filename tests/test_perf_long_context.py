@@ -13,6 +13,7 @@ import math
 import pytest
 from click.testing import CliRunner
 
+from auditor.context import DeploymentContext
 from auditor.cli import cli
 from auditor.devices.profiles import device_from_json
 from auditor.model.presets import preset_spec
@@ -41,7 +42,7 @@ def layer_op(js: dict, name: str, layer: int = 5) -> dict:
 
 def run(phase: str, tokens: int, context: int, mtp: int = 0, cache: str = "bf16", plan=PLAN) -> dict:
     wl = Workload(phase, tokens, context, 1, mtp)
-    return evaluate(SPEC, plan, ENGINE, wl, DEV, "w8a8", cache=cache).to_json()
+    return evaluate(DeploymentContext(SPEC, plan, ENGINE, "w8a8", DEV), wl, cache=cache).to_json()
 
 
 @pytest.mark.parametrize("c0", [0, 2000, 40000])
@@ -188,7 +189,7 @@ def test_png_marks_context_dependent_classes(tmp_path):
     from auditor.perf.api import PerfResult
     from auditor.report.perf_png import CTX_SUFFIX, context_classes, perf_figure
 
-    js = evaluate(SPEC, PLAN, ENGINE, Workload("prefill", 1024, 60000), DEV, "w8a8")
+    js = evaluate(DeploymentContext(SPEC, PLAN, ENGINE, "w8a8", DEV), Workload("prefill", 1024, 60000))
     assert context_classes(js) == {"sfa", "indexer_score", "indexer_topk"}
     fig = perf_figure(PerfResult(js.model, PLAN, ENGINE, "w8a8", "t", "expanded", js.phases))
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
@@ -198,7 +199,7 @@ def test_png_marks_context_dependent_classes(tmp_path):
 
 def test_mtp_acceptance_turns_steps_into_tokens():
     wl = Workload("decode", 1024, 1024, 2, 3, acceptance=0.5)
-    ph = evaluate(SPEC, PLAN, ENGINE, wl, DEV, "w8a8").phases["decode"]
+    ph = evaluate(DeploymentContext(SPEC, PLAN, ENGINE, "w8a8", DEV), wl).phases["decode"]
     assert ph.tokens == pytest.approx(2 * (1 + 0.5 + 0.25 + 0.125))
     assert ph.tokens_per_s == pytest.approx(2 * 1.875 / ph.time_s)
 
@@ -248,7 +249,7 @@ def test_dcp_prefill_gathers_the_requests_cache_over_the_dcp_group():
         assert colls["self_attn.dcp_kv"]["bytes"] == pytest.approx((c + q) * 1152 / 4)
     dec = run("decode", 4, 40000, mtp=3, plan=plan)
     assert not [cl for cl in dec["collectives"] if cl["tensor"] == "self_attn.dcp_kv"]
-    arrays = cached_program(SPEC, plan, ENGINE, "w8a8", "prefill", "repetition", True).arrays()
+    arrays = cached_program(DeploymentContext(SPEC, plan, ENGINE, "w8a8"), "prefill", "repetition", True).arrays()
     dv, grp = kernel_vector(DEV), group_table(DEV, plan)
     args = (0, 4.0, float(q), 40000.0, 1.0, 0.0, dv, grp)
     whole = partial_time(*arrays, *args, ALL_PARTS)
@@ -256,6 +257,7 @@ def test_dcp_prefill_gathers_the_requests_cache_over_the_dcp_group():
     ctx = partial_time(*arrays, *args, CTX_PART)
     assert rest0 + ctx == pytest.approx(whole, rel=1e-12)
     # the context part includes the gather: more than the context-dependent ops alone
-    nodcp = cached_program(SPEC, plan.with_(dcp=1), ENGINE, "w8a8", "prefill", "repetition", True).arrays()
+    nodcp = cached_program(DeploymentContext(SPEC, plan.with_(dcp=1), ENGINE, "w8a8"), "prefill", "repetition",
+                           True).arrays()
     assert ctx > partial_time(*nodcp, *args, CTX_PART)
     assert np.isfinite(whole)

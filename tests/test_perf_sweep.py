@@ -5,6 +5,7 @@ import csv
 
 import pytest
 
+from auditor.context import DeploymentContext
 from auditor.cli import main
 from auditor.devices.profiles import load_device
 from auditor.model.presets import preset_spec
@@ -18,8 +19,8 @@ ENGINE = "vllm-ascend@main"
 
 
 def test_batched_kernel_matches_single_evaluations():
-    res = run_sweep(SPEC, ParallelPlan(sp=True), ENGINE, "w8a8", DEV, [4, 16], [2], [512, 4096], [0, 3000],
-                    [1, 4], [0, 2])
+    res = run_sweep(DeploymentContext(SPEC, ParallelPlan(sp=True), ENGINE, "w8a8", DEV), [4, 16], [2], [512, 4096],
+                    [0, 3000], [1, 4], [0, 2])
     assert res.n_configs == 2 * 2 * 2 * 2 * 2 and not res.skipped
     col = {c: i for i, c in enumerate(COLUMNS)}
     for row in res.rows[::5]:
@@ -28,8 +29,8 @@ def test_batched_kernel_matches_single_evaluations():
         plan = ParallelPlan(tp=tp, dp=dp, ep=ep, sp=True)
         kw = dict(tokens=int(row[col["tokens"]]), context=int(row[col["context"]]), batch=int(row[col["batch"]]),
                   mtp=int(row[col["mtp"]]))
-        pre = evaluate(SPEC, plan, ENGINE, Workload("prefill", **kw), DEV, "w8a8")
-        dec = evaluate(SPEC, plan, ENGINE, Workload("decode", **kw), DEV, "w8a8")
+        pre = evaluate(DeploymentContext(SPEC, plan, ENGINE, "w8a8", DEV), Workload("prefill", **kw))
+        dec = evaluate(DeploymentContext(SPEC, plan, ENGINE, "w8a8", DEV), Workload("decode", **kw))
         assert row[col["ttft_ms"]] == pytest.approx(pre.phases["prefill"].time_ms, rel=1e-9)
         assert row[col["decode_step_ms"]] == pytest.approx(dec.phases["decode"].time_ms, rel=1e-9)
         per_dev = kw["batch"] * (1 + kw["mtp"]) / (dec.phases["decode"].time_s * tp)
@@ -37,7 +38,7 @@ def test_batched_kernel_matches_single_evaluations():
 
 
 def test_impossible_plans_are_skipped():
-    res = run_sweep(SPEC, ParallelPlan(), ENGINE, "w8a8", DEV, [3, 4], [1], [128], [0], [1], [0])
+    res = run_sweep(DeploymentContext(SPEC, ParallelPlan(), ENGINE, "w8a8", DEV), [3, 4], [1], [128], [0], [1], [0])
     assert len(res.skipped) == 1 and "tp3" in res.skipped[0]
     assert set(res.rows[:, 0]) == {4}
 
@@ -82,7 +83,7 @@ def test_grid_kernel_equals_full_evaluation():
     from auditor.perf.api import cached_program
     from auditor.perf.device import device_vector, group_table
     plan = ParallelPlan(tp=8, dp=2, ep=16, sp=True)
-    prog = cached_program(SPEC, plan, ENGINE, "w8a8", "decode", "repetition", True)
+    prog = cached_program(DeploymentContext(SPEC, plan, ENGINE, "w8a8"), "decode", "repetition", True)
     arrays = prog.arrays()
     keys = np.array([[1.0, 4.0, 0.0], [1.0, 16.0, 3.0]])
     ctx = np.array([0.0, 1000.0, 50000.0])
@@ -99,8 +100,8 @@ def test_grid_kernel_equals_full_evaluation():
 
 def test_no_infeasible_configuration_among_the_best():
     # TP4 DP1 holds ~178 GiB of weights per rank (EP off: every expert TP/4-sharded); TP16 DP2 EP32 ~29 GiB
-    res = run_sweep(SPEC, ParallelPlan(sp=True), ENGINE, "w8a8", DEV, [4, 16], [1, 2], [4096], [0], [1, 32], [0],
-                    ep_on=True, decode_follows_prefill=True)
+    res = run_sweep(DeploymentContext(SPEC, ParallelPlan(sp=True), ENGINE, "w8a8", DEV), [4, 16], [1, 2], [4096], [0],
+                    [1, 32], [0], ep_on=True, decode_follows_prefill=True)
     col = {c: i for i, c in enumerate(COLUMNS)}
     tp4 = res.rows[res.rows[:, col["tp"]] == 4]
     assert (tp4[:, col["fits"]] == 0).all() and (tp4[:, col["weights_gib"]] > 61.27).all()
@@ -111,7 +112,8 @@ def test_no_infeasible_configuration_among_the_best():
     assert (res.rows[:, col["decode_context"]] == 4096).all()
     plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True)
     row = res.rows[(res.rows[:, col["tp"]] == 16) & (res.rows[:, col["dp"]] == 2) & (res.rows[:, col["batch"]] == 1)][0]
-    dec = evaluate(SPEC, plan, ENGINE, Workload("decode", tokens=4096, context=4096, batch=1), DEV, "w8a8")
+    dec = evaluate(DeploymentContext(SPEC, plan, ENGINE, "w8a8", DEV),
+                   Workload("decode", tokens=4096, context=4096, batch=1))
     assert row[col["decode_step_ms"]] == pytest.approx(dec.phases["decode"].time_ms, rel=1e-9)
 
 

@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from auditor.context import DeploymentContext
 from auditor.cli import main
 from auditor.devices.profiles import load_device
 from auditor.model.presets import preset_spec
@@ -47,8 +48,8 @@ def test_plan_json_structure_and_feasibility(tmp_path):
         # independent check through the one-workload API: B full-length requests fit the D/agg rank
         plan = ParallelPlan(tp=c["tp"], dp=c["dp"], ep=c["ep"], sp=c["sp"], role=c["role"],
                             max_num_batched_tokens=c.get("max_num_batched_tokens", 8192))
-        fit = workload_fit(spec, plan, "vllm-ascend@main", "w8a8", dev, batch=c["batch"], request_tokens=4096 + 1024,
-                           step_tokens=c["batch"] * (1 + c["mtp"]), mtp=c["mtp"])
+        fit = workload_fit(DeploymentContext(spec, plan, "vllm-ascend@main", "w8a8", dev), batch=c["batch"],
+                           request_tokens=4096 + 1024, step_tokens=c["batch"] * (1 + c["mtp"]), mtp=c["mtp"])
         assert fit.fits, (c["plan"], fit.verdict())
     cmd = " ".join(rep["launch"][0]["args"])
     assert "--tensor-parallel-size" in cmd and "--gpu-memory-utilization 0.92" in cmd and "--max-num-seqs" in cmd
@@ -89,11 +90,11 @@ def test_issue_command_lists_disaggregated_configs_that_fit(tmp_path, capsys):
         p = ParallelPlan(tp=c["p_tp"], dp=c["p_dp"], ep=c["p_ep"], sp=c["p_sp"], role="prefill",
                          max_num_batched_tokens=4096)
         # P runs the drafter (MTP 1) since issue 17, and holds p_max_num_seqs full prompts
-        assert workload_fit(spec, p, "vllm-ascend@main", "w8a8", dev, batch=c["p_max_num_seqs"], request_tokens=4097,
-                            step_tokens=4096, mtp=1, util=util).fits
+        assert workload_fit(DeploymentContext(spec, p, "vllm-ascend@main", "w8a8", dev), batch=c["p_max_num_seqs"],
+                            request_tokens=4097, step_tokens=4096, mtp=1, util=util).fits
         d = ParallelPlan(tp=c["tp"], dp=c["dp"], ep=c["ep"], sp=c["sp"], role="decode", max_num_batched_tokens=512)
-        assert workload_fit(spec, d, "vllm-ascend@main", "w8a8", dev, batch=c["batch"], request_tokens=5120,
-                            step_tokens=c["batch"] * (1 + c["mtp"]), mtp=c["mtp"], util=util).fits
+        assert workload_fit(DeploymentContext(spec, d, "vllm-ascend@main", "w8a8", dev), batch=c["batch"],
+                            request_tokens=5120, step_tokens=c["batch"] * (1 + c["mtp"]), mtp=c["mtp"], util=util).fits
     # the launch of a P/D winner is what was modelled: P without a drafter, each role's own batched tokens
     from auditor.planner.search import Config
     from auditor.planner.launch import serve_launch

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from auditor.cli import main
+from auditor.context import DeploymentContext
 from auditor.devices.profiles import load_device
 from auditor.model.presets import preset_spec
 from auditor.parallel import ParallelPlan
@@ -66,8 +67,8 @@ def test_margin_util_is_the_largest_that_holds_the_outside_budget_items(capsys):
     from auditor.runtime.feasibility import margin_util
     spec, dev = preset_spec("deepseek-v3.2"), load_device("a3-752t")
     plan = ParallelPlan(tp=2, dp=16, ep=32, sp=True, dsa_cp=True, role="prefill", max_num_batched_tokens=32560, mtp=True)
-    u = margin_util(spec, plan, "vllm-ascend@main", dev, util=0.92, max_model_len=65537, max_num_seqs=16,
-                    max_num_batched_tokens=32560, mtp=1)
+    u = margin_util(DeploymentContext(spec, plan, "vllm-ascend@main", "w8a8", dev), util=0.92, max_model_len=65537,
+                    max_num_seqs=16, max_num_batched_tokens=32560, mtp=1)
     assert 0.5 < u < 0.92
 
     def headroom(util):
@@ -88,7 +89,7 @@ def test_search_decode_step_is_perf_decode_step(capsys):
     from auditor.planner.search import _Kernel
     from auditor.source import open_model
     src, dev = open_model("deepseek-v3.2", "w8a8", tables=False), load_device("a3-752t")
-    kern = _Kernel(src.spec, "vllm-ascend@main", src.scheme_recipe, dev)
+    kern = _Kernel(DeploymentContext(src.spec, None, "vllm-ascend@main", src.scheme_recipe, dev))
     plan = ParallelPlan(tp=4, dp=8, ep=32, sp=False, role="decode", max_num_batched_tokens=12, mtp=True)
     keys = np.array([[1.0, 4.0, 2.0]])
     t = kern.times(plan, "decode", keys, np.array([65000.0]))[0, 0] + kern.decode_host(plan, keys)[0]
@@ -139,7 +140,6 @@ def test_kv_edge_flag_is_what_bench_sees_with_5_percent_fewer_blocks(tmp_path):
     ranked table lists the rows that hold first."""
     from dataclasses import replace
 
-    from auditor.engines.registry import as_engine
     from auditor.planner.launch import instance_plans
     from auditor.planner.search import Config
     from auditor.serving.sim import BenchWorkload, Deployment, kv_sensitivity
@@ -158,8 +158,8 @@ def test_kv_edge_flag_is_what_bench_sees_with_5_percent_fewer_blocks(tmp_path):
         cfg = Config("agg", 16, b["dies_used"], b["plan"], b["batch"], b["mtp"], 0, 0, 0, 0, 0, 0, 0, 0, True,
                      {k: b[k] for k in keys if k in b}, util=b["util"])
         inst = instance_plans(cfg, max_model_len=8192 + 1024 + 1, isl=8192, kv_cache_dtype="bf16")[0]
-        dep = Deployment(src.spec, as_engine("vllm-ascend@main"), src.scheme_recipe, load_device("a3-752t"),
-                         [replace(inst, count=1)])
+        dep = Deployment(DeploymentContext(src.spec, None, "vllm-ascend@main", src.scheme_recipe,
+                                           load_device("a3-752t")), [replace(inst, count=1)])
         c = b["concurrency"] // inst.count
         low, _ = kv_sensitivity(dep, BenchWorkload(c, 8192, 1024, 2 * c, prefix_caching=False, acceptance=acc))
         low_die = low * inst.count / b["dies_used"]
@@ -204,7 +204,8 @@ def test_built_rows_give_the_shortlist_and_counts_of_every_row():
     out = {}
     for every in (True, False):
         spec, space = _plan_space([32, 64], every)
-        res = run_plan(spec, "vllm-ascend@main", "w8a8", dev, wl, replace_sim(space), 5000.0, 50.0)
+        res = run_plan(DeploymentContext(spec, None, "vllm-ascend@main", "w8a8", dev), wl, replace_sim(space), 5000.0,
+                       50.0)
         out[every] = res
     full, part = out[True], out[False]
     assert part.feasible == full.feasible == len(full.configs) > len(part.configs)

@@ -14,6 +14,7 @@ import json
 import pytest
 
 from auditor.cli import main
+from auditor.context import DeploymentContext
 from auditor.devices.profiles import load_device
 from auditor.model.presets import preset_spec
 from auditor.parallel import ParallelPlan
@@ -48,13 +49,13 @@ def test_64k_deepseek_finds_a_feasible_ranked_pd_deployment(case64):
     p = ParallelPlan(tp=best["p_tp"], dp=best["p_dp"], ep=best["p_ep"], sp=True, dsa_cp=True, role="prefill",
                      max_num_batched_tokens=chunk)
     assert best["p_util"] <= 0.92 and u <= 0.92
-    assert workload_fit(spec, p, "vllm-ascend@main", "w8a8", dev, batch=best["p_max_num_seqs"], request_tokens=65537,
-                        step_tokens=chunk, mtp=1, util=best["p_util"]).fits
+    assert workload_fit(DeploymentContext(spec, p, "vllm-ascend@main", "w8a8", dev), batch=best["p_max_num_seqs"],
+                        request_tokens=65537, step_tokens=chunk, mtp=1, util=best["p_util"]).fits
     d = ParallelPlan(tp=best["tp"], dp=best["dp"], ep=best["ep"], sp=best["sp"], role="decode",
                      max_num_batched_tokens=best["max_num_batched_tokens"], dcp=best["dcp"])
-    assert workload_fit(spec, d, "vllm-ascend@main", "w8a8", dev, batch=best["batch"], request_tokens=65536 + 1024,
-                        step_tokens=best["batch"] * (1 + best["mtp"]), mtp=best["mtp"], util=u,
-                        dcp=best["dcp"]).fits
+    assert workload_fit(DeploymentContext(spec, d, "vllm-ascend@main", "w8a8", dev), batch=best["batch"],
+                        request_tokens=65536 + 1024, step_tokens=best["batch"] * (1 + best["mtp"]), mtp=best["mtp"],
+                        util=u, dcp=best["dcp"]).fits
     assert best["n_prefill"] * best["p_tp"] * best["p_dp"] + best["n_decode"] * best["tp"] * best["dp"] \
         == best["dies_used"] <= 64
 
@@ -63,7 +64,6 @@ def test_64k_figures_are_the_bench_simulation_of_the_printed_launch(case64):
     """The ranked figures are exactly what `audit bench` reports for the instance plans the launch
     prints, at the concurrency the plan names (2 x concurrency prompts)."""
     from auditor.deployment import InstancePlan
-    from auditor.engines.registry import as_engine
     from auditor.planner.launch import instance_plans
     from auditor.planner.search import Config
     from auditor.serving.bench import metrics
@@ -75,7 +75,8 @@ def test_64k_figures_are_the_bench_simulation_of_the_printed_launch(case64):
     insts = instance_plans(cfg, max_model_len=66560, isl=65536, kv_cache_dtype="bf16")
     assert all(isinstance(i, InstancePlan) for i in insts) and insts[0].mtp == 1
     src = open_model("deepseek-v3.2", "w8a8", tables=False)
-    dep = Deployment(src.spec, as_engine("vllm-ascend@main"), "w8a8", load_device("a3-752t"), insts)
+    dep = Deployment(DeploymentContext(src.spec, None, "vllm-ascend@main", "w8a8", load_device("a3-752t")),
+                     insts)
     c = b["concurrency"]
     m = metrics(simulate(dep, BenchWorkload(c, 65536, 1024, 2 * c, prefix_caching=False)))
     assert m["output_throughput"] / b["dies_used"] == pytest.approx(b["tok_s_die"])
@@ -152,7 +153,6 @@ def test_64k_dcp_rows_are_simulated_like_any_row(case64):
     plan carries the DCP size: KV pool and step tables with SFA DCP), not left as an estimate: its
     figures are one replica's bench simulation at the plan's per-replica concurrency."""
     from auditor.deployment import InstancePlan
-    from auditor.engines.registry import as_engine
     from auditor.planner.launch import instance_plans
     from auditor.planner.search import Config
     from auditor.serving.bench import metrics
@@ -170,7 +170,8 @@ def test_64k_dcp_rows_are_simulated_like_any_row(case64):
         reps = insts[0].count if r["mode"] == "agg" else 1
         if r["mode"] == "agg":
             insts = [InstancePlan(**{**insts[0].__dict__, "count": 1})]
-        dep = Deployment(src.spec, as_engine("vllm-ascend@main"), "w8a8", load_device("a3-752t"), insts)
+        dep = Deployment(DeploymentContext(src.spec, None, "vllm-ascend@main", "w8a8", load_device("a3-752t")),
+                     insts)
         conc = r["concurrency"] // reps
         m = metrics(simulate(dep, BenchWorkload(conc, 65536, 1024, 2 * conc, prefix_caching=False)))
         assert r["tpot_ms"] == pytest.approx(m["mean_tpot_ms"]) and r["ttft_ms"] == pytest.approx(m["mean_ttft_ms"])
@@ -199,7 +200,6 @@ def test_tutorial_64k_pd_is_no_better_than_what_plan_finds(tmp_path):
     tokens), simulated at the largest concurrency that meets TTFT 30 s / TPOT 32 ms, is no better per die
     than the best plan proposes for the same 64 dies and SLA: the search covers that deployment's region."""
     from auditor.deployment import InstancePlan
-    from auditor.engines.registry import as_engine
     from auditor.planner.search import operating_point
     from auditor.serving.bench import metrics
     from auditor.serving.sim import BenchWorkload, Deployment, simulate
@@ -213,7 +213,8 @@ def test_tutorial_64k_pd_is_no_better_than_what_plan_finds(tmp_path):
     d = InstancePlan("decode", 1, 4, 8, 32, False, 4, 12, 68000, 0.95, mtp=2, kv_role="kv_consumer",
                      hccl_buffsize_mb=256, graph_tokens=12)
     src = open_model("deepseek-v3.2", "w8a8", tables=False)
-    dep = Deployment(src.spec, as_engine("vllm-ascend@main"), "w8a8", load_device("a3-752t"), [p, d])
+    dep = Deployment(DeploymentContext(src.spec, None, "vllm-ascend@main", "w8a8", load_device("a3-752t")),
+                     [p, d])
 
     def run(c):
         m = metrics(simulate(dep, BenchWorkload(c, 64000, 3000, 2 * c, acceptance=0.7, prefix_caching=False)))
@@ -252,13 +253,13 @@ def test_shortlist_on_two_threads_equals_one():
     spec, dev = preset_spec("glm-5.1"), load_device("a3-752t")
     wl = PlanWorkload(isl=4096, osl=1024, max_len=5120)
     space = PlanSpace(dies=[16, 32], tps=(4, 8, 16), batches=(4, 16), mtps=(0, 3), simulate=0)
-    est = run_plan(spec, "vllm-ascend@main", "w8a8", dev, wl, space, 5000.0, 50.0)
+    est = run_plan(DeploymentContext(spec, None, "vllm-ascend@main", "w8a8", dev), wl, space, 5000.0, 50.0)
     assert est.simulated == 0
     rows = {}
     for workers in (1, 2):
         res = copy.deepcopy(est)
-        n = simulate_shortlist(res, spec, "vllm-ascend@main", "w8a8", dev, wl, replace(space, simulate=2),
-                               5000.0, 50.0, workers=workers)
+        n = simulate_shortlist(res, DeploymentContext(spec, None, "vllm-ascend@main", "w8a8", dev), wl,
+                               replace(space, simulate=2), 5000.0, 50.0, workers=workers)
         assert n >= 4
         rows[workers] = [asdict(c) for c in res.configs]
     assert sum(r["simulated"] for r in rows[1]) >= 4

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from auditor.context import DeploymentContext
 from auditor.engines.registry import as_engine
 from auditor.errors import AuditInputError
 from auditor.model.presets import preset_spec
@@ -213,10 +214,10 @@ def test_grid_budget_is_rank_budget_for_each_row(pp, mtp, kv):
     batch = np.array([1.0, 8.0, 32.0])
     req = np.array([4096.0, 32768.0, 8192.0])
     step = batch * (1 + mtp)
-    g = grid_budget(spec, plan, "vllm-ascend@main", "w8a8", dev, batch=batch, request_tokens=req, step_tokens=step,
-                    mtp=np.full(3, float(mtp)), util=0.9, kv_cache_dtype=kv)
+    g = grid_budget(DeploymentContext(spec, plan, "vllm-ascend@main", "w8a8", dev), batch=batch, request_tokens=req,
+                    step_tokens=step, mtp=np.full(3, float(mtp)), util=0.9, kv_cache_dtype=kv)
     wplan = plan.with_(mtp=mtp > 0)
-    W = plan_weights(spec, wplan, "vllm-ascend@main", "w8a8")
+    W = plan_weights(DeploymentContext(spec, wplan, "vllm-ascend@main", "w8a8"))
     for i in range(3):
         b = rank_budget(spec, wplan, "vllm-ascend@main", weights_bytes=W, device=dev, util=0.9,
                         max_model_len=int(req[i]), max_num_seqs=int(batch[i]),

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from auditor.context import DeploymentContext
 from auditor.cli import main
 
 ROWS = Path(__file__).parent / "data" / "serving_published.json"
@@ -207,16 +208,17 @@ def test_sweep_charges_each_row_its_own_drafter():
     src = open_model("glm-5.1", tables=False)
     dev = load_device("a3-752t")
     plan = ParallelPlan(tp=16, dp=1, ep=16)
-    g = grid_budget(src.spec, plan, "vllm-ascend@main", src.scheme_recipe, dev, batch=np.array([1.0, 1.0]),
-                    request_tokens=np.array([4096.0, 4096.0]), step_tokens=np.array([4096.0, 4096.0]),
-                    mtp=np.array([0.0, 3.0]))
-    w0 = max(plan_weights(src.spec, plan, "vllm-ascend@main", src.scheme_recipe))
-    w1 = max(plan_weights(src.spec, plan.with_(mtp=True), "vllm-ascend@main", src.scheme_recipe))
+    g = grid_budget(DeploymentContext(src.spec, plan, "vllm-ascend@main", src.scheme_recipe, dev),
+                    batch=np.array([1.0, 1.0]), request_tokens=np.array([4096.0, 4096.0]),
+                    step_tokens=np.array([4096.0, 4096.0]), mtp=np.array([0.0, 3.0]))
+    w0 = max(plan_weights(DeploymentContext(src.spec, plan, "vllm-ascend@main", src.scheme_recipe)))
+    w1 = max(plan_weights(DeploymentContext(src.spec, plan.with_(mtp=True), "vllm-ascend@main", src.scheme_recipe)))
     assert w1 > w0
     assert g["weights"][0] == w0 and g["weights"][1] == w1
     # the same row alone gets the same budget as inside the mixed grid
-    alone = grid_budget(src.spec, plan, "vllm-ascend@main", src.scheme_recipe, dev, batch=np.array([1.0]),
-                        request_tokens=np.array([4096.0]), step_tokens=np.array([4096.0]), mtp=np.array([0.0]))
+    alone = grid_budget(DeploymentContext(src.spec, plan, "vllm-ascend@main", src.scheme_recipe, dev),
+                        batch=np.array([1.0]), request_tokens=np.array([4096.0]), step_tokens=np.array([4096.0]),
+                        mtp=np.array([0.0]))
     assert alone["kv_free"][0] == g["kv_free"][0]
 
 
@@ -241,22 +243,18 @@ def test_perf_sweep_and_bench_agree_on_one_deployment():
     dep = _latency_deployment()
     c = dep.costs()[0]
     B, C = 4, 32768
-    perf_dec = evaluate_phase(dep.spec, c.plan, dep.engine, Workload("decode", 1, C, B, 3), dep.device,
-                              dep.recipe).time_s
+    perf_dec = evaluate_phase(dep.base.with_plan(c.plan), Workload("decode", 1, C, B, 3)).time_s
     hp = host_params(dep.device)
     bench_dec = (rank_time(0, False, 0.0, 0.0, B, B * 4.0, float(C), c.ctx, c.tok, c.dec[None], c.pre_rest[None],
                            c.dec_ctx[None]) + step_host(False, 0.0, B * 4.0, c.launches_eager, c.launches_draft, hp))
-    sw = run_sweep(dep.spec, c.plan.with_(mtp=False), dep.engine, dep.recipe, dep.device, [16], [1], [12288], [C],
-                   [B], [3])
+    sw = run_sweep(dep.base.with_plan(c.plan.with_(mtp=False)), [16], [1], [12288], [C], [B], [3])
     (row,) = sw.rows
     assert bench_dec == pytest.approx(perf_dec, rel=1e-9)
     assert row[8] / 1e3 == pytest.approx(perf_dec, rel=1e-9)
     # TTFT: perf's chunked prefill, sweep's, and a one-request bench run (first token at the last chunk's end)
-    perf_pre = evaluate_phase(dep.spec, c.plan, dep.engine, Workload("prefill", 12288, 0, 1, 3), dep.device,
-                              dep.recipe)
+    perf_pre = evaluate_phase(dep.base.with_plan(c.plan), Workload("prefill", 12288, 0, 1, 3))
     assert [(s["tokens"], s["context"]) for s in perf_pre.steps] == [(4096, 0), (4096, 4096), (4096, 8192)]
-    sw0 = run_sweep(dep.spec, c.plan.with_(mtp=False), dep.engine, dep.recipe, dep.device, [16], [1], [12288], [0],
-                    [1], [3])
+    sw0 = run_sweep(dep.base.with_plan(c.plan.with_(mtp=False)), [16], [1], [12288], [0], [1], [3])
     run = metrics(simulate(dep, BenchWorkload(1, 12288, 1, 1, prefix_caching=False)))
     assert sw0.rows[0][7] / 1e3 == pytest.approx(perf_pre.time_s, rel=1e-9)
     assert run["mean_ttft_ms"] / 1e3 == pytest.approx(perf_pre.time_s, rel=1e-9)
@@ -270,11 +268,11 @@ def test_perf_prefill_is_chunked_with_a_host_cost_per_step():
     dep = _latency_deployment()
     c = dep.costs()[0]
     hp = host_params(dep.device)
-    n_launch, _ = launch_counts(cached_program(dep.spec, c.plan, "vllm-ascend@main", dep.recipe, "prefill",
-                                               "expanded", True, "bf16").arrays(), 3)
+    n_launch, _ = launch_counts(cached_program(dep.base.with_plan(c.plan), "prefill", "expanded", True,
+                                         "bf16").arrays(), 3)
     res = {}
     for t in (1, 8192, 131072):
-        ph = evaluate_phase(dep.spec, c.plan, dep.engine, Workload("prefill", t, 0, 1, 3), dep.device, dep.recipe)
+        ph = evaluate_phase(dep.base.with_plan(c.plan), Workload("prefill", t, 0, 1, 3))
         assert len(ph.steps) == -(-t // 4096)
         host = sum(n_launch * hp[0] + s["tokens"] * hp[1] + hp[3] for s in ph.steps)
         assert ph.host_s == pytest.approx(host)
@@ -282,8 +280,7 @@ def test_perf_prefill_is_chunked_with_a_host_cost_per_step():
         res[t] = ph.time_s
     assert res[1] < res[8192] < res[131072]
     # each further chunk attends to a longer context: the last chunk costs more device time than the first
-    steps = evaluate_phase(dep.spec, c.plan, dep.engine, Workload("prefill", 131072, 0, 1, 3), dep.device,
-                           dep.recipe).steps
+    steps = evaluate_phase(dep.base.with_plan(c.plan), Workload("prefill", 131072, 0, 1, 3)).steps
     assert steps[-1]["device_ms"] > steps[0]["device_ms"]
 
 
@@ -302,10 +299,11 @@ def test_dsa_cp_prefill_pays_the_per_token_host_work_for_its_share_of_the_tokens
     host = {}
     for sp in (False, True):
         plan = ParallelPlan(tp=8, dp=2, ep=16, sp=sp, dsa_cp=sp or None, role="prefill", max_num_batched_tokens=8192, mtp=True)
-        prog = cached_program(src.spec, plan, "vllm-ascend@main", src.scheme_recipe, "prefill", "expanded", True)
+        prog = cached_program(DeploymentContext(src.spec, plan, "vllm-ascend@main", src.scheme_recipe), "prefill",
+                              "expanded", True)
         n_launch, _ = launch_counts(prog.arrays(), 1)
-        ph = evaluate_phase(src.spec, plan, "vllm-ascend@main", Workload("prefill", 20000, 0, 1, 1), dev,
-                            src.scheme_recipe)
+        ph = evaluate_phase(DeploymentContext(src.spec, plan, "vllm-ascend@main", src.scheme_recipe, dev),
+                            Workload("prefill", 20000, 0, 1, 1))
         share = 8 if sp else 1
         assert ph.host_s == pytest.approx(sum(n_launch * hp[0] + s["tokens"] / share * hp[1] + hp[3]
                                               for s in ph.steps))
@@ -462,13 +460,13 @@ def test_perf_decode_above_the_largest_graph_pays_the_eager_launches():
     c = dep.costs()[0]
     hp = host_params(dep.device)
     wl = Workload("decode", 1, 8192, 8, 3)                           # 8 requests x 4 tokens = 32 tokens
-    graph = evaluate_phase(dep.spec, c.plan, dep.engine, wl, dep.device, dep.recipe)
-    eager = evaluate_phase(dep.spec, c.plan, dep.engine, wl, dep.device, dep.recipe, graph_tokens=24)
-    same = evaluate_phase(dep.spec, c.plan, dep.engine, wl, dep.device, dep.recipe, graph_tokens=32)
-    n_eager, _ = launch_counts(cached_program(dep.spec, c.plan, "vllm-ascend@main", dep.recipe, "prefill", "expanded",
-                                              True, "bf16").arrays(), 3)
-    _, n_draft = launch_counts(cached_program(dep.spec, c.plan, "vllm-ascend@main", dep.recipe, "decode", "expanded",
-                                              True, "bf16").arrays(), 3)
+    graph = evaluate_phase(dep.base.with_plan(c.plan), wl)
+    eager = evaluate_phase(dep.base.with_plan(c.plan), wl, graph_tokens=24)
+    same = evaluate_phase(dep.base.with_plan(c.plan), wl, graph_tokens=32)
+    n_eager, _ = launch_counts(cached_program(dep.base.with_plan(c.plan), "prefill", "expanded", True,
+                                         "bf16").arrays(), 3)
+    _, n_draft = launch_counts(cached_program(dep.base.with_plan(c.plan), "decode", "expanded", True,
+                                         "bf16").arrays(), 3)
     assert same.host_s == pytest.approx(graph.host_s)
     # the graph step's drafter launches have their own price (hp[4], draft_launch_us; issue 29)
     assert eager.host_s - graph.host_s == pytest.approx(n_eager * hp[0] - n_draft * hp[4])

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..context import DeploymentContext
 from ..engines.registry import as_engine
 from ..parallel import ParallelPlan
 from ..layer_ranges import ranges
@@ -328,6 +329,7 @@ def time_section(source, plan: ParallelPlan, engine: str, req: AlignRequest, pro
     recipe = source.scheme_recipe
     spec = source.spec
     perf_plan = plan.with_(mtp=bool(req.mtp) or plan.mtp)
+    dep = DeploymentContext(spec, perf_plan, engine, recipe, dev)
     phases = {}
     wanted = {req.phase}
     if bench is not None and bench.serve:
@@ -335,11 +337,11 @@ def time_section(source, plan: ParallelPlan, engine: str, req: AlignRequest, pro
     for ph in sorted(wanted):
         wl = Workload(ph, req.tokens, req.context if ph == "prefill" else max(req.context, req.tokens),
                       req.batch, req.mtp)
-        phases[ph] = evaluate_phase(spec, perf_plan, engine, wl, dev, recipe)
+        phases[ph] = evaluate_phase(dep, wl)
 
     def scenario_ms(sc):
         wl = Workload(sc.phase, sc.query_len if sc.phase == "prefill" else 1, sc.context_len, req.batch, req.mtp)
-        return evaluate_phase(spec, perf_plan, engine, wl, dev, recipe).time_ms
+        return evaluate_phase(dep, wl).time_ms
 
     tf = fit_time(phases[req.phase], profile, dev, top=req.top, engine=engine)
     return {"device": dev.name, "engine": engine, "phase": tf.phase, "workload": tf.workload,

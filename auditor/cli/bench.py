@@ -103,6 +103,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     "Serving Benchmark Result" block of vllm bench serve (--format json: its --save-result keys)."""
     from ..devices.profiles import load_device
     from ..serving.bench import metrics, render_block
+    from ..context import DeploymentContext
     from ..serving.sim import BenchWorkload, Deployment, at_kv_edge, kv_edge_text, kv_sensitivity, simulate
     from ..source import open_model
 
@@ -128,7 +129,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
             raise AuditInputError("--mtp", f"{src.spec.name} has no MTP layer")
         if i.max_model_len < isl + (osl if i.name != "prefill" else 1):
             raise AuditInputError("--max-model-len", f"{i.max_model_len} is shorter than isl + osl = {isl + osl}")
-    dep = Deployment(src.spec, engine, src.scheme_recipe, dev, insts)
+    dep = Deployment(DeploymentContext(src.spec, None, engine, src.scheme_recipe, dev), insts)
     from ..perf.acceptance import resolve
     acc = resolve(src.spec, acceptance, engine=engine)
     wl = BenchWorkload(concurrency, isl, osl, num_prompts or 4 * concurrency,

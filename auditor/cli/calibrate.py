@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ..context import DeploymentContext
 from ..devices.profiles import DEFAULT_DEVICE, load_device, write_device
 from ..perf.calibrate import (DEFAULT_FIT, PARAMS, fit, git_head, load_scenarios, perf_evaluator, render_table,
                               uncalibrated)
@@ -72,7 +73,7 @@ def calibrate_command(measurements: Path, model: str, recipe: str, mtp: int, bat
     spec = preset_spec(model)
     plan = plan.with_(mtp=mtp > 0).validate()
     names = [n.strip() for n in fit_names.split(",") if n.strip()]
-    evaluate_fn = perf_evaluator(spec, plan, engine, recipe, mtp, batch)
+    evaluate_fn = perf_evaluator(DeploymentContext(spec, plan, engine, recipe), mtp, batch)
     provenance = {"source": measurements.name, "model": model, "recipe": recipe, "engine": str(engine),
                   "plan": plan.describe(), "mtp": mtp, "batch": batch, "fitted_on_commit": git_head()}
     if note:

@@ -65,7 +65,7 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
     """Per-op time model: token layout, FLOPs, bytes, collectives and time of every op of every layer."""
     from ..context import DeploymentContext
     from ..devices.profiles import load_device
-    from ..perf.api import PerfResult, Workload, result_notes
+    from ..perf.api import PerfResult, Workload, evaluate_phase, result_notes
     from ..report.perf_text import render
     from ..source import open_model
 
@@ -98,8 +98,8 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
             # decode continues the prefill it follows: its context defaults to the prefill length
             ctx = context if context is not None else (tokens if ph == "decode" else 0)
             wl = Workload(ph, tokens, ctx, batch, mtp, acc.equivalent(mtp))
-            phases[ph] = dep.evaluate(wl, graph=graph, table=table, cache=kv_cache_dtype,
-                                      graph_tokens=graph_tokens)
+            phases[ph] = evaluate_phase(dep, wl, graph=graph, table=table, cache=kv_cache_dtype,
+                                        graph_tokens=graph_tokens)
     first = next(iter(phases.values()))
     res = PerfResult(spec.name, plan, dep.engine.key, dep.recipe, dep.device_name, graph, phases,
                      result_notes(first.program, plan, mtp, dep.engine))
@@ -117,7 +117,8 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
         click.echo(f"wrote {png}", err=True)
     growth = None
     if lengths:
-        growth = dep.growth(lengths, tokens, batch, mtp, cache=kv_cache_dtype, phases=tuple(phases))
+        from ..perf.growth import context_growth
+        growth = context_growth(dep, lengths, tokens, batch, mtp, cache=kv_cache_dtype, phases=tuple(phases))
         res.growth = growth.to_json()
     text = render(res, fmt)
     if fmt in ("table", "markdown"):
@@ -148,9 +149,10 @@ def _workload_fit(dep, phases, mtp, runtime):
     # the engine's batched tokens: its configured chunk (longer prefills are chunked) or the decode step
     step = max(ph.workload.batch * (1 + mtp) for ph in phases.values())
     batch = max(ph.workload.batch for ph in phases.values())
-    return dep.fit(batch=batch, request_tokens=longest, step_tokens=step,
-                   mtp=mtp, util=runtime["util"], kv_cache_dtype=runtime["kv_cache_dtype"], dcp=runtime["dcp"],
-                   hccl_buffsize_mb=runtime["hccl_buffsize_mb"])
+    from ..runtime.feasibility import workload_fit
+    return workload_fit(dep, batch=batch, request_tokens=longest, step_tokens=step, mtp=mtp, util=runtime["util"],
+                        kv_cache_dtype=runtime["kv_cache_dtype"], dcp=runtime["dcp"],
+                        hccl_buffsize_mb=runtime["hccl_buffsize_mb"])
 
 
 @click.command("sweep", cls=DeploymentCommand, short_help="Grid of TP x DP x workloads: CSV and the best configurations.")
@@ -222,7 +224,8 @@ def sweep_command(model, tps, dps, ep_mode, sp, dsa_cp, engine, role, tokens, co
     base = ParallelPlan(sp=sp, dsa_cp=dsa_cp, role=role, max_num_batched_tokens=max_num_batched_tokens)
     dev = load_device(device_name)
     warn_device(engine, dev)
-    args = (src.spec, base, engine, src.scheme_recipe, dev, grids["tp"], grids["dp"], grids["tokens"],
+    from ..context import DeploymentContext
+    args = (DeploymentContext(src.spec, base, engine, src.scheme_recipe, dev), grids["tp"], grids["dp"], grids["tokens"],
             grids["context"], grids["batch"], grids["mtp"], ep_mode == "on")
     opts = dict(decode_follows_prefill=follow, util=runtime["util"], kv_cache_dtype=runtime["kv_cache_dtype"],
                 acceptance=acceptance, hccl_buffsize_mb=runtime["hccl_buffsize_mb"], dcp=runtime["dcp"],

@@ -112,6 +112,7 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
     from ..devices.profiles import load_device
     from ..parallel import ParallelPlan
     from ..planner.report import memory_levers, render_plan, write_pareto_png
+    from ..context import DeploymentContext
     from ..planner.search import PlanSpace, run_plan
     from ..planner.launch import model_path, quantized_recipe, serve_launch
     from ..planner.workload import from_csv, from_lengths
@@ -160,9 +161,10 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
                       kv_cache_dtype=kv_cache_dtype, acceptance=acceptance, disaggregated=disagg,
                       prefill_tokens=chunks, simulate=n_sim, dcp=dcp != 1, dcp_only=bool(dcp and dcp > 1),
                       hccl_buffsize_mb=hccl_buffsize, every_row=bool(csv_path or png or n_sim == 0))
+    base = DeploymentContext(src.spec, None, engine, src.scheme_recipe, dev)
     announce_compiles()
     with stage(f"plan: searching {', '.join(map(str, space.dies))} {engine.device_noun}s (estimate, then simulate the shortlist)"):
-        res = run_plan(src.spec, engine, src.scheme_recipe, dev, wl, space, ttft_ms, tpot_ms)
+        res = run_plan(base, wl, space, ttft_ms, tpot_ms)
     best = res.best(top)
     path = model_path(model, src.spec.name, src.scheme_recipe, src.kind == "preset")
     quantized = quantized_recipe(src.scheme_recipe)
@@ -176,8 +178,7 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
             "device": dev.name, "engine": str(engine), "dies": space.dies, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
             "mtp_acceptance": acceptance, "gpu_memory_utilization": list(utils), "model_path": path,
             "quantized": quantized, "max_batch": max(space.batches),
-            "helps": memory_levers(src.spec, ParallelPlan(tp=max(space.tps)), engine, src.scheme_recipe, kv_cache_dtype,
-                                   dev)}
+            "helps": memory_levers(base.with_plan(ParallelPlan(tp=max(space.tps))), kv_cache_dtype)}
     if refused:
         head["refused"] = refused
     with all_or_none():                 # the report, the CSV and the PNG: all written, or none changed

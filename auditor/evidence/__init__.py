@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..context import DeploymentContext
 from ..errors import AuditInputError
 from ..units import GiB
 
@@ -198,7 +199,7 @@ def predict(row: Row) -> dict[str, Any] | None:
         from ..finegrained import parse
         plan = _replace(plan, finegrained_tp=parse(f["finegrained_tp"], f"{row.id}: --finegrained-tp"))
     device = load_device(f.get("device", "a3-752t"))
-    W = plan_weights(spec, plan, eng, recipe)
+    W = plan_weights(DeploymentContext(spec, plan, eng, recipe))
     if row.weights_from_log and row.observed.get("weights_gib"):
         W = float(row.observed["weights_gib"]) * GiB
     b = rank_budget(spec, plan, eng, weights_bytes=W, device=device, util=f.get("util", 0.9), recipe=recipe,

@@ -22,7 +22,8 @@ from ..model.expected import expected_description, expected_tensors
 from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
 from .ledger import rank_multipliers
-from .materialized import _materialize, reference_plan
+from ..context import DeploymentContext
+from .materialized import _materialize, reference_of
 
 _DEFAULT_BATCHED = ParallelPlan.max_num_batched_tokens
 
@@ -59,12 +60,13 @@ def synthesized_stored(spec: ModelSpec, recipe: str) -> tuple[StoredIndex, Quant
 
 
 @functools.lru_cache(maxsize=128)
-def _module_table(spec: ModelSpec, ref: ParallelPlan, engine: str, recipe: str
+def _module_table(ref: DeploymentContext
                   ) -> tuple[list[tuple[int, str]], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """How the rows of one pass fold into perf's (layer, module) keys: (keys, row index, key index,
     share numerator, share denominator) per contribution (a fused module contributes to several keys).
     Decided once per distinct engine module name, then gathered for every row."""
-    mat, _ = _materialize(spec, ref, engine, recipe)
+    spec = ref.spec
+    mat, _ = _materialize(ref)
     names, name_of_row = np.unique(np.array([r.module for r in mat.rows], dtype=object), return_inverse=True)
     layer = np.array([r.layer for r in mat.rows], dtype=np.int64)
     parts_of = []                                   # per distinct name: [(perf module, share, parts)]
@@ -99,15 +101,19 @@ def _module_table(spec: ModelSpec, ref: ParallelPlan, engine: str, recipe: str
     return keys, row_a, key_a, np.concatenate(num)[order], np.concatenate(den)[order]
 
 
-@functools.lru_cache(maxsize=256)
-def module_bytes(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
-                 rank: int = 0) -> dict[tuple[int, str], int]:
+def module_bytes(dep: DeploymentContext, rank: int = 0) -> dict[tuple[int, str], int]:
     """Resident bytes per (layer, module) on ``rank`` for a recipe; layer -1 holds embed_tokens and
     lm_head, "self_attn.kv_b_proj" holds W_UK_T + W_UV, "mlp.experts" all local experts of the layer.
     The MTP layer is included whenever the config has one (perf runs it with --mtp K).
 
     One ledger column of the rank over a shared pass (``materialized``); a key is present when
     some row of it has copies on the rank."""
+    return _module_bytes(dep.bare, rank)
+
+
+@functools.lru_cache(maxsize=256)
+def _module_bytes(dep: DeploymentContext, rank: int) -> dict[tuple[int, str], int]:
+    spec, plan, engine = dep.spec, dep.plan, dep.engine
     if spec.mtp_layers and not plan.mtp:
         plan = replace(plan, mtp=True)
     plan.validate()
@@ -117,9 +123,9 @@ def module_bytes(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str,
     norm = replace(plan, max_num_batched_tokens=_DEFAULT_BATCHED)
     if placement_key(spec, norm, engine) == placement_key(spec, plan, engine):
         plan = norm
-    ref = reference_plan(plan, spec, engine)
-    _, arrays = _materialize(spec, ref, engine, recipe)
-    keys, row_i, key_i, num, den = _module_table(spec, ref, engine, recipe)
+    ref = reference_of(dep.with_plan(plan))
+    _, arrays = _materialize(ref)
+    keys, row_i, key_i, num, den = _module_table(ref)
     col = rank_multipliers(arrays, spec, plan, np.array([rank]))[0][:, 0]
     c = col[row_i]
     # (bytes x copies) x share / parts, summed in row order: the same float operations as a loop

@@ -24,6 +24,7 @@ import functools
 from dataclasses import fields, replace
 
 from ..engines.materialize import Materialization
+from ..context import DeploymentContext
 from ..engines.registry import EngineLike, as_engine
 from ..model.spec import ModelSpec
 from ..parallel import ROLES, ParallelPlan
@@ -66,14 +67,19 @@ def reference_plan(plan: ParallelPlan, spec: ModelSpec | None = None, engine: En
 
 
 @functools.lru_cache(maxsize=128)
-def _materialize(spec: ModelSpec, ref: ParallelPlan, engine: EngineLike, recipe: str
-                 ) -> tuple[Materialization, RowArrays]:
+def _materialize(ref: DeploymentContext) -> tuple[Materialization, RowArrays]:
+    """The pass of ``ref`` (a bare deployment under its reference plan)."""
     from .api import synthesized_stored
-    eng = as_engine(engine)
-    stored, desc = synthesized_stored(spec, recipe)
-    cache = _ROW_CACHES.setdefault(row_cache_key(spec, ref, eng), {})
-    mat = eng.materializer(spec, ref, eng.placement(spec, ref), stored, desc, row_cache=cache).run()
+    spec, plan, eng = ref.spec, ref.plan, ref.engine
+    stored, desc = synthesized_stored(spec, ref.recipe)
+    cache = _ROW_CACHES.setdefault(row_cache_key(spec, plan, eng), {})
+    mat = eng.materializer(spec, plan, eng.placement(spec, plan), stored, desc, row_cache=cache).run()
     return mat, row_arrays(mat)
+
+
+def reference_of(dep: DeploymentContext) -> DeploymentContext:
+    """``dep`` without its device under the reference plan of its plan (``reference_plan``)."""
+    return dep.bare.with_plan(reference_plan(dep.plan, dep.spec, dep.engine))
 
 
 def row_cache_key(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike) -> tuple:
@@ -81,10 +87,10 @@ def row_cache_key(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike) -> tu
     return (spec.pd, plan.nz_mode) + as_engine(engine).materializer_key()
 
 
-def materialize(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe: str) -> tuple[Materialization, RowArrays]:
-    """(the rows of ``plan``'s Materializer pass for a recipe's synthesized checkpoint, their ledger
+def materialize(dep: DeploymentContext) -> tuple[Materialization, RowArrays]:
+    """(the rows of ``dep.plan``'s Materializer pass for a recipe's synthesized checkpoint, their ledger
     columns), for their bytes: the pass's assumptions and findings may word the reference's role.
-    Shared and cached: callers must not modify them. Build the ledger with ``plan`` itself (and its
+    Shared and cached: callers must not modify them. Build the ledger with ``dep.plan`` itself (and its
     own placement), never with the reference."""
-    plan.validate()
-    return _materialize(spec, reference_plan(plan, spec, engine), engine, recipe)
+    dep.plan.validate()
+    return _materialize(reference_of(dep))

@@ -1,5 +1,5 @@
-"""Public entry point of the performance model: ``evaluate(spec, plan, engine, workload, device,
-recipe) -> PerfResult``.
+"""Public entry point of the performance model: ``evaluate(deployment, workload) -> PerfResult``
+(a ``context.DeploymentContext``: model, plan, engine, recipe, device).
 
 Re-evaluation is pure kernel work: the layer program is cached per (model, plan, engine, recipe,
 phase, graph) and the device is turned into arrays on every call, so calibration can vary the
@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 from auditor_kernels import kinds as K
 
+from ..context import DeploymentContext
 from ..engines.registry import as_engine
 from ..errors import AuditInputError
-from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
 from .program import GRAPHS, Program, build_program
 from ..model.recipes import check_recipe
@@ -242,11 +242,15 @@ class PerfResult:
                            for name, ph in self.phases.items()}}
 
 
+def cached_program(dep: DeploymentContext, phase: str, graph: str, mtp_enabled: bool,
+                   cache: Any = "bf16") -> Program:
+    """The layer program is independent of the workload numbers and of the device (cached without it)."""
+    return _cached_program(dep.bare, phase, graph, mtp_enabled, cache)
+
+
 @functools.lru_cache(maxsize=64)
-def cached_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, phase: str,
-                   graph: str, mtp_enabled: bool, cache: Any = "bf16") -> Program:
-    """The layer program is independent of the workload numbers and of the device."""
-    return build_program(spec, plan, engine, recipe, phase, graph, mtp_enabled, cache)
+def _cached_program(dep: DeploymentContext, phase: str, graph: str, mtp_enabled: bool, cache: Any) -> Program:
+    return build_program(dep, phase, graph, mtp_enabled, cache)
 
 
 def prefill_chunks(workload: Workload, chunk: int) -> list[tuple[int, int, int, int]]:
@@ -297,9 +301,9 @@ _ADD_OUT = [K.OUT_TOKENS, K.OUT_MMA, K.OUT_VEC, K.OUT_BYTES, K.OUT_T_COMPUTE, K.
 _ADD_CO = [K.CO_BYTES, K.CO_TIME]
 
 
-def evaluate_phase(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: Workload, device: Any,
-                   recipe: str, graph: str = "expanded", table: Any = None, cache: Any = "bf16",
-                   chunk: int | None = None, host: np.ndarray | None = None, graph_tokens: int = -1) -> PhaseResult:
+def evaluate_phase(dep: DeploymentContext, workload: Workload, graph: str = "expanded", table: Any = None,
+                   cache: Any = "bf16", chunk: int | None = None, host: np.ndarray | None = None,
+                   graph_tokens: int = -1) -> PhaseResult:
     """One phase: decode = one graph step (eager when its ``batch x (1 + K)`` tokens exceed
     ``graph_tokens``, the largest captured size; -1 = no limit); prefill = its chunk steps (``chunk``
     tokens per step, by default the plan's ``max_num_batched_tokens``), each an eager step with its own
@@ -307,19 +311,18 @@ def evaluate_phase(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: W
     (``auditor.perf.host``), the one ``audit bench`` uses; ``host`` overrides the device's constants."""
     from .device import group_table, kernel_vector
     from .host import host_model
+    spec, plan, engine, device = dep.spec, dep.plan, dep.engine, dep.device
     workload.validate()
-    recipe = check_recipe(recipe)
+    dep = dep.with_(recipe=check_recipe(dep.recipe))
     if graph not in GRAPHS:
         raise AuditInputError("--graph", f"must be one of {', '.join(GRAPHS)}")
     if workload.mtp and not spec.mtp_layers:
         raise AuditInputError("--mtp", f"{spec.name} has no MTP layer (num_nextn_predict_layers = 0)")
     # the MTP passes are always in the program; their multiplicity (K, K-1 or 0) is a kernel input
-    key = as_engine(engine).key
     from .program import kernel_path_of
     cache = kernel_path_of(engine, cache, device)      # the engine's kernels of this cache on the device's generation
-    prog = cached_program(spec, plan, key, recipe, workload.phase, graph, True, cache)
-    other = cached_program(spec, plan, key, recipe, "decode" if workload.phase == "prefill" else "prefill",
-                           graph, True, cache)
+    prog = cached_program(dep, workload.phase, graph, True, cache)
+    other = cached_program(dep, "decode" if workload.phase == "prefill" else "prefill", graph, True, cache)
     pre, dec = (prog, other) if workload.phase == "prefill" else (other, prog)
     hm = host_model(spec, pre, dec, workload.mtp, device, host, engine=engine)
     dv, grp = kernel_vector(device), group_table(device, plan)
@@ -358,12 +361,12 @@ def evaluate_phase(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: W
     return res
 
 
-def evaluate(spec: ModelSpec, plan: ParallelPlan, engine: str, workload: Workload, device: Any,
-             recipe: str, graph: str = "expanded", table: Any = None, cache: Any = "bf16") -> PerfResult:
+def evaluate(dep: DeploymentContext, workload: Workload, graph: str = "expanded", table: Any = None,
+             cache: Any = "bf16") -> PerfResult:
     """Evaluate one phase (``workload.phase``) and return a PerfResult (JSON via ``to_json``)."""
-    ph = evaluate_phase(spec, plan, engine, workload, device, recipe, graph, table, cache)
-    return PerfResult(spec.name, plan, as_engine(engine).key, recipe, getattr(device, "name", str(device)),
-                      graph, {workload.phase: ph}, result_notes(ph.program, plan, workload.mtp, engine))
+    ph = evaluate_phase(dep, workload, graph, table, cache)
+    return PerfResult(dep.spec.name, dep.plan, dep.engine.key, dep.recipe, dep.device_name,
+                      graph, {workload.phase: ph}, result_notes(ph.program, dep.plan, workload.mtp, dep.engine))
 
 
 def result_notes(prog: Program, plan: ParallelPlan, mtp: int, engine: str | None = None) -> list[str]:

@@ -25,13 +25,16 @@ import csv
 import datetime as _dt
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from ..devices.profiles import Device
 from ..errors import AuditInputError
 from .host import DEFAULT_HOST, HOST_KEYS
+
+if TYPE_CHECKING:
+    from ..context import DeploymentContext
 
 
 @dataclass(frozen=True)
@@ -438,8 +441,9 @@ def _block(res: CalibrationResult, base: Device, params: list[Param], provenance
 
 # -- real model adapter and command ---------------------------------------------------------------
 
-def perf_evaluator(spec, plan, engine: str, recipe: str, mtp: int, batch: int = 1) -> EvaluateFn:
-    """EvaluateFn over ``auditor.perf.api``: prefill rows run query_len new tokens on
+def perf_evaluator(dep: "DeploymentContext", mtp: int, batch: int = 1) -> EvaluateFn:
+    """EvaluateFn over ``auditor.perf.api`` for a deployment (a ``DeploymentContext``; each call's device
+    replaces its own, which the fit varies): prefill rows run query_len new tokens on
     context_len cached ones (chunked at the plan's max_num_batched_tokens, each chunk an eager step);
     decode rows verify query_len = 1 + MTP tokens per step (a graph step); host time is the serving
     host model of the device (``auditor.perf.host``)."""
@@ -449,7 +453,7 @@ def perf_evaluator(spec, plan, engine: str, recipe: str, mtp: int, batch: int = 
         if s.phase == "decode" and s.query_len != 1 + mtp:
             raise AuditInputError(s.name, f"decode query_len {s.query_len} != 1 + --mtp {mtp}")
         wl = Workload(phase=s.phase, tokens=s.query_len, context=s.context_len, batch=batch, mtp=mtp)
-        return float(evaluate_phase(spec, plan, engine, wl, dev, recipe).time_ms)
+        return float(evaluate_phase(dep.with_(device=dev), wl).time_ms)
 
     return run
 

@@ -13,8 +13,7 @@ from typing import Any
 
 from auditor_kernels import kinds as K
 
-from ..model.spec import ModelSpec
-from ..parallel import ParallelPlan
+from ..context import DeploymentContext
 from .api import CONTEXT_KINDS, Workload, evaluate_phase
 
 COLLECTIVES, HOST = "collectives", "host"
@@ -44,9 +43,8 @@ def prefill_workload(length: int, tokens: int, batch: int, mtp: int) -> Workload
     return Workload("prefill", q, length - q, batch, mtp)
 
 
-def context_growth(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, device: Any,
-                   contexts: list[int], tokens: int, batch: int, mtp: int, cache: Any = "bf16",
-                   phases: tuple[str, ...] = ("prefill", "decode")) -> Growth:
+def context_growth(dep: DeploymentContext, contexts: list[int], tokens: int, batch: int, mtp: int,
+                   cache: Any = "bf16", phases: tuple[str, ...] = ("prefill", "decode")) -> Growth:
     """Step time per op class at each context (see the module docstring)."""
     by_phase: dict[str, dict[str, list[float]]] = {}
     totals: dict[str, list[float]] = {}
@@ -57,7 +55,7 @@ def context_growth(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str
         for j, length in enumerate(contexts):
             wl = (prefill_workload(length, tokens, batch, mtp) if phase == "prefill"
                   else Workload("decode", tokens, length, batch, mtp))
-            ph = evaluate_phase(spec, plan, engine, wl, device, recipe, "repetition", cache=cache)
+            ph = evaluate_phase(dep, wl, "repetition", cache=cache)
             o = ph.op_out
             for i, op in enumerate(ph.program.ops):
                 if op.kind == K.ZERO:

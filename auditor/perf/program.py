@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from auditor_kernels import kinds as K
 
+from ..context import DeploymentContext
 from ..engines.placement import Placement
 from ..model import blueprint as B
 from ..errors import AuditInputError
@@ -124,11 +125,11 @@ def token_split(spec: ModelSpec, plan: ParallelPlan, lay: Placement, phase: str)
 class _Builder:
     """Emits ops/collectives for one phase; decoder layers are built by ``layer``."""
 
-    def __init__(self, spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, phase: str,
-                 lay: Placement, weights: dict[tuple[int, str], int], path: Any):
-        self.spec, self.plan, self.recipe, self.phase, self.lay = spec, plan, recipe, phase, lay
+    def __init__(self, dep: DeploymentContext, phase: str, lay: Placement, weights: dict[tuple[int, str], int],
+                 path: Any):
+        spec, plan, eng = dep.spec, dep.plan, dep.engine
+        self.spec, self.plan, self.recipe, self.phase, self.lay = spec, plan, dep.recipe, phase, lay
         self.path = path
-        eng = as_engine(engine)
         self.prof = eng.profile
         # the engine's KV spec of this cache variant: the one definition of what a cached token takes
         # (cache writes write it, SFA gathers it, the indexer reads its keys)
@@ -519,18 +520,18 @@ def kernel_path_of(engine: Any, cache: Any, device: Any) -> Any:
     return eng.kernel_path_on(cache, eng.soc(device))
 
 
-def build_program(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, phase: str,
-                  graph: str = "expanded", mtp_enabled: bool = True, cache: Any = "bf16") -> Program:
+def build_program(dep: DeploymentContext, phase: str, graph: str = "expanded", mtp_enabled: bool = True,
+                  cache: Any = "bf16") -> Program:
     """Build the op program of one phase ("prefill" or "decode") in one graph form; ``cache`` is the
     KV/indexer cache variant (``--kv-cache-dtype``), which picks the attention kernels' path."""
     if graph not in GRAPHS:
         raise ValueError(f"graph must be one of {GRAPHS}")
-    check_timeable(spec, engine)
-    eng = as_engine(engine)
-    lay = eng.placement(spec, plan)
-    weights, wsrc = weight_bytes(spec, plan, engine, recipe, lay)
+    spec, plan, eng = dep.spec, dep.plan, dep.engine
+    check_timeable(spec, eng)
+    lay = dep.placement()
+    weights, wsrc = weight_bytes(dep)
     path = eng.kernel_path(cache) if isinstance(cache, str) else cache      # the engine's kernel constants
-    b = _Builder(spec, plan, engine, recipe, phase, lay, weights, path)
+    b = _Builder(dep, phase, lay, weights, path)
     shard = phase == "prefill" and plan.sp and plan.tp > 1
     main = Tok(MAIN)
     b.layers = []

@@ -13,12 +13,11 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from ..engines.registry import as_engine
+from ..context import DeploymentContext
 from .mtp import expected_tokens
 from ..errors import AuditInputError
 from ..limits import OPTION_CAPS
 from ..model.spec import ModelSpec
-from ..parallel import ParallelPlan
 from ..runtime.feasibility import grid_kv_free
 from .api import cached_program
 from .host import host_model
@@ -91,19 +90,19 @@ def _chunked_ttft(sweep_grid: Callable, spec: ModelSpec, pre: Any, dec: Any, tp:
     return out
 
 
-def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, device: Any,
-              tps: Iterable[int], dps: Iterable[int], tokens: Iterable[int], contexts: Iterable[int],
+def run_sweep(dep: DeploymentContext, tps: Iterable[int], dps: Iterable[int], tokens: Iterable[int], contexts: Iterable[int],
               batches: Iterable[int], mtps: Iterable[int], ep_on: bool = True,
               progress: Callable[[int], None] | None = None, decode_follows_prefill: bool = False,
               util: float = 0.9, kv_cache_dtype: str = "bf16", acceptance: float = 1.0,
               hccl_buffsize_mb: int = 200, dcp: int = 1, max_model_len: int | None = None) -> SweepResult:
-    """TTFT and decode step time for every grid point; plans the model cannot take are skipped."""
+    """TTFT and decode step time for every grid point of TP x DP around ``dep.plan`` (the base plan);
+    plans the model cannot take are skipped."""
     from auditor_kernels.perf_core import sweep_grid
 
     from .device import group_table, kernel_vector
-    recipe = check_recipe(recipe)
-    eng = as_engine(engine)
-    engine, version_note = eng.key, eng.note            # one program cache entry per profile
+    dep = dep.with_(recipe=check_recipe(dep.recipe))
+    spec, base, eng, device = dep.spec, dep.plan, dep.engine, dep.device
+    version_note = eng.note
     keys = np.array(list(itertools.product(tokens, batches, mtps)), dtype=np.float64)
     ctx = np.array(list(contexts), dtype=np.float64)
     # rows in (tokens, batch, mtp) x context order, as the kernel returns them
@@ -123,8 +122,8 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
         plan = base.with_(tp=tp, dp=dp, ep=tp * dp if ep_on and tp * dp > 1 else 1,
                           dsa_cp=base.dsa_cp if tp > 1 else None)
         try:
-            pre = cached_program(spec, plan, engine, recipe, "prefill", "repetition", True, path)
-            dec = cached_program(spec, plan, engine, recipe, "decode", "repetition", True, path)
+            pre = cached_program(dep.with_plan(plan), "prefill", "repetition", True, path)
+            dec = cached_program(dep.with_plan(plan), "decode", "repetition", True, path)
         except AuditInputError as exc:
             skipped.append(f"tp{tp} dp{dp}: {exc.one_line()}")
             if progress:
@@ -153,7 +152,7 @@ def run_sweep(spec: ModelSpec, base: ParallelPlan, engine: str, recipe: str, dev
         # memory: the longest request of the row (prefill end or decode step); the engine's batched
         # tokens are its configured chunk (prefill longer than that is chunked) or the decode step
         req = np.maximum(work[:, 1] + work[:, 0], dec_ctx + 1 + work[:, 3])
-        weights, free = grid_kv_free(spec, plan, engine, recipe, device, batch=work[:, 2], request_tokens=req,
+        weights, free = grid_kv_free(dep.with_plan(plan), batch=work[:, 2], request_tokens=req,
                                      step_tokens=work[:, 2] * (1 + work[:, 3]), mtp=work[:, 3], util=util,
                                      kv_cache_dtype=kv_cache_dtype, hccl_buffsize_mb=hccl_buffsize_mb, dcp=dcp,
                                      max_model_len=max_model_len)

@@ -9,19 +9,17 @@ module names relative to the layer ("self_attn.q_b_proj", "mlp.experts", ...);
 """
 from __future__ import annotations
 
-from ..engines.placement import Placement
+from ..context import DeploymentContext
 from ..memory.api import module_bytes
-from ..model.spec import ModelSpec
-from ..parallel import ParallelPlan
 
 WeightMap = dict[tuple[int, str], int]
 
 
-def weight_bytes(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str, layout: Placement,
-                 rank: int = 0) -> tuple[WeightMap, str]:
+def weight_bytes(dep: DeploymentContext, rank: int = 0) -> tuple[WeightMap, str]:
     """(bytes per (layer, module), source): always the memory ledger's resident bytes, of the pass that keeps
     the q-side originals: on a decode node vLLM-Ascend's MLAPO releases them (``AscendMaterializer.mlapo_drops``)
     and reads its own copies of the same bytes instead, so an op's weight traffic is theirs."""
     from dataclasses import replace
+    plan = dep.plan
     keep = replace(plan, max_num_batched_tokens=max(plan.max_num_batched_tokens, 8192))
-    return dict(module_bytes(spec, keep, engine, recipe, rank)), "ledger"
+    return dict(module_bytes(dep.with_plan(keep), rank)), "ledger"

@@ -49,13 +49,14 @@ def _helps(head: dict) -> str:
     return f"{', '.join(out)} or {more}" if out else more
 
 
-def memory_levers(spec: Any, plan: Any, engine: Any, recipe: str, kv_cache_dtype: str, device: Any = None) -> list[str]:
+def memory_levers(dep: Any, kv_cache_dtype: str) -> list[str]:
     """The engine's memory savers (``Engine.memory_savers``) this model has: a recipe ("w4a8") where the
     model's family has it and the engine loads it, a KV cache ("c8 KV", "fp8 KV") where the engine's KV
-    spec takes it for this model (DeepSeek-V4's pool on vLLM-Ascend is bf16 with int8 indexer keys)."""
+    spec takes it for this model (DeepSeek-V4's pool on vLLM-Ascend is bf16 with int8 indexer keys).
+    ``dep``: a ``DeploymentContext`` (its recipe is the one in use; its device, when given, the KV's arch)."""
     from ..errors import AuditInputError
     from ..model.families import recipes_of
-    eng = as_engine(engine)
+    spec, plan, eng, recipe, device = dep.spec, dep.plan, dep.engine, dep.recipe, dep.device
     out = []
     for lever in eng.memory_savers(recipe, kv_cache_dtype):
         if lever.endswith(" KV"):

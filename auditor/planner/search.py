@@ -33,11 +33,11 @@ import numpy as np
 from ..perf.mtp import expected_tokens
 from ..engines.registry import as_engine
 from ..errors import AuditInputError
-from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
 from ..runtime.budget import usable_total
 from ..runtime.feasibility import grid_budget, margin_util
 from ..runtime.weights import plan_weights
+from ..context import DeploymentContext
 from .verdict import disagg_verdict
 from .workload import PlanWorkload
 
@@ -181,12 +181,14 @@ class _Kernel:
     on one thread: waking numba's thread pool costs ~8 ms per call on a busy 2-core machine, 40x
     the work (``serial``)."""
 
-    def __init__(self, spec, engine, recipe, device):
+    def __init__(self, base: DeploymentContext):
         from auditor_kernels.perf_core import sweep_grid
 
         from ..perf.device import kernel_vector
         self.sweep_grid = sweep_grid
-        self.spec, self.engine, self.recipe, self.device = spec, engine, recipe, device
+        self.base = base
+        self.spec, self.engine, self.device = base.spec, base.engine, base.device
+        engine, device = base.engine, base.device
         # no per-step host slots: the host time is the serving model's, from each plan's own launches
         # (``decode_host``, ``_prefill_time``), as bench and perf add it; the device's derived per-step
         # constants are a reference step's (GLM's eager drafter), and adding them too counted host twice
@@ -205,7 +207,7 @@ class _Kernel:
         if key not in self.cache:
             from ..perf.api import cached_program
             from ..perf.host import host_model
-            pre, dec = (cached_program(self.spec, plan, self.engine, self.recipe, ph, "repetition", True, self.path)
+            pre, dec = (cached_program(self.base.with_plan(plan), ph, "repetition", True, self.path)
                         for ph in ("prefill", "decode"))
             self.cache[key] = host_model(self.spec, pre, dec, k, self.device, self.host, engine=self.engine)
         return self.cache[key]
@@ -226,7 +228,7 @@ class _Kernel:
             return hit
         from ..perf.api import cached_program
         from ..perf.device import group_table
-        prog = cached_program(self.spec, plan, self.engine, self.recipe, phase, "repetition", True, self.path)
+        prog = cached_program(self.base.with_plan(plan), phase, "repetition", True, self.path)
         out = self.sweep_grid(*prog.arrays(), 1 if phase == "decode" else 0, float(plan.tp), keys, ctx, self.dv,
                               group_table(self.device, plan))
         self.count += out.size
@@ -234,14 +236,14 @@ class _Kernel:
         return out
 
 
-def _instance_plans(spec: ModelSpec, space: PlanSpace, role: str, engine: str, recipe: str, device: Any,
-                    max_num_batched_tokens: int = 8192, rejected: list | None = None,
-                    mtp: bool = False) -> list[ParallelPlan]:
+def _instance_plans(base: DeploymentContext, space: PlanSpace, role: str, max_num_batched_tokens: int = 8192,
+                    rejected: list | None = None, mtp: bool = False) -> list[ParallelPlan]:
     """Instance plans (TP x DP, EP = DP x TP for MoE) whose weights leave room on the die; the
     others go to ``rejected`` as (plan, worst-rank weight bytes). ``mtp``: the drafter is loaded,
     as the budget of a grid with any K > 0 counts it (so the filter and the budget share one W)."""
+    spec = base.spec
     sizes = sorted({s for n in space.dies for s in range(1, n + 1) if n % s == 0})
-    limit = usable_total(device) * space.util
+    limit = usable_total(base.device) * space.util
     out = []
     for tp, sp, s in itertools.product(space.tps, space.sps, sizes):
         if s % tp or (sp and not spec.dsa and tp == 1):
@@ -253,7 +255,7 @@ def _instance_plans(spec: ModelSpec, space: PlanSpace, role: str, engine: str, r
                             role=role, max_num_batched_tokens=max_num_batched_tokens, mtp=mtp)
         try:
             plan.validate()
-            w = max(plan_weights(spec, plan, engine, recipe))
+            w = max(plan_weights(base.with_plan(plan)))
         except AuditInputError:
             continue
         if w < limit:
@@ -279,14 +281,15 @@ def serial():
         numba.set_num_threads(n)
 
 
-def run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWorkload, space: PlanSpace,
-             ttft_ms: float, tpot_ms: float) -> PlanResult:
+def run_plan(base: DeploymentContext, wl: PlanWorkload, space: PlanSpace, ttft_ms: float,
+             tpot_ms: float) -> PlanResult:
     """Estimate every candidate (steady state), then simulate the shortlist with the serving model
     (``auditor.planner.simulate``) and rank by the simulated figures."""
     from .simulate import simulate_shortlist
+    engine = base.engine
     with serial():
         t0 = time.perf_counter()
-        kern = _Kernel(spec, engine, recipe, device)
+        kern = _Kernel(base)
         configs: list[Config] = []
         verdicts: dict[int, str] = {}
         feasible: dict[tuple[int, str], int] = {}
@@ -294,7 +297,7 @@ def run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWor
         evaluated = 0
         for u in space.searched_utils:
             sp = replace(space, util=u)
-            c, n, v, f = _estimate(spec, engine, recipe, device, wl, sp, ttft_ms, tpot_ms, kern)
+            c, n, v, f = _estimate(base, wl, sp, ttft_ms, tpot_ms, kern)
             configs += c
             evaluated += n
             for k, text in v.items():
@@ -312,7 +315,7 @@ def run_plan(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWor
                          feasible_by=feasible, pd_over_bound=over_bound)
         t1 = time.perf_counter()
         if space.simulate > 0:
-            res.simulated = simulate_shortlist(res, spec, engine, recipe, device, wl, space, ttft_ms, tpot_ms)
+            res.simulated = simulate_shortlist(res, base, wl, space, ttft_ms, tpot_ms)
         res.sim_seconds = time.perf_counter() - t1
         res.evaluated = evaluated + kern.count
         res.seconds = time.perf_counter() - t0
@@ -644,9 +647,10 @@ def _prefill_time(kern: _Kernel, plan: ParallelPlan, isl: int, chunk: int, k: in
     return t + (n - 1) * hm.step_s(True, chunk, 0.0) + hm.step_s(True, last, 0.0)
 
 
-def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWorkload, space: PlanSpace,
+def _estimate(base: DeploymentContext, wl: PlanWorkload, space: PlanSpace,
               ttft_ms: float, tpot_ms: float, kern: _Kernel) -> tuple[list[Config], int, dict[int, str], dict]:
     """The steady-state estimate of every candidate at one gpu-memory-utilization."""
+    spec, engine = base.spec, base.engine
     mtps = tuple(m for m in space.mtps if m == 0 or spec.mtp_layers) or (0,)
     BK = np.array(list(itertools.product(space.batches, mtps)), dtype=np.float64)
     keys_dec = np.column_stack([np.ones(len(BK)), BK[:, 0], BK[:, 1]])
@@ -681,11 +685,11 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
         step_tokens = BK[:, 0] * (1 + BK[:, 1])
         # the instance runs at the largest util whose (1 - util) margin holds what it allocates outside
         # the KV budget (at its largest batch, K and step)
-        ui = margin_util(spec, plan, engine, device, util=u, max_model_len=wl.max_len, max_num_seqs=int(BK[:, 0].max()),
+        ui = margin_util(base.with_plan(plan), util=u, max_model_len=wl.max_len, max_num_seqs=int(BK[:, 0].max()),
                          max_num_batched_tokens=int(max(plan.max_num_batched_tokens, step_tokens.max())),
                          mtp=int(BK[:, 1].max()), kv_cache_dtype=space.kv_cache_dtype, dcp=dcp,
                          hccl_buffsize_mb=space.hccl_buffsize_mb)
-        g = grid_budget(spec, plan, engine, recipe, device, batch=BK[:, 0], request_tokens=np.full(len(BK), wl.max_len),
+        g = grid_budget(base.with_plan(plan), batch=BK[:, 0], request_tokens=np.full(len(BK), wl.max_len),
                         step_tokens=step_tokens, mtp=BK[:, 1], util=ui,
                         kv_cache_dtype=space.kv_cache_dtype, dcp=dcp, hccl_buffsize_mb=space.hccl_buffsize_mb)
         n = len(BK)
@@ -696,7 +700,7 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
 
     # ---- aggregated
     drafter = bool(spec.mtp_layers) and bool(np.any(BK[:, 1] > 0))
-    for plan in _instance_plans(spec, space, "mixed", engine, recipe, device, mtp=drafter):
+    for plan in _instance_plans(base, space, "mixed", mtp=drafter):
         t_pre = _prefill_time(kern, plan, wl.isl, plan.max_num_batched_tokens, 0)
         for dcp in dcps(plan):
             d = decode_side(plan, dcp)
@@ -737,15 +741,15 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
         d_heavy: list = []
         prefill = []
         for chunk in chunks:
-            for plan in _instance_plans(spec, space, "prefill", engine, recipe, device, chunk, p_heavy,
+            for plan in _instance_plans(base, space, "prefill", chunk, p_heavy,
                                         mtp=k_p > 0):
                 t_pre = _prefill_time(kern, plan, wl.isl, chunk, k_p)
                 # a P node needs little KV: it runs at the largest util whose margin holds its chunk's
                 # prefill transients (the engine's tutorial sets 0.82 for 32,560-token chunks)
-                u_p = margin_util(spec, plan, engine, device, util=u, max_model_len=p_len,
+                u_p = margin_util(base.with_plan(plan), util=u, max_model_len=p_len,
                                   max_num_seqs=int(p_seqs[-1]), max_num_batched_tokens=chunk, mtp=k_p,
                                   kv_cache_dtype=space.kv_cache_dtype, hccl_buffsize_mb=space.hccl_buffsize_mb)
-                g = grid_budget(spec, plan, engine, recipe, device, batch=p_seqs,
+                g = grid_budget(base.with_plan(plan), batch=p_seqs,
                                 request_tokens=np.full(len(p_seqs), float(p_len)),
                                 step_tokens=np.full(len(p_seqs), float(chunk)), mtp=np.full(len(p_seqs), float(k_p)),
                                 util=u_p, kv_cache_dtype=space.kv_cache_dtype, hccl_buffsize_mb=space.hccl_buffsize_mb)
@@ -770,7 +774,7 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
                 by_shape.add(k)
                 shortlist.append(x)
         pd = _PDRows(space.every_row, wl, BK, ttft_ms, tpot_ms, d_tokens, p_len, k_p)
-        for dplan in _instance_plans(spec, space, "decode", engine, recipe, device, d_tokens, d_heavy, mtp=drafter):
+        for dplan in _instance_plans(base, space, "decode", d_tokens, d_heavy, mtp=drafter):
             for dcp in dcps(dplan):
                 d = decode_side(dplan, dcp)
                 evaluated += len(BK)
@@ -793,6 +797,6 @@ def _estimate(spec: ModelSpec, engine: str, recipe: str, device: Any, wl: PlanWo
         over_bound = None if space.every_row else pd.over_bound
         for n in space.dies:
             if not feasible.get((n, "disagg")):
-                verdicts[n] = disagg_verdict(n, spec, engine, recipe, device, space, wl, BK, E, ttft_ms, tpot_ms,
+                verdicts[n] = disagg_verdict(n, base, space, wl, BK, E, ttft_ms, tpot_ms,
                                              p_seen, d_seen, p_heavy, d_heavy, p_len)
     return configs, evaluated, verdicts, {"feasible": feasible, "over_bound": over_bound}

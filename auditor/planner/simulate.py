@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..context import DeploymentContext
 from ..deployment import InstancePlan
 from .launch import instance_plans
 from .search import Config, PlanResult, PlanSpace, operating_point
@@ -108,8 +109,8 @@ def _shapes(c: Config) -> tuple[tuple, tuple]:
     return (("pair", own, pre),), (own, pre)
 
 
-def simulate_shortlist(res: PlanResult, spec: Any, engine: Any, recipe: str, device: Any, wl: PlanWorkload,
-                       space: PlanSpace, ttft_ms: float, tpot_ms: float, workers: int | None = None) -> int:
+def simulate_shortlist(res: PlanResult, base: DeploymentContext, wl: PlanWorkload, space: PlanSpace,
+                       ttft_ms: float, tpot_ms: float, workers: int | None = None) -> int:
     """Replace the figures of the shortlisted rows by simulated ones; returns how many were simulated.
 
     The queues (one per die budget and mode) are independent: each row belongs to one queue and a
@@ -123,10 +124,8 @@ def simulate_shortlist(res: PlanResult, spec: Any, engine: Any, recipe: str, dev
 
     import numba
 
-    from ..engines.registry import as_engine
     from ..serving.costs import step_costs
 
-    eng = as_engine(engine)
     tables: dict[InstancePlan, Any] = {}
     lock = threading.Lock()
 
@@ -134,7 +133,7 @@ def simulate_shortlist(res: PlanResult, spec: Any, engine: Any, recipe: str, dev
         key = InstancePlan(**{**inst.__dict__, "count": 1})
         with lock:
             if key not in tables:
-                tables[key] = step_costs(spec, inst, eng, recipe, device)
+                tables[key] = step_costs(base, inst)
             return tables[key]
 
     threads = numba.get_num_threads()       # numba's thread count is per thread: carry the caller's over
@@ -148,7 +147,7 @@ def simulate_shortlist(res: PlanResult, spec: Any, engine: Any, recipe: str, dev
             # step lower in the simulation, so a fixed shortlist kept such losers)
             if i >= space.simulate and c.tok_s_die <= best:
                 break
-            _simulate_one(c, spec, eng, recipe, device, wl, space, ttft_ms, tpot_ms, costs)
+            _simulate_one(c, base, wl, space, ttft_ms, tpot_ms, costs)
             n += 1
             if c.meets_sla:
                 best = max(best, c.tok_s_die)
@@ -170,8 +169,8 @@ def simulate_shortlist(res: PlanResult, spec: Any, engine: Any, recipe: str, dev
         return sum(pool.map(run_queue, queues))
 
 
-def _simulate_one(c: Config, spec: Any, eng: Any, recipe: str, device: Any, wl: PlanWorkload, space: PlanSpace,
-                  ttft_ms: float, tpot_ms: float, costs: Any) -> None:
+def _simulate_one(c: Config, base: DeploymentContext, wl: PlanWorkload, space: PlanSpace, ttft_ms: float,
+                  tpot_ms: float, costs: Any) -> None:
     """Replace one row's figures by the simulation's at its operating point (the largest concurrency of
     the ladder whose mean TTFT and TPOT meet the SLA)."""
     from ..serving.bench import metrics
@@ -181,7 +180,7 @@ def _simulate_one(c: Config, spec: Any, eng: Any, recipe: str, device: Any, wl: 
     if c.mode == "agg":
         reps = insts[0].count
         insts = [InstancePlan(**{**insts[0].__dict__, "count": 1})]
-    dep = Deployment(spec, eng, recipe, device, insts)
+    dep = Deployment(base, insts)
     dep._costs = [costs(i) for i in insts]
     dec = insts[-1]
 

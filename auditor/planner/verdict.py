@@ -12,11 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from ..model.spec import ModelSpec
+from ..context import DeploymentContext
 from ..parallel import ParallelPlan
 from ..runtime.budget import usable_total
 from ..runtime.feasibility import workload_fit
-from ..engines.registry import as_engine
 from ..units import GiB
 
 
@@ -40,12 +39,12 @@ def _too_heavy(heavy: list, limit_dies: int, role: str, device: Any, util: float
             f"(util {util:g} x {usable_total(device) / GiB:.2f} GiB)")
 
 
-def disagg_verdict(n: int, spec: ModelSpec, engine: str, recipe: str, device: Any, space: Any, wl: Any,
+def disagg_verdict(n: int, base: DeploymentContext, space: Any, wl: Any,
                    BK: np.ndarray, E: np.ndarray, ttft_ms: float, tpot_ms: float, p_seen: list, d_seen: list,
                    p_heavy: list, d_heavy: list, p_len: int) -> str:
     """One sentence: why no P/D configuration fits within ``n`` dies, and the closest instance."""
     util, kvd = space.util, space.kv_cache_dtype
-    eng = as_engine(engine)
+    spec, eng, device = base.spec, base.engine, base.device
     # ---- P side: an instance of fewer than n dies (D needs at least one die)
     p_in = [x for x in p_seen if _size(x[0]) < n]
     p_fit = [x for x in p_in if x[2] >= 0]
@@ -57,7 +56,7 @@ def disagg_verdict(n: int, spec: ModelSpec, engine: str, recipe: str, device: An
             return head + f"meets TTFT {ttft_ms:g} ms: the fastest that fits, {_label(p)}, prefills {wl.isl:,} tokens in {t * 1e3:.0f} ms"
         if p_in:
             p, _, _ = max(p_in, key=lambda x: x[2])
-            f = workload_fit(spec, p, engine, recipe, device, batch=1, request_tokens=p_len,
+            f = workload_fit(base.with_plan(p), batch=1, request_tokens=p_len,
                              step_tokens=p.max_num_batched_tokens,
                              mtp=getattr(space, 'prefill_mtp', 0) if spec.mtp_layers else 0, util=util, kv_cache_dtype=kvd)
             return head + f"fits in memory; closest {_label(p)} ({eng.devices(_size(p))}, one {p_len:,}-token prompt): {f.verdict()}"
@@ -76,7 +75,7 @@ def disagg_verdict(n: int, spec: ModelSpec, engine: str, recipe: str, device: An
     if best_free < 0:
         p, i = best
         B, K = int(BK[i, 0]), int(BK[i, 1])
-        f = workload_fit(spec, p, engine, recipe, device, batch=B, request_tokens=wl.max_len,
+        f = workload_fit(base.with_plan(p), batch=B, request_tokens=wl.max_len,
                          step_tokens=B * (1 + K), mtp=K, util=util, kv_cache_dtype=kvd)
         return head + (f"fits in memory; closest {_label(p)} ({eng.devices(_size(p))}) at batch {B}, MTP {K}, "
                        f"{wl.max_len:,}-token requests: {f.verdict()}")

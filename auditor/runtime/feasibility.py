@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ..model.spec import ModelSpec
+from ..context import DeploymentContext
 from ..parallel import ParallelPlan
-from ..engines.registry import EngineLike, as_engine
 from .budget import RuntimeBudget, rank_budget, usable_total
 from .weights import plan_weights
 from ..units import GiB
@@ -61,13 +60,13 @@ class WorkloadFit:
                 "runtime": self.budget.to_json()}
 
 
-def workload_fit(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe: str, device: Any, *, batch: int,
-                 request_tokens: int, step_tokens: int, mtp: int = 0, util: float = 0.9,
+def workload_fit(dep: DeploymentContext, *, batch: int, request_tokens: int, step_tokens: int, mtp: int = 0, util: float = 0.9,
                  kv_cache_dtype: str = "bf16", dcp: int = 1, hccl_buffsize_mb: int = 200,
                  dsa_cp: bool | None = None) -> WorkloadFit:
-    """The budget of ``plan`` configured for this workload, and whether its KV fits."""
+    """The budget of ``dep.plan`` configured for this workload, and whether its KV fits."""
+    spec, plan, engine, recipe, device = dep.spec, dep.plan, dep.engine, dep.recipe, dep.device
     wplan = plan.with_(mtp=plan.mtp or mtp > 0)
-    W = plan_weights(spec, wplan, engine, recipe)
+    W = plan_weights(dep.with_plan(wplan))
     T = max(int(plan.max_num_batched_tokens), int(step_tokens))
     b = rank_budget(spec, wplan, engine, weights_bytes=W, device=device, total_bytes=usable_total(device), util=util,
                     max_model_len=max(1, int(request_tokens)), max_num_seqs=max(1, int(batch)),
@@ -78,8 +77,7 @@ def workload_fit(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe
     return WorkloadFit(b, int(batch), int(request_tokens), need)
 
 
-def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe: str, device: Any, *,
-                batch: np.ndarray, request_tokens: np.ndarray, step_tokens: np.ndarray, mtp: np.ndarray,
+def grid_budget(dep: DeploymentContext, *, batch: np.ndarray, request_tokens: np.ndarray, step_tokens: np.ndarray, mtp: np.ndarray,
                 util: float = 0.9, kv_cache_dtype: str = "bf16", dsa_cp: bool | None = None,
                 hccl_buffsize_mb: int = 200, dcp: int = 1, max_model_len: int | None = None) -> dict[str, Any]:
     """Vectorised budget over many workloads of one plan, with ``rank_budget``'s arithmetic
@@ -91,7 +89,7 @@ def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe:
     (negative: short). A row whose request is longer than ``max_model_len`` (when given) does not
     fit: the engine refuses such a request."""
     from .budget import kv_base
-    eng = as_engine(engine)
+    spec, plan, eng, recipe, device = dep.spec, dep.plan, dep.engine, dep.recipe, dep.device
     dcp = dcp if dcp > 1 else getattr(plan, "dcp", 1)       # the plan's own DCP unless given
     ks = np.asarray(mtp).astype(np.int64)
     rows_mtp = ks > 0
@@ -106,7 +104,7 @@ def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe:
         if k > 0 and spec.mtp_layers:
             return plan.with_(mtp=True, num_speculative_tokens=k if by_k_sized else plan.num_speculative_tokens)
         return plan
-    by_k = {int(k): plan_weights(spec, weights_plan(int(k)), engine, recipe) for k in np.unique(ks)}
+    by_k = {int(k): plan_weights(dep.with_plan(weights_plan(int(k)))) for k in np.unique(ks)}
     if dsa_cp is None:                  # the engine's rule over the plan's switches (its placement)
         dsa_cp = eng.placement(spec, plan).dsa_cp
     T = np.maximum(float(plan.max_num_batched_tokens), step_tokens)
@@ -142,14 +140,13 @@ def grid_budget(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe:
     return best
 
 
-def grid_kv_free(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, recipe: str, device: Any, **kw: Any
-                 ) -> tuple[float, np.ndarray]:
+def grid_kv_free(dep: DeploymentContext, **kw: Any) -> tuple[float, np.ndarray]:
     """(worst-rank weights, KV bytes left after each workload's requests; negative when short)."""
-    g = grid_budget(spec, plan, engine, recipe, device, **kw)
+    g = grid_budget(dep, **kw)
     return g["weights"], g["kv_free"]
 
 
-def margin_util(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, device: Any, *, util: float,
+def margin_util(dep: DeploymentContext, *, util: float,
                 max_model_len: int, max_num_seqs: int, max_num_batched_tokens: int, mtp: int,
                 kv_cache_dtype: str = "bf16", dcp: int = 1, hccl_buffsize_mb: int = 200) -> float:
     """The largest gpu-memory-utilization, at most ``util`` and in steps of 0.01, whose ``(1 - util)``
@@ -160,7 +157,7 @@ def margin_util(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike, device:
     engine's own P/D tutorial lowers a prefill node with 32,560-token chunks to 0.82 for this; the
     margin does not depend on the weights, so it is one budget per instance shape."""
     from .budget import rank_budget
-    b = rank_budget(spec, plan, engine, weights_bytes=0.0, device=device, util=util, max_model_len=max_model_len,
+    b = rank_budget(dep.spec, dep.plan, dep.engine, weights_bytes=0.0, device=dep.device, util=util, max_model_len=max_model_len,
                     max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, mtp=mtp,
                     kv_cache_dtype=kv_cache_dtype, dcp=dcp, hccl_buffsize_mb=hccl_buffsize_mb)
     room = (b.total_bytes - b.others_bytes - b.unbudgeted_bytes) / b.total_bytes

@@ -12,10 +12,9 @@ from __future__ import annotations
 import functools
 import numpy as np
 
-from ..engines.registry import as_engine
+from ..context import DeploymentContext
 from ..memory.ledger import build_ledger, experts_per_slot
 from ..memory.materialized import materialize, reference_plan
-from ..model.spec import ModelSpec
 from ..parallel import ParallelPlan
 
 def stage_worst(total: np.ndarray, plan: ParallelPlan) -> list[int]:
@@ -25,10 +24,11 @@ def stage_worst(total: np.ndarray, plan: ParallelPlan) -> list[int]:
 
 
 @functools.lru_cache(maxsize=256)
-def _reference(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str) -> tuple[tuple, tuple]:
+def _reference(ref: DeploymentContext) -> tuple[tuple, tuple]:
     """(non-expert worst per stage, per-expert bytes per stage) of one ledger of an EP-on plan."""
-    mat, arrays = materialize(spec, plan, engine, recipe)
-    led = build_ledger(mat, spec, plan, as_engine(engine).placement(spec, plan), arrays=arrays)
+    spec, plan = ref.spec, ref.plan
+    mat, arrays = materialize(ref)
+    led = build_ledger(mat, spec, plan, ref.placement(), arrays=arrays)
     R = plan.ranks_per_stage
     held = arrays.kind == "expert"                 # routed experts of every MoE layer, the MTP layer's too
     experts = (led.mult[held] * arrays.nbytes[held, None]).sum(axis=0).reshape(plan.pp, R)
@@ -39,19 +39,19 @@ def _reference(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str) ->
     return tuple(float(x) for x in other), tuple(float(x) for x in per_expert)
 
 
-def plan_weights(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str) -> list[int]:
-    """Worst-rank resident bytes per PP stage of ``plan`` for a recipe (synthesized inventory)."""
-    return list(_plan_weights(spec, plan, engine, recipe))
+def plan_weights(dep: DeploymentContext) -> list[int]:
+    """Worst-rank resident bytes per PP stage of ``dep.plan`` for its recipe (synthesized inventory)."""
+    return list(_plan_weights(dep.bare))
 
 
 @functools.lru_cache(maxsize=1024)
-def _plan_weights(spec: ModelSpec, plan: ParallelPlan, engine: str, recipe: str) -> tuple[int, ...]:
+def _plan_weights(dep: DeploymentContext) -> tuple[int, ...]:
+    spec, plan = dep.spec, dep.plan
     if spec.moe and plan.ep_on and not plan.layer_sharding:
-        ref = reference_plan(plan, spec, engine)
-        other, per_expert = _reference(spec, ref, engine, recipe)
+        other, per_expert = _reference(dep.with_plan(reference_plan(plan, spec, dep.engine)))
         n = int(experts_per_slot(spec.E + plan.redundant_experts, plan.ep).max())
         return tuple(int(round(o + e * n)) for o, e in zip(other, per_expert))
     # EP off (experts TP-sharded over DP x TP), layer sharding (owners by DP x TP), dense: DP counts
-    mat, arrays = materialize(spec, plan, engine, recipe)
-    led = build_ledger(mat, spec, plan, as_engine(engine).placement(spec, plan), arrays=arrays)
+    mat, arrays = materialize(dep)
+    led = build_ledger(mat, spec, plan, dep.placement(), arrays=arrays)
     return tuple(stage_worst(led.total, plan))

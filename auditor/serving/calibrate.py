@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..context import DeploymentContext
 from ..deployment import InstancePlan
 from .costs import HOST_KEYS, ROLE
 from .sim import BenchWorkload, Deployment, simulate
@@ -40,11 +41,11 @@ def load_rows(path: Path) -> dict[str, Any]:
 
 def deployment(row: dict, engine: Any = "vllm-ascend@main") -> Deployment:
     from ..devices.profiles import load_device
-    from ..engines.registry import as_engine
     from ..source import open_model
     src = open_model(row["model"], row.get("recipe"), tables=False, hf_overrides=row.get("hf_overrides"))
     insts = [InstancePlan(**i) for i in row["instances"]]
-    return Deployment(src.spec, as_engine(engine), src.scheme_recipe, load_device(row.get("device", "a3-752t")), insts)
+    return Deployment(DeploymentContext(src.spec, None, engine, src.scheme_recipe,
+                                        load_device(row.get("device", "a3-752t"))), insts)
 
 
 def workload(row: dict, acceptance: Any = None) -> BenchWorkload:
@@ -64,8 +65,8 @@ def step_ms(dep: Deployment, phase: str, query: int, context: int, host: np.ndar
         wl = Workload("prefill", int(query), int(context), 1, k)
     else:
         wl = Workload("decode", int(query), int(context), 1, k)
-    ph = evaluate_phase(dep.spec, c.plan, dep.engine, wl, dep.device, dep.recipe, "repetition",
-                        cache=c.inst.kv_cache_dtype, chunk=c.inst.max_num_batched_tokens, host=host)
+    ph = evaluate_phase(dep.base.with_plan(c.plan), wl, "repetition", cache=c.inst.kv_cache_dtype,
+                        chunk=c.inst.max_num_batched_tokens, host=host)
     return ph.time_ms
 
 

@@ -29,12 +29,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from ..deployment import InstancePlan
-from ..engines.registry import as_engine
+from ..context import DeploymentContext
 from ..parallel import ParallelPlan
 from ..perf.host import DEFAULT_HOST, HOST_KEYS, host_model, host_params, launch_counts  # noqa: F401 (re-exported)
 
@@ -73,22 +72,25 @@ def instance_plan(inst: InstancePlan) -> ParallelPlan:
     return inst.parallel_plan()
 
 
-def step_costs(spec: Any, inst: InstancePlan, engine: Any, recipe: str, device: Any) -> StepCosts:
+def step_costs(base: DeploymentContext, inst: InstancePlan) -> StepCosts:
+    """The step-cost tables of one instance: ``base`` gives the model, engine, recipe and device, the
+    instance its plan and runtime limits."""
     from auditor_kernels.perf_core import CTX_PART, REST_PART, partial_time, sweep_grid
 
     from ..perf.api import cached_program
     from ..perf.device import group_table, kernel_vector
     from ..runtime.feasibility import workload_fit
-    eng = as_engine(engine)
     plan = instance_plan(inst).validate()
+    dep = base.with_plan(plan)
+    spec, eng, device = dep.spec, dep.engine, dep.device
     k = int(inst.mtp)
     dv = kernel_vector(device)              # host time is auditor.perf.host's, per step
     grp = group_table(device, plan)
     cache = inst.kv_cache_dtype
     from ..perf.program import kernel_path_of
     path = kernel_path_of(eng, cache, device)       # the engine's kernels of this cache on the device's generation
-    pre = cached_program(spec, plan, eng.key, recipe, "prefill", "repetition", True, path)
-    dec = cached_program(spec, plan, eng.key, recipe, "decode", "repetition", True, path)
+    pre = cached_program(dep, "prefill", "repetition", True, path)
+    dec = cached_program(dep, "decode", "repetition", True, path)
     pa, da = pre.arrays(), dec.arrays()
     ctx = np.array(sorted({c for c in _CTX if c < inst.max_model_len} | {inst.max_model_len}), dtype=np.float64)
     S = max(1, inst.max_num_seqs)
@@ -106,7 +108,7 @@ def step_costs(spec: Any, inst: InstancePlan, engine: Any, recipe: str, device: 
     hm = host_model(spec, pre, dec, k, device, engine=eng)  # launches (GLM drafter forced eager, serving-facts §6), split
     # the KV pool of this one instance: the same budget as `audit memory` for these flags (workload_fit ->
     # rank_budget; the grid form approximates the communicators for many plans at once)
-    b = workload_fit(spec, plan, eng, recipe, device, batch=S, request_tokens=inst.max_model_len,
+    b = workload_fit(dep, batch=S, request_tokens=inst.max_model_len,
                      step_tokens=inst.max_num_batched_tokens, mtp=k, util=inst.gpu_memory_utilization,
                      kv_cache_dtype=cache, dcp=plan.dcp, hccl_buffsize_mb=inst.hccl_buffsize_mb).budget
     blocks = int(b.num_blocks)

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ..context import DeploymentContext
 from ..deployment import InstancePlan
 from ..errors import AuditInputError
 from .costs import DEFAULT_KV_LINK_BYTES_PER_S, ROLE, StepCosts, host_params, step_costs
@@ -53,18 +54,30 @@ class Deployment:
     """Instances of one deployment: one aggregated instance, or a prefill and a decode instance
     (``count`` of each); a P/D deployment's counts multiply its DP ranks (external DP)."""
 
-    spec: Any
-    engine: Any
-    recipe: str
-    device: Any
+    base: DeploymentContext            # model, engine, recipe, device; each instance has its own plan
     instances: list[InstancePlan]
     kv_link_bytes_per_s: float = DEFAULT_KV_LINK_BYTES_PER_S
     _costs: list[StepCosts] = field(default_factory=list, repr=False)
 
+    @property
+    def spec(self) -> Any:
+        return self.base.spec
+
+    @property
+    def engine(self) -> Any:
+        return self.base.engine
+
+    @property
+    def recipe(self) -> str:
+        return self.base.recipe
+
+    @property
+    def device(self) -> Any:
+        return self.base.device
+
     def costs(self) -> list[StepCosts]:
         if not self._costs:
-            self._costs = [step_costs(self.spec, _merged(i), self.engine, self.recipe, self.device)
-                           for i in self.instances]
+            self._costs = [step_costs(self.base, _merged(i)) for i in self.instances]
         return self._costs
 
     @property
