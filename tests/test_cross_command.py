@@ -122,18 +122,26 @@ def test_plans_own_launch_reads_back_as_its_figures(capsys, monkeypatch):
     assert mem["kv_pool_bytes"] / 2 ** 30 == pytest.approx(best["kv_gib"], rel=1e-12)
 
 
-@pytest.mark.parametrize("name", [n for n in DEPLOYMENTS if n != "pp2"])
+@pytest.mark.parametrize("name", list(DEPLOYMENTS))
 def test_aligns_prediction_is_memorys(name, tmp_path, capsys):
     """align, given the deployment's flags (and the engine) and a log with memory's own weights line,
-    predicts memory's weights, KV blocks per rank and KV tokens (its ticket's ``kv.predicted``). PP 2 is
-    left out: its two stages print two weights lines, which one untagged line cannot stand for."""
+    predicts memory's weights, KV blocks per rank and KV tokens (its ticket's ``kv.predicted``). PP 2's
+    stages hold different layers, so one untagged line cannot stand for both: its log has every rank's
+    line under the worker prefix vLLM prints (``Worker_PP1_DP0_TP3``), with memory's per-rank bytes."""
     flags = DEPLOYMENTS[name]
     k = _mtp(flags)
     mem_flags = flags + (["--mtp-drafter"] if k else [])
     rep = _json(["memory", "glm-5.1", "--format", "json", *mem_flags, *RUNTIME], capsys)
     mem = rep["runtime"]
     log = tmp_path / "serve.log"
-    log.write_text("INFO [model_runner_v1.py:3571] " + rep["vllm_log_lines"][0] + "\n")
+    if "--pp" in flags:
+        assert len({r["pp_stage"] for r in rep["ranks"]}) == 2
+        log.write_text("".join(
+            f"(Worker_PP{r['pp_stage']}_DP{r['dp_rank']}_TP{r['tp_rank']} pid={100 + r['rank']}) INFO "
+            f"[model_runner_v1.py:3571] Loading model weights took {r['bytes'] / 2 ** 30:.4f} GB\n"
+            for r in rep["ranks"]))
+    else:
+        log.write_text("INFO [model_runner_v1.py:3571] " + rep["vllm_log_lines"][0] + "\n")
     code = main(["align", "glm-5.1", *mem_flags, *RUNTIME, "--engine", "vllm-ascend@main", "--log", str(log),
                  "--output-dir", str(tmp_path / "t"), "--no-png"])
     capsys.readouterr()

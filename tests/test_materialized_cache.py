@@ -115,14 +115,18 @@ def test_eplb_rank_difference_is_one_expert_per_moe_layer(spec):
 def test_dp_sizes_and_equal_roles_share_one_pass(spec):
     """Four DP sizes, two EPLB settings and the mixed/prefill roles (equal placements on main)
     of TP8 SP MTP cost one Materializer pass; decode (no gather pool) a second one."""
+    from auditor.memory import api
     materialized._materialize.cache_clear()
+    api._module_bytes.cache_clear()         # a pass is built only where no result is cached yet
     for dp in (1, 2, 4, 8):
         for red in (0, 8):
             for role in ("mixed", "prefill"):
-                module_bytes(DeploymentContext(spec, ParallelPlan(tp=8, dp=dp, ep=8 * dp, sp=True, dsa_cp=True, role=role, redundant_experts=red,
-                                                mtp=True), MAIN, RECIPE))
+                plan = ParallelPlan(tp=8, dp=dp, ep=8 * dp, sp=True, dsa_cp=True, role=role, redundant_experts=red,
+                                    mtp=True)
+                module_bytes(DeploymentContext(spec, plan, MAIN, RECIPE))
     assert materialized._materialize.cache_info().currsize == 1
-    module_bytes(DeploymentContext(spec, ParallelPlan(tp=8, dp=2, ep=16, sp=True, dsa_cp=True, role="decode", mtp=True), MAIN, RECIPE))
+    decode = ParallelPlan(tp=8, dp=2, ep=16, sp=True, dsa_cp=True, role="decode", mtp=True)
+    module_bytes(DeploymentContext(spec, decode, MAIN, RECIPE))
     assert materialized._materialize.cache_info().currsize == 2
 
 
