@@ -49,6 +49,23 @@ def test_memory_loads_nothing_it_does_not_use() -> None:
     assert offenders(mods, NOT_FOR_MEMORY) == []
 
 
+def test_a_command_loads_only_the_engine_family_it_runs() -> None:
+    """The engine registry imports only the family a ``FAMILY@VERSION`` names: a vLLM-Ascend run never
+    imports upstream vLLM's folder (its log patterns and GPU kernels) and a CUDA run never vLLM-Ascend's.
+    ``--help`` still lists every family's profiles, as an unknown family's error does."""
+    _, ascend = loaded_by(["memory", "glm-5.1", "--tp", "16", "--ep", "16", "--format", "json", "-o", os.devnull])
+    assert "auditor.engines.vllm_ascend" in ascend and offenders(ascend, ("auditor.engines.vllm",)) == []
+    _, cuda = loaded_by(["memory", "glm-5.1", "--engine", "vllm@0.28.0", "--device", "h200", "--tp", "8",
+                         "--format", "json", "-o", os.devnull])
+    assert "auditor.engines.vllm" in cuda and offenders(cuda, ("auditor.engines.vllm_ascend",)) == []
+    from auditor.engines.registry import families
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+    shown = CliRunner().invoke(cli, ["memory", "--help"], terminal_width=400).output
+    assert all(f"{name} (profiles" in shown for name in families())
+
+
 def test_perf_loads_no_planner_serving_or_plots() -> None:
     rc, mods = loaded_by(["perf", "glm-5.1", "--phase", "decode", "--format", "json", "-o", os.devnull])
     assert rc == 0

@@ -119,10 +119,27 @@ def _check_engine(ctx: click.Context, param: click.Parameter, value: str) -> str
     return eng
 
 
+class LazyHelpOption(click.Option):
+    """An option whose help text is computed when read: ``--engine``'s lists every family's profiles,
+    which would import every engine folder at start-up for a command that runs one engine."""
+
+    def __init__(self, *args: Any, help_text: Callable[[], str], **kw: Any) -> None:
+        self._help_text = help_text
+        super().__init__(*args, **kw)
+
+    @property
+    def help(self) -> str:                # type: ignore[override]
+        return self._help_text()
+
+    @help.setter
+    def help(self, value: Any) -> None:   # click's constructor assigns it; the text is computed instead
+        pass
+
+
 def engine_option() -> Callable[[Callable], Callable]:
     """``--engine vllm-ascend@X.Y[.Z][rcN] | main`` (resolution: ``engines.registry``): the resolved Engine is passed down."""
     return click.option("--engine", default=DEFAULT_ENGINE, show_default=True, callback=_check_engine,
-                        metavar="FAMILY@VERSION", help=engine_help())
+                        metavar="FAMILY@VERSION", cls=LazyHelpOption, help_text=engine_help)
 
 
 #: per-draft MTP acceptance where no public measurement exists for a model family (auditor.perf.acceptance)

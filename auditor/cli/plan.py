@@ -14,7 +14,7 @@ from .options import (acceptance_option, capped, capped_float, emit, engine_opti
                       recipe_option, switch_option)
 from .feedback import announce_compiles, stage
 from .refusal import refuse_kv, warn_device, warn_refusal
-from .runtime_options import hf_overrides_option, kv_dtype_choices
+from .runtime_options import KvDtypeChoice, hf_overrides_option
 from .vocabulary import Length
 
 
@@ -79,7 +79,7 @@ def _utils(text: str) -> tuple[float, ...]:
                    "length are skipped)")
 @click.option("--simulate", "n_sim", type=capped("--simulate"), default=4, show_default=True,
               help="deployments per die budget and mode simulated with the serving model (0: estimate only)")
-@click.option("--kv-cache-dtype", type=click.Choice(kv_dtype_choices()), default="bf16", show_default=True,
+@click.option("--kv-cache-dtype", type=KvDtypeChoice(), default="bf16", show_default=True,
               help="KV cache variant (each engine refuses the ones it lacks): bf16; vllm-ascend: c8-indexer = "
                    "LI-C8, c8 = SFA-C8 + LI-C8; vllm (CUDA): fp8 (fp8_ds_mla on Hopper, plain fp8 on Blackwell)")
 @recipe_option("quantization recipe (default: the checkpoint's / preset's own)")

@@ -9,7 +9,10 @@ from typing import Callable
 import click
 
 from ..devices.profiles import DEFAULT_DEVICE
-from ..engines.registry import families
+from ..engines.registry import families, loaded_kv_dtypes
+from ..switches import BY_FIELD
+from .options import capped, capped_float, switch_option
+from .vocabulary import Length
 
 
 def kv_dtype_choices() -> tuple[str, ...]:
@@ -18,9 +21,26 @@ def kv_dtype_choices() -> tuple[str, ...]:
     for cls in families().values():
         out += [v for v in cls.kv_dtypes if v not in out]
     return tuple(out)
-from ..switches import BY_FIELD
-from .options import capped, capped_float, switch_option
-from .vocabulary import Length
+
+
+class KvDtypeChoice(click.Choice):
+    """``--kv-cache-dtype``'s choices, read from the engine families when first needed (parsing or
+    help), not when the command is built: building it must not import every engine folder."""
+
+    def __init__(self, extra: tuple[str, ...] = ()) -> None:    # noqa: D107 (no Choice.__init__: lazy)
+        self._extra = extra
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> tuple[str, ...]:       # type: ignore[override]
+        return kv_dtype_choices() + self._extra
+
+    def convert(self, value, param, ctx):
+        # a value a loaded family has (bf16, c8, ...) is accepted as the full list would; any other is
+        # checked against every family (loaded now), which also words the refusal
+        if isinstance(value, str) and (value in self._extra or value in loaded_kv_dtypes()):
+            return value
+        return super().convert(value, param, ctx)
 
 
 def runtime_options(*, device: bool = True, mtp: bool = True, seqs: bool = True) -> Callable:
@@ -44,7 +64,7 @@ def runtime_options(*, device: bool = True, mtp: bool = True, seqs: bool = True)
                                           "running at once); memory: also sizes the logits, sampler and workspace "
                                           "buffers"))
         opts += [
-            click.option("--kv-cache-dtype", type=click.Choice(kv_dtype_choices() + ("auto",)), default="bf16", show_default=True,
+            click.option("--kv-cache-dtype", type=KvDtypeChoice(("auto",)), default="bf16", show_default=True,
                          help="bf16 (vLLM's auto); c8-indexer = LI-C8 (indexer keys int8); c8 = SFA-C8 + LI-C8"),
             switch_option(BY_FIELD["dcp"]),
             click.option("--hccl-buffsize", "hccl_buffsize", type=capped("--hccl-buffsize"), default=200, show_default=True,

@@ -42,7 +42,30 @@ def families() -> dict[str, type]:
     return dict(_FAMILIES)
 
 
+def loaded_kv_dtypes() -> set[str]:
+    """The cache dtypes of the families loaded so far (the default family when none is): a value among
+    them needs no other family imported to be accepted."""
+    if not _FAMILIES:
+        _load_family(DEFAULT_FAMILY)
+    return {v for cls in _FAMILIES.values() for v in getattr(cls, "kv_dtypes", ())}
+
+
 _LOADED: list[bool] = []
+
+
+def _load_family(family: str) -> None:
+    """Import only the folder a family name names (``vllm-ascend`` -> ``engines/vllm_ascend``), so a
+    command resolving one engine does not import every family's log patterns and kernels; a name with
+    no such folder loads them all (the lookup then finds it, or lists the known families)."""
+    if family in _FAMILIES or _LOADED:
+        return
+    from pathlib import Path
+    folder = family.replace("-", "_")
+    if folder.isidentifier() and (Path(__file__).parent / folder / "__init__.py").is_file():
+        import importlib
+        importlib.import_module(f"{__package__}.{folder}")
+    if family not in _FAMILIES:
+        _load_builtin()
 
 
 def _load_builtin() -> None:
@@ -119,9 +142,14 @@ def resolve_engine(text: str) -> tuple[str, str | None]:
     vllm-ascend), ``main``/``head`` and the profile keys themselves. A version newer than every
     numbered profile resolves to the newest one (the development head is only chosen by name).
     Older than the oldest profile, not a version, or an unknown family: AuditInputError."""
-    _load_builtin()
     raw = str(text).strip()
     low = raw.lower()
+    # FAMILY@...: only that family can hold the text (profile keys and aliases with '@' carry their
+    # family); a bare word may be any family's alias ("vllm", "main"), so every family is loaded
+    if "@" in low:
+        _load_family(low.rpartition("@")[0])
+    else:
+        _load_builtin()
     for cls in _FAMILIES.values():
         if low in cls.profiles:
             return low, None
