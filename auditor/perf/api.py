@@ -253,6 +253,9 @@ def _cached_program(dep: DeploymentContext, phase: str, graph: str, mtp_enabled:
     return build_program(dep, phase, graph, mtp_enabled, cache)
 
 
+cached_program.cache_clear = _cached_program.cache_clear        # type: ignore[attr-defined]  (benchmarks: a cold build)
+
+
 def prefill_chunks(workload: Workload, chunk: int) -> list[tuple[int, int, int, int]]:
     """The engine steps of a phase: ``(tokens, context, batch, repeats)``. vLLM's scheduler gives the
     waiting prompts at most ``max_num_batched_tokens`` per step (``scheduler.py:650-669``;
