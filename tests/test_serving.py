@@ -35,9 +35,10 @@ def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, rank
                     np.array([block_tokens]), np.array([fixed]), np.array([k]), np.array([0]), np.array([float(launches)]), np.zeros(1), np.array([float(split)]),
                     ctx, tok, dec, rest,
                     pctx, dctx, np.zeros(6) if hp is None else full_host(hp), n, conc, isl,
-                    osl, hit, arr, np.atleast_1d(np.asarray(acc, dtype=np.float64)), 0.0, send, first, done, log, warm,
-                    np.array([balance], np.int64), seed, np.array([graph_tokens], np.int64),
-                    np.zeros(1, np.int64) if preempts is None else preempts, np.array([async_sched], np.int64))
+                    osl, np.array([hit], np.int64), arr, np.atleast_1d(np.asarray(acc, dtype=np.float64)), 0.0, send,
+                    first, done, log, warm, np.array([balance], np.int64), seed, np.array([graph_tokens], np.int64),
+                    np.zeros(1, np.int64) if preempts is None else preempts, np.array([async_sched], np.int64),
+                    np.array([block_tokens], np.int64))
     return send, first, done, log[:nlog]
 
 
@@ -52,9 +53,9 @@ def _pd_core(n, isl, osl, hit, xfer, budgets, blocks, block_tokens):
     send, first, done = np.full(n, -1.0), np.full(n, -1.0), np.full(n, -1.0)
     simulate(2, np.array([1, 1]), np.array([4, 4]), np.array(budgets), np.array(blocks), np.array(block_tokens),
              np.array([0, 0]), np.array([0, 0]), np.array([1, 2]), np.zeros(2), np.zeros(2), np.ones(2), ctx, tok, dec, rest,
-             np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(6), n, n, isl, osl, hit, np.zeros(n), np.ones(1), xfer,
-             send, first, done, np.zeros((1000, 5)), -1, np.array([0, 0], np.int64), 0, np.array([-1, -1], np.int64),
-             np.zeros(2, np.int64), np.zeros(2, np.int64))
+             np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(6), n, n, isl, osl, np.broadcast_to(np.asarray(hit, np.int64), (2,)).copy(),
+             np.zeros(n), np.ones(1), xfer, send, first, done, np.zeros((1000, 5)), -1, np.array([0, 0], np.int64), 0,
+             np.array([-1, -1], np.int64), np.zeros(2, np.int64), np.zeros(2, np.int64), np.array(block_tokens, np.int64))
     return first, done
 
 

@@ -104,7 +104,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     from ..devices.profiles import load_device
     from ..serving.bench import metrics, render_block
     from ..context import DeploymentContext
-    from ..serving.sim import BenchWorkload, Deployment, at_kv_edge, kv_edge_text, kv_sensitivity, simulate
+    from ..serving.sim import BenchWorkload, Deployment, at_kv_edge, kv_edge_text, kv_sensitivity, prefix_hits, simulate
     from ..source import open_model
 
     guard_output(output, model, "--output")
@@ -165,7 +165,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
         kv = ", ".join(f"{c.inst.name} {c.num_blocks:,} blocks/rank" for c in costs)
         text = (f"audit bench: {src.spec.name} ({src.scheme_recipe}) on {dev.name}, {engine}: {shape}\n"
                 f"workload: concurrency {concurrency}, {wl.num_prompts} prompts, isl {isl}, osl {osl}, "
-                f"prefix {prefix_ratio:g} (hit {wl.hit_tokens_at(engine.prefix_block_tokens)} tokens), MTP acceptance "
+                f"prefix {prefix_ratio:g} (hit {int(prefix_hits(dep, wl)[0])} tokens), MTP acceptance "
                 f"{acc.text(max(i.mtp for i in insts))}; "
                 f"KV {kv}; {engine.devices(run.dies)}\n\n" + render_block(m)
                 + f"output tokens/s per {engine.device_noun}: {m['output_throughput_per_die']:.2f}\n"

@@ -66,6 +66,9 @@ class StepCosts:
     weights_bytes: int = 0   # the budget's own figures (what `audit memory` reports for these flags)
     kv_tokens: int = 0
     fixed_blocks: int = 0    # blocks a request holds whatever its length (sliding windows and states of a pool)
+    #: tokens a prefix-cache hit is a multiple of on this instance's pool (``PooledKVSpec.hit_alignment_tokens``:
+    #: the lcm of its groups' block sizes); 0: one block table, hits in the engine's ``prefix_block_tokens``
+    hit_alignment: int = 0
 
 
 def instance_plan(inst: InstancePlan) -> ParallelPlan:
@@ -116,7 +119,7 @@ def step_costs(base: DeploymentContext, inst: InstancePlan) -> StepCosts:
     return StepCosts(inst, plan, ctx, tok, dtab, rest, pctx, dctx, hm.launches_eager, hm.launches_draft,
                      blocks, int(per_block), float(b.kv.bytes_per_token()), b.weights_bytes / 2**30,
                      blocks * b.kv.page_block_bytes / 2**30, hm.token_split, int(b.weights_bytes), int(b.kv_tokens),
-                     int(fixed))
+                     int(fixed), int(getattr(b.kv, "hit_alignment_tokens", 0)))
 
 
 __all__ = ["StepCosts", "step_costs", "host_params", "launch_counts", "ROLE", "DEFAULT_KV_LINK_BYTES_PER_S",

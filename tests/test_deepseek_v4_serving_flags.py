@@ -1,0 +1,55 @@
+"""What bench reads from DeepSeek-V4's CI launches beyond the parallel plan (issue 27): where its prefix hits
+land on the six-group pool, a decode node without prefix caching, and a drafter the speculative config runs
+eager. Expected figures are hand arithmetic from the engine's rules (cited) or the real config files
+(../shared/data/published/deepseek-v4/), never the code under test."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from auditor.cli import main
+from auditor.engines.registry import as_engine
+from auditor.launch.nightly import read_nightly
+from auditor.model.presets import preset_spec
+from auditor.parallel import ParallelPlan
+
+#: the compress-128 group's page: ``bs`` rows of 128 raw tokens (dsa_v1.py:146-149@182b75ea: 32/64/128-row C128
+#: pages are 4096/8192/16384 scheduler tokens); every other group's block (C4: 4 bs, window: bs, states: bs/16,
+#: bs/4) divides it, so the lcm of the groups' block sizes is this
+C128_RATIO = 128
+
+
+def _pro(shared_dir):
+    return shared_dir / "data" / "published" / "deepseek-v4" / "DeepSeek-V4-Pro-w4a8-1M-PD.yaml"
+
+
+@pytest.mark.parametrize("bs", [32, 64, 128])
+@pytest.mark.parametrize("model", ["deepseek-v4-flash", "deepseek-v4-pro"])
+def test_pool_hits_align_to_the_lcm_of_its_group_blocks(model, bs):
+    """patch_kv_cache_coordinator.py:367-375@182b75ea: the hit length is a multiple of the lcm of every
+    attention group's block size (the groups share block ids); :294-298 looks hits up at that alignment."""
+    kv = as_engine("vllm-ascend@main").kv_spec(preset_spec(model), ParallelPlan(tp=16, dp=2, ep=32, block_size=bs),
+                                               mtp=True)
+    assert kv.hit_alignment_tokens == C128_RATIO * bs
+
+
+def _hit_line(text: str) -> int:
+    return int(re.search(r"\(hit (\d+) tokens\)", text).group(1))
+
+
+def test_pro_1m_prefix_hit_is_whole_16k_blocks(shared_dir, capsys):
+    """The 1M-token, 99%-prefix case at --block-size 128: the hit is the shared prefix rounded down to
+    16,384 tokens (not to the 128-token block a one-table cache would hit at), never the last prompt token."""
+    path = _pro(shared_dir)
+    case = read_nightly(path).performance_case(None)
+    assert main(["bench", "--launch", str(path)]) == 0
+    shared = min(int(case.isl * case.prefix_ratio), case.isl - 1)
+    assert _hit_line(capsys.readouterr().out) == shared // (C128_RATIO * 128) * (C128_RATIO * 128)
+
+
+def test_a_one_table_cache_still_hits_in_128_token_blocks(capsys):
+    """GLM-5.1's cache is one block table: hits stay whole 128-token blocks (kv_cache_manager.py:212-222)."""
+    assert main(["bench", "glm-5.1", "--tp", "16", "--ep", "16", "--concurrency", "1", "--isl", "1000", "--osl", "2",
+                 "--prefix-ratio", "0.5", "--num-prompts", "1"]) == 0
+    assert _hit_line(capsys.readouterr().out) == 500 // 128 * 128
