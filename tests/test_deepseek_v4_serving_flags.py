@@ -53,3 +53,40 @@ def test_a_one_table_cache_still_hits_in_128_token_blocks(capsys):
     assert main(["bench", "glm-5.1", "--tp", "16", "--ep", "16", "--concurrency", "1", "--isl", "1000", "--osl", "2",
                  "--prefix-ratio", "0.5", "--num-prompts", "1"]) == 0
     assert _hit_line(capsys.readouterr().out) == 500 // 128 * 128
+
+
+def test_the_decode_nodes_own_prefix_caching_is_read_from_the_launch(shared_dir):
+    """DeepSeek-V4-Pro's 1M P/D: its decode nodes (2, 3) say --no-enable-prefix-caching, its prefill nodes do not:
+    bench keeps the P cache and gives the D instance none; the Flash PD config turns both off."""
+    import yaml
+
+    from auditor.cli.bench import bench_command
+    from auditor.cli.deployment import expand
+    d = shared_dir / "data" / "published" / "deepseek-v4"
+    for name, case in (("DeepSeek-V4-Pro-w4a8-1M-PD.yaml", []),
+                       ("DeepSeek-V4-flash-w8a8-PD-no-prefix.yaml", ["--case", "perf_TPOT20_3_5_1_5"])):
+        raw = yaml.safe_load((d / name).read_text())
+        nodes = {t["node_index"]: t["server_cmd_template"] for t in raw["templates"]}
+        decode, prefill = raw["routing"]["groups"]["decoder"], raw["routing"]["groups"]["prefiller"]
+        args, _ = expand(["--launch", str(d / name)] + case, bench_command)
+        assert ("--no-decode-prefix-caching" in args) == all("--no-enable-prefix-caching" in nodes[i] for i in decode)
+        assert ("--no-prefix-caching" in args) == all("--no-enable-prefix-caching" in nodes[i] for i in prefill)
+    assert "--no-decode-prefix-caching" in expand(["--launch", str(d / "DeepSeek-V4-Pro-w4a8-1M-PD.yaml")],
+                                                  bench_command)[0]
+
+
+def test_a_decode_instance_without_prefix_caching_has_no_hits(shared_dir):
+    """prefix_hits per instance: the P instance's aligned hit, and 0 on a D instance whose cache is off."""
+    from auditor.context import DeploymentContext
+    from auditor.deployment import InstancePlan
+    from auditor.devices.profiles import load_device
+    from auditor.serving.sim import BenchWorkload, Deployment, prefix_hits
+    spec = preset_spec("deepseek-v4-flash")
+    insts = [InstancePlan.from_plan(name, 1, ParallelPlan(tp=4, dp=4, ep=16, role=role, block_size=128),
+                                    max_num_seqs=4, max_model_len=200_000, gpu_memory_utilization=0.9)
+             for name, role in (("prefill", "prefill"), ("decode", "decode"))]
+    dep = Deployment(DeploymentContext(spec, None, "vllm-ascend@main", "w8a8", load_device("a3-752t")), insts)
+    for on in (True, False):
+        wl = BenchWorkload(1, 100_000, 8, 1, prefix_ratio=0.9, decode_prefix_caching=on)
+        hit = 90_000 // (C128_RATIO * 128) * (C128_RATIO * 128)
+        assert prefix_hits(dep, wl).tolist() == [hit, hit if on else 0]

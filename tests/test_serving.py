@@ -538,3 +538,16 @@ def test_fixed_blocks_per_request_limit_admission():
     _, first26, _, _ = _core(isl=300, osl=1, budget=1000, conc=2, n=2, seqs=2, blocks=26, fixed=10)
     assert first26[0] == first26[1]                 # one step prefills both
     assert first25[1] > first25[0]                  # the second waits for the first's blocks
+
+
+def test_decode_rank_without_prefix_caching_pulls_every_prompt_whole():
+    """The same P/D run with the D rank's prefix cache off (hits 256 on P, 0 on D: vLLM
+    --no-enable-prefix-caching on the decode node): each hand-off pulls the whole prompt (1 s; the connector
+    pulls prompt - locally computed tokens, mooncake_hybrid_connector.py:1350-1356@182b75ea) and nothing is
+    shared, so the second prompt (3 blocks) waits on D's 4 blocks until the first finishes."""
+    first, done = _pd_core(n=2, isl=300, osl=3, hit=(256, 0), xfer=1.0, budgets=(100, 100), blocks=(1000, 4),
+                           block_tokens=(128, 128))
+    # both suffixes are computed on P in one 100 ms step; both pulls land at 1.1 s; request 0 takes 3 blocks,
+    # decodes 3 tokens (10 ms steps) and frees them at 1.13 s; request 1 then runs its three steps
+    assert first.tolist() == pytest.approx([1.110, 1.140])
+    assert done.tolist() == pytest.approx([1.130, 1.160])

@@ -82,6 +82,9 @@ def _parse_instance(text: str, what: str):
               help="share of every prompt that is one shared prefix (prefix-cache hits)")
 @click.option("--prefix-caching/--no-prefix-caching", default=True, show_default=True,
               help="vLLM's --enable-prefix-caching (hits in whole 128-token blocks)")
+@click.option("--decode-prefix-caching/--no-decode-prefix-caching", default=True, show_default=True,
+              help="P/D: the decode instance's own --enable-prefix-caching (off: it holds no prefix, so every "
+                   "prompt's whole KV is pulled from the prefill instance; read from a --launch config's decode node)")
 @click.option("--prefix-warm-ranks", type=click.IntRange(0, 1_000_000), default=None,
               help="DP ranks whose prefix cache holds the shared prefix before the run (a warm-up prompt primes "
                    "one; default: every rank); the others compute it with their first request")
@@ -95,7 +98,7 @@ def _parse_instance(text: str, what: str):
 @formats_options(("table", "json"))
 def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device_name, prefill_opts,
                   decode_opts, prefill_count, decode_count, concurrency, isl, osl, num_prompts, request_rate,
-                  prefix_ratio, prefix_caching, prefix_warm_ranks, balance_scheduling, graph_tokens, async_scheduling,
+                  prefix_ratio, prefix_caching, decode_prefix_caching, prefix_warm_ranks, balance_scheduling, graph_tokens, async_scheduling,
                   acceptance, fmt,
                   output) -> None:
     """Simulate vLLM's scheduler (token budget, max_num_seqs, KV admission and preemption, DP
@@ -134,7 +137,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     acc = resolve(src.spec, acceptance, engine=engine)
     wl = BenchWorkload(concurrency, isl, osl, num_prompts or 4 * concurrency,
                        float("inf") if request_rate is None else request_rate, prefix_ratio, acc,
-                       prefix_caching, warm_ranks=prefix_warm_ranks)
+                       prefix_caching, decode_prefix_caching=decode_prefix_caching, warm_ranks=prefix_warm_ranks)
     announce_compiles()
     with stage(f"bench: simulating {wl.num_prompts} requests through the scheduler"):
         run = simulate(dep, wl)

@@ -29,6 +29,10 @@ class BenchWorkload:
     prefix_ratio: float = 0.0              # share of every prompt that is one shared prefix
     acceptance: Any = 0.7                  # per-draft MTP acceptance, or an ``perf.acceptance.Acceptance``
     prefix_caching: bool = True
+    #: P/D: the decode instance's own prefix cache (vLLM --no-enable-prefix-caching on the D node turns it
+    #: off: its KV cache manager finds no local hit, so the connector pulls the whole prompt every time,
+    #: ``mooncake_hybrid_connector.py:1350-1356``@182b75ea count = prompt - locally computed tokens)
+    decode_prefix_caching: bool = True
     seed: int = 0
     #: DP ranks (of the first instance) whose cache holds the shared prefix before the timed run:
     #: None = every rank (a warm-up per rank), 0 = none (the run computes it: N7's yaml has no
@@ -129,8 +133,10 @@ def hit_alignment(engine: Any, cost: StepCosts) -> int:
 
 def prefix_hits(dep: Deployment, wl: BenchWorkload) -> np.ndarray:
     """Prefix-cache hit tokens per prompt on each instance once it holds the prefix: the shared prefix in
-    whole blocks of that instance's hit alignment (each instance's KV cache coordinator finds its own hits)."""
-    return np.array([wl.hit_tokens_at(hit_alignment(dep.engine, c)) for c in dep.costs()], np.int64)
+    whole blocks of that instance's hit alignment (each instance's KV cache coordinator finds its own hits);
+    none on a decode instance without prefix caching (``BenchWorkload.decode_prefix_caching``)."""
+    return np.array([0 if c.inst.name == "decode" and not wl.decode_prefix_caching
+                     else wl.hit_tokens_at(hit_alignment(dep.engine, c)) for c in dep.costs()], np.int64)
 
 
 def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None) -> BenchRun:
