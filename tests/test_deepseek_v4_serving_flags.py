@@ -90,3 +90,70 @@ def test_a_decode_instance_without_prefix_caching_has_no_hits(shared_dir):
         wl = BenchWorkload(1, 100_000, 8, 1, prefix_ratio=0.9, decode_prefix_caching=on)
         hit = 90_000 // (C128_RATIO * 128) * (C128_RATIO * 128)
         assert prefix_hits(dep, wl).tolist() == [hit, hit if on else 0]
+
+
+def _spec_eager(cmd: list[str]) -> bool:
+    import json
+    return bool(json.loads(cmd[cmd.index("--speculative-config") + 1]).get("enforce_eager", False))
+
+
+def test_the_drafters_enforce_eager_is_read_from_the_speculative_config(shared_dir):
+    """--draft-eager where a node's --speculative-config says "enforce_eager": true (A3 Flash: its one node; Pro
+    1M: every node), and not where it does not (the Flash PD config's P and D)."""
+    import shlex
+
+    import yaml
+
+    from auditor.cli.bench import bench_command
+    from auditor.cli.deployment import expand
+    d = shared_dir / "data" / "published" / "deepseek-v4"
+    raw = yaml.safe_load((d / "DeepSeek-V4-Flash-W8A8-A3.yaml").read_text())
+    args, _ = expand(["--launch", str(d / "DeepSeek-V4-Flash-W8A8-A3.yaml")], bench_command)
+    assert _spec_eager(raw["test_cases"][0]["server_cmd"]) and "--draft-eager" in args
+    for name, case in (("DeepSeek-V4-Pro-w4a8-1M-PD.yaml", []),
+                       ("DeepSeek-V4-flash-w8a8-PD-no-prefix.yaml", ["--case", "perf_TPOT20_3_5_1_5"])):
+        raw = yaml.safe_load((d / name).read_text())
+        nodes = {t["node_index"]: t["server_cmd_template"] for t in raw["templates"]}
+        args, _ = expand(["--launch", str(d / name)] + case, bench_command)
+        for role, group in (("--prefill", "prefiller"), ("--decode", "decoder")):
+            inst = shlex.split(args[args.index(role) + 1])
+            assert ("--draft-eager" in inst) == all(_spec_eager(nodes[i]) for i in raw["routing"]["groups"][group])
+
+
+def test_an_eager_drafter_pays_its_launches_on_a_graph_decode_step():
+    """DeepSeek-V4's drafter is captured with the decode graph unless the launch says enforce_eager
+    (llm_base_proposer.py:178@182b75ea: use_cuda_graph = runner._use_aclgraph() and not enforce_eager): then a
+    graph decode step also launches the drafter's kernels, the launches of the decode program's drafter pass."""
+    from auditor.context import DeploymentContext
+    from auditor.deployment import InstancePlan
+    from auditor.devices.profiles import load_device
+    from auditor.perf.api import cached_program
+    from auditor.perf.host import launch_counts
+    from auditor.perf.program import kernel_path_of
+    from auditor.serving.costs import step_costs
+    spec, eng, dev = preset_spec("deepseek-v4-flash"), as_engine("vllm-ascend@main"), load_device("a3-752t")
+    assert not eng.drafter_eager(spec)
+    base = DeploymentContext(spec, None, eng, "w8a8", dev)
+    got = {}
+    for eager in (False, True):
+        inst = InstancePlan.from_plan("aggregated", 1, ParallelPlan(tp=4, dp=4, ep=16, mtp=True, num_speculative_tokens=1,
+                                                                    block_size=128),
+                                      max_num_seqs=4, max_model_len=40_000, gpu_memory_utilization=0.9, mtp=1,
+                                      draft_eager=eager)
+        got[eager] = step_costs(base, inst).launches_draft
+    plan = inst.parallel_plan()
+    dec = cached_program(base.with_plan(plan), "decode", "repetition", True, kernel_path_of(eng, "bf16", dev))
+    assert got[False] == 0.0
+    assert got[True] == launch_counts(dec.arrays(), 1)[1] > 0
+
+
+def test_a_command_line_no_draft_eager_wins_over_the_launch(shared_dir, capsys):
+    """An option typed on the command line wins over the launch: --no-draft-eager drops the drafter's
+    launches, so the A3 Flash case runs faster than as launched."""
+    import json
+    path = shared_dir / "data" / "published" / "deepseek-v4" / "DeepSeek-V4-Flash-W8A8-A3.yaml"
+    rates = []
+    for extra in ([], ["--no-draft-eager"]):
+        assert main(["bench", "--launch", str(path), "--format", "json"] + extra) == 0
+        rates.append(json.loads(capsys.readouterr().out)["output_throughput"])
+    assert rates[0] < rates[1]

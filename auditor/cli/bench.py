@@ -13,14 +13,14 @@ from ..devices.profiles import DEFAULT_DEVICE
 from ..errors import AuditInputError
 from .deployment import DeploymentCommand, launch_option
 from .feedback import announce_compiles, stage
-from .options import (FiniteFloatRange, acceptance_option, async_option, capped, client_options, emit, finegrained_option,
-                      formats_options, graph_option, guard_output, plan_options, recipe_option)
+from .options import (FiniteFloatRange, acceptance_option, async_option, capped, client_options, draft_eager_option, emit,
+                      finegrained_option, formats_options, graph_option, guard_output, plan_options, recipe_option)
 from .refusal import refuse_kv, warn_device
 from .runtime_options import hf_overrides_option, runtime_options
 
 
 def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, osl: int, balance: bool = False,
-              graph_tokens: int = -1, async_scheduling: bool = False):
+              graph_tokens: int = -1, async_scheduling: bool = False, draft_eager: bool = False):
     from ..deployment import InstancePlan
     mml = runtime["max_model_len"] or (isl + osl)
     role = {"aggregated": "mixed"}.get(name, name)
@@ -29,7 +29,7 @@ def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, os
                                   gpu_memory_utilization=runtime["util"], mtp=mtp,
                                   kv_cache_dtype=runtime["kv_cache_dtype"], hccl_buffsize_mb=runtime["hccl_buffsize_mb"],
                                   balance_scheduling=balance and name == "aggregated", graph_tokens=graph_tokens,
-                                  async_scheduling=async_scheduling)
+                                  async_scheduling=async_scheduling, draft_eager=draft_eager)
 
 
 @click.command("_instance", cls=DeploymentCommand, add_help_option=False)
@@ -39,8 +39,9 @@ def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, os
 @runtime_options(device=False)
 @graph_option
 @async_option
-def _instance_options(plan, engine, mtp_drafter, runtime, mtp, graph_tokens, async_scheduling):
-    return plan, runtime, mtp, graph_tokens, async_scheduling
+@draft_eager_option
+def _instance_options(plan, engine, mtp_drafter, runtime, mtp, graph_tokens, async_scheduling, draft_eager):
+    return plan, runtime, mtp, graph_tokens, async_scheduling, draft_eager
 
 
 def _parse_instance(text: str, what: str):
@@ -93,13 +94,14 @@ def _parse_instance(text: str, what: str):
                    "is at max_num_seqs (PD-mixed only)")
 @graph_option
 @async_option
+@draft_eager_option
 @acceptance_option
 @hf_overrides_option
 @formats_options(("table", "json"))
 def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device_name, prefill_opts,
                   decode_opts, prefill_count, decode_count, concurrency, isl, osl, num_prompts, request_rate,
                   prefix_ratio, prefix_caching, decode_prefix_caching, prefix_warm_ranks, balance_scheduling, graph_tokens, async_scheduling,
-                  acceptance, fmt,
+                  draft_eager, acceptance, fmt,
                   output) -> None:
     """Simulate vLLM's scheduler (token budget, max_num_seqs, KV admission and preemption, DP
     lockstep, MTP, prefix cache, P/D with KV transfer) over the perf model's step costs and print the
@@ -119,13 +121,15 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     dev = load_device(device_name)
     warn_device(engine, dev)
     if prefill_opts is not None:
-        pp, prt, pm, pg, pa = _parse_instance(prefill_opts, "--prefill")
-        dp_, drt, dm, dg, da = _parse_instance(decode_opts, "--decode")
-        insts = [_instance("prefill", prefill_count, pp, prt, pm, isl, osl, graph_tokens=pg, async_scheduling=pa),
-                 _instance("decode", decode_count, dp_, drt, dm, isl, osl, graph_tokens=dg, async_scheduling=da)]
+        pp, prt, pm, pg, pa, pe = _parse_instance(prefill_opts, "--prefill")
+        dp_, drt, dm, dg, da, de = _parse_instance(decode_opts, "--decode")
+        insts = [_instance("prefill", prefill_count, pp, prt, pm, isl, osl, graph_tokens=pg, async_scheduling=pa,
+                           draft_eager=pe),
+                 _instance("decode", decode_count, dp_, drt, dm, isl, osl, graph_tokens=dg, async_scheduling=da,
+                           draft_eager=de)]
     else:
         insts = [_instance("aggregated", 1, plan, runtime, mtp, isl, osl, balance_scheduling, graph_tokens,
-                           async_scheduling)]
+                           async_scheduling, draft_eager)]
     for i in insts:
         refuse_kv(src.spec, engine, i.kv_cache_dtype)
         if i.mtp and not src.spec.mtp_layers:

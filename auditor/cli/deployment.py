@@ -31,7 +31,7 @@ _RENDER: tuple[tuple[str, str, str], ...] = tuple((sw.field, sw.option, sw.rende
     ("max_num_seqs", "--max-num-seqs", "int"), ("kv_cache_dtype", "--kv-cache-dtype", "str"),
     ("hccl_buffsize", "--hccl-buffsize", "int"), ("mtp", "--mtp", "int"),
     ("hf_overrides", "--hf-overrides", "json"), ("graph_tokens", "--graph-max-tokens", "int"),
-    ("async_scheduling", "--async-scheduling", "flag"),
+    ("async_scheduling", "--async-scheduling", "flag"), ("draft_eager", "--draft-eager", "flag"),
 )
 
 

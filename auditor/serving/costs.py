@@ -56,7 +56,7 @@ class StepCosts:
     pre_ctx: np.ndarray      # [len(tok), len(ctx)]
     dec_ctx: np.ndarray      # [len(ctx)]
     launches_eager: float    # kernels + collectives of one eager step
-    launches_draft: float    # kernels + collectives of the drafter's K passes (eager GLM drafter), else 0
+    launches_draft: float    # kernels + collectives of the drafter's K passes (an eager drafter), else 0
     num_blocks: int          # KV blocks per rank
     block_tokens: int
     kv_bytes_per_token: float
@@ -108,7 +108,8 @@ def step_costs(base: DeploymentContext, inst: InstancePlan) -> StepCosts:
     pctx = np.array([[partial_time(*pa, 0, float(plan.tp), t, c, 1.0, float(k), dv, grp, CTX_PART) for c in ctx]
                      for t in tok])
     dctx = np.array([partial_time(*da, 1, float(plan.tp), 1.0, c, 1.0, float(k), dv, grp, CTX_PART) for c in ctx])
-    hm = host_model(spec, pre, dec, k, device, engine=eng)  # launches (GLM drafter forced eager, serving-facts §6), split
+    # launches (the drafter eager: the launch's enforce_eager or the engine's rule, GLM; serving-facts §6), split
+    hm = host_model(spec, pre, dec, k, device, engine=eng, draft_eager=bool(getattr(inst, "draft_eager", False)))
     # the KV pool of this one instance: the same budget as `audit memory` for these flags (workload_fit ->
     # rank_budget; the grid form approximates the communicators for many plans at once)
     b = workload_fit(dep, batch=S, request_tokens=inst.max_model_len,
