@@ -82,7 +82,8 @@ def _parse_instance(text: str, what: str):
 @click.option("--prefix-ratio", type=FiniteFloatRange(0.0, 1.0), default=0.0, show_default=True,
               help="share of every prompt that is one shared prefix (prefix-cache hits)")
 @click.option("--prefix-caching/--no-prefix-caching", default=True, show_default=True,
-              help="vLLM's --enable-prefix-caching (hits in whole 128-token blocks)")
+              help="vLLM's --enable-prefix-caching (hits in whole 128-token blocks; on a pool of cache groups "
+                   "sharing block ids, DeepSeek-V4's, whole multiples of the lcm of their block sizes)")
 @click.option("--decode-prefix-caching/--no-decode-prefix-caching", default=True, show_default=True,
               help="P/D: the decode instance's own --enable-prefix-caching (off: it holds no prefix, so every "
                    "prompt's whole KV is pulled from the prefill instance; read from a --launch config's decode node)")
