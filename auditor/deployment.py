@@ -53,6 +53,9 @@ class InstancePlan:
     async_scheduling: bool = False
     #: vLLM --block-size (0: the engine's default)
     block_size: int = 0
+    #: speculative_config enforce_eager: the drafter runs eager behind a replayed decode graph (``perf.host``;
+    #: bench; ``llm_base_proposer.py:178``@182b75ea)
+    draft_eager: bool = False
 
     #: instance name -> the parallel plan's role
     ROLES: ClassVar[dict[str, str]] = {"aggregated": "mixed", "prefill": "prefill", "decode": "decode"}

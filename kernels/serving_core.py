@@ -22,7 +22,9 @@ What one step of one instance does (research/serving-facts.md §1, vLLM ``v1/cor
 * a decode step yields 1 + (accepted drafts) tokens per request for k drafts scheduled: draft i is
   accepted with probability ``acc[i-1]`` after drafts 1..i-1 were (the conditional rates of
   ``auditor.perf.acceptance``; one per-draft a gives mean 1 + a + ... + a^k), sampled with ``seed``;
-* prefix cache hits (``hit`` tokens, whole 128-token blocks) are computed already: only the suffix
+* prefix cache hits (``hits[i]`` tokens on instance i: whole blocks of its pool's hit alignment
+  ``align[i]``, 128 tokens for one block table, the lcm of the groups' block sizes for a pool of groups
+  sharing block ids; 0 on an instance without prefix caching) are computed already: only the suffix
   costs budget, but its chunks attend to the full context; the hit blocks are shared per rank. The
   cache is per DP rank (each DP rank is its own EngineCore with its own KV cache manager), and a
   rank holds the prefix only once a request on it has computed it: blocks are cached as each chunk
@@ -42,7 +44,7 @@ What one step of one instance does (research/serving-facts.md §1, vLLM ``v1/cor
 * P/D: a prefill-role instance hands a finished prompt to the decode instance after the KV pull
   (``xfer`` seconds; MooncakeConnectorV1 is not layerwise, serving-facts §1.8); the decode instance
   admits it as a computed prompt whose first step samples the first token. A decode rank has its own
-  prefix cache: once it has loaded the shared prefix, later prompts pull only their suffix and share
+  prefix cache (unless ``hits[d]`` is 0): once it has loaded the shared prefix, later prompts pull only their suffix and share
   the prefix blocks (``mooncake_connector.py:1843-1871``@182b75ea: the remote count is the prompt
   minus the locally computed tokens).
 
@@ -126,8 +128,8 @@ def async_host(eager: bool, launches_draft: float, hp: np.ndarray) -> float:
 @njit(cache=True, nogil=True)     # plan runs independent simulations on two threads
 def simulate(n_inst, ranks, seqs, budget, blocks, btok, bfix, kk, role, launches_eager, launches_draft, token_split,
              ctx, tok, dec, pre_rest, pre_ctx, dec_ctx, hp,
-             n_req, conc, isl, osl, hit, arrival, acc, xfer,
-             rq_send, rq_first, rq_done, step_log, warm, balance, seed, graph_tokens, preempts, async_sched):
+             n_req, conc, isl, osl, hits, arrival, acc, xfer,
+             rq_send, rq_first, rq_done, step_log, warm, balance, seed, graph_tokens, preempts, async_sched, align):
     """Run the whole benchmark; fills ``rq_send/first/done`` (seconds), ``step_log[s] = (start,
     dt, decoding requests, instance, eager)`` and ``preempts[i]`` (requests instance i preempted for KV
     blocks, each recomputed); returns the number of steps logged."""
@@ -144,15 +146,15 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, bfix, kk, role, launches
     # shared prefix's blocks, resident once per rank
     shared = np.zeros(n_inst, np.int64)
     for i in range(n_inst):
-        shared[i] = (hit + btok[i] - 1) // btok[i]
+        shared[i] = (hits[i] + btok[i] - 1) // btok[i]
     free = np.zeros((n_inst, R), np.int64)
     cached = np.zeros((n_inst, R), np.int64)        # prefix tokens this rank holds in its cache
     for r in range(ranks[0]):
         if warm < 0 or r < warm:
-            cached[0, r] = hit
+            cached[0, r] = hits[0]
     for i in range(n_inst):
         for r in range(ranks[i]):
-            free[i, r] = blocks[i] - (shared[i] if hit > 0 else 0)
+            free[i, r] = blocks[i] - (shared[i] if hits[i] > 0 else 0)
     state = np.zeros(n_req, np.int64)
     left = np.zeros(n_req, np.int64)        # prompt tokens still to compute on the current instance
     comp = np.zeros(n_req, np.int64)        # tokens in the KV cache
@@ -206,7 +208,7 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, bfix, kk, role, launches
                 state[j] = 1
                 comp[j] = 0                 # the prefix lookup runs at admission
                 left[j] = isl
-                held[j] = shared[0] if hit > 0 and role[0] != 2 else 0    # the shared prefix blocks
+                held[j] = shared[0] if hits[0] > 0 and role[0] != 2 else 0    # the shared prefix blocks
                 ready[j] = t
                 where[j] = 0
                 # least 4 x waiting + running
@@ -248,7 +250,7 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, bfix, kk, role, launches
                 while need > free[i, r]:
                     v = run[i, r, nrun[i, r] - 1]
                     nrun[i, r] -= 1
-                    base = shared[i] if hit > 0 else 0
+                    base = shared[i] if hits[i] > 0 else 0
                     free[i, r] += held[v] - base
                     held[v] = base
                     state[v] = 1
@@ -288,7 +290,7 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, bfix, kk, role, launches
                         break
                     if role[i] != 2 and comp[j] == 0 and cached[i, r] > 0:
                         # prefix lookup at admission: whole cached blocks, never the last prompt token
-                        comp[j] = min(cached[i, r], hit)
+                        comp[j] = min(cached[i, r], hits[i])
                         left[j] -= comp[j]
                     if role[i] == 2 and out[j] == 0.0 and left[j] == 0:
                         n = 1                         # D: the pulled prompt's last token is recomputed
@@ -410,8 +412,8 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, bfix, kk, role, launches
                     else:
                         comp[j] += n
                         left[j] -= n
-                        if role[i] != 2 and hit > 0 and cached[i, r] < hit:
-                            cached[i, r] = max(cached[i, r], min(comp[j], hit) // btok[i] * btok[i])
+                        if role[i] != 2 and hits[i] > 0 and cached[i, r] < hits[i]:
+                            cached[i, r] = max(cached[i, r], min(comp[j], hits[i]) // align[i] * align[i])
                         if left[j] == 0:
                             if role[i] == 1:
                                 moved = True
@@ -422,7 +424,7 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, bfix, kk, role, launches
                     if out[j] >= osl:
                         fin = True
                 if fin or moved:
-                    base = shared[i] if hit > 0 else 0
+                    base = shared[i] if hits[i] > 0 else 0
                     free[i, r] += held[j] - base
                     held[j] = 0
                     for m in range(k, nrun[i, r] - 1):
@@ -452,13 +454,13 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, bfix, kk, role, launches
                         # D's own prefix cache: the connector pulls only what the rank does not hold
                         # (mooncake_connector.py:1866-1871 count = prompt - locally computed), and the
                         # prefix blocks are shared once the rank has loaded them
-                        held[j] = shared[d] if hit > 0 else 0
-                        if hit > 0 and cached[d, br] >= hit:
-                            ready[j] = te + xfer * (isl - hit) / isl
+                        held[j] = shared[d] if hits[d] > 0 else 0
+                        if hits[d] > 0 and cached[d, br] >= hits[d]:
+                            ready[j] = te + xfer * (isl - hits[d]) / isl
                         else:
                             ready[j] = te + xfer
-                            if hit > 0:
-                                cached[d, br] = hit
+                            if hits[d] > 0:
+                                cached[d, br] = hits[d]
                         wq[d, br, wt[d, br]] = j
                         wt[d, br] += 1
                 else:

@@ -121,12 +121,13 @@ def test_glm51_two_node_script():
         fused_mc2=True, max_num_batched_tokens=4096, util=0.92, max_model_len=133120, max_num_seqs=6,
         kv_cache_dtype="c8-indexer", hccl_buffsize=400, dp_local=4, quantization="ascend", prefix_caching=True,
         hf_overrides={"use_index_cache": True, "index_topk_freq": 4}, balance_scheduling=True,
-        compilation={"cudagraph_mode": "FULL_DECODE_ONLY"}, async_scheduling=True)
+        compilation={"cudagraph_mode": "FULL_DECODE_ONLY"}, async_scheduling=True, draft_eager=True)
     assert named(opts.ignored) >= {"--host", "--port", "--seed", "--data-parallel-start-rank",
                                    "--data-parallel-address", "--data-parallel-rpc-port", "--tool-call-parser",
                                    "--reasoning-parser", "--enable-auto-tool-choice", "--trust-remote-code",
-                                   "--enable-chunked-prefill", "speculative_config.enforce_eager",
-                                   "OMP_PROC_BIND", "OMP_NUM_THREADS"}
+                                   "--enable-chunked-prefill", "OMP_PROC_BIND", "OMP_NUM_THREADS"}
+    # the drafter's "enforce_eager": true is read, not ignored (bench: llm_base_proposer.py:178@182b75ea)
+    assert "speculative_config.enforce_eager" not in named(opts.ignored) and "draft_eager" in opts.explicit
     # IndexCache's --hf-overrides keys are applied to config.json (neither ignored nor unmodelled)
     assert not {"hf_overrides.use_index_cache", "hf_overrides.index_topk_freq"} & (named(opts.unmodelled)
                                                                                    | named(opts.ignored))
@@ -426,7 +427,8 @@ def test_published_128k_config_reads_as_expected(shared_dir: Path):
                   kv_cache_dtype="c8-indexer", hccl_buffsize=400, dp_local=4, quantization="ascend",
                   prefix_caching=True, hf_overrides={"use_index_cache": True, "index_topk_freq": 4},
                   balance_scheduling=True, compilation={"cudagraph_mode": "FULL_DECODE_ONLY"},
-                  async_scheduling=True)          # the yaml's --async-scheduling (:45, :76)
+                  async_scheduling=True,          # the yaml's --async-scheduling (:45, :76)
+                  draft_eager=True)               # its speculative_config "enforce_eager": true
     assert node0.values() == want
     assert node1.values() == dict(want, util=0.9)
     assert "--headless" in named(node1.ignored)

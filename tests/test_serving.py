@@ -35,9 +35,10 @@ def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, rank
                     np.array([block_tokens]), np.array([fixed]), np.array([k]), np.array([0]), np.array([float(launches)]), np.zeros(1), np.array([float(split)]),
                     ctx, tok, dec, rest,
                     pctx, dctx, np.zeros(6) if hp is None else full_host(hp), n, conc, isl,
-                    osl, hit, arr, np.atleast_1d(np.asarray(acc, dtype=np.float64)), 0.0, send, first, done, log, warm,
-                    np.array([balance], np.int64), seed, np.array([graph_tokens], np.int64),
-                    np.zeros(1, np.int64) if preempts is None else preempts, np.array([async_sched], np.int64))
+                    osl, np.array([hit], np.int64), arr, np.atleast_1d(np.asarray(acc, dtype=np.float64)), 0.0, send,
+                    first, done, log, warm, np.array([balance], np.int64), seed, np.array([graph_tokens], np.int64),
+                    np.zeros(1, np.int64) if preempts is None else preempts, np.array([async_sched], np.int64),
+                    np.array([block_tokens], np.int64))
     return send, first, done, log[:nlog]
 
 
@@ -52,9 +53,9 @@ def _pd_core(n, isl, osl, hit, xfer, budgets, blocks, block_tokens):
     send, first, done = np.full(n, -1.0), np.full(n, -1.0), np.full(n, -1.0)
     simulate(2, np.array([1, 1]), np.array([4, 4]), np.array(budgets), np.array(blocks), np.array(block_tokens),
              np.array([0, 0]), np.array([0, 0]), np.array([1, 2]), np.zeros(2), np.zeros(2), np.ones(2), ctx, tok, dec, rest,
-             np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(6), n, n, isl, osl, hit, np.zeros(n), np.ones(1), xfer,
-             send, first, done, np.zeros((1000, 5)), -1, np.array([0, 0], np.int64), 0, np.array([-1, -1], np.int64),
-             np.zeros(2, np.int64), np.zeros(2, np.int64))
+             np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(6), n, n, isl, osl, np.broadcast_to(np.asarray(hit, np.int64), (2,)).copy(),
+             np.zeros(n), np.ones(1), xfer, send, first, done, np.zeros((1000, 5)), -1, np.array([0, 0], np.int64), 0,
+             np.array([-1, -1], np.int64), np.zeros(2, np.int64), np.zeros(2, np.int64), np.array(block_tokens, np.int64))
     return first, done
 
 
@@ -537,3 +538,16 @@ def test_fixed_blocks_per_request_limit_admission():
     _, first26, _, _ = _core(isl=300, osl=1, budget=1000, conc=2, n=2, seqs=2, blocks=26, fixed=10)
     assert first26[0] == first26[1]                 # one step prefills both
     assert first25[1] > first25[0]                  # the second waits for the first's blocks
+
+
+def test_decode_rank_without_prefix_caching_pulls_every_prompt_whole():
+    """The same P/D run with the D rank's prefix cache off (hits 256 on P, 0 on D: vLLM
+    --no-enable-prefix-caching on the decode node): each hand-off pulls the whole prompt (1 s; the connector
+    pulls prompt - locally computed tokens, mooncake_hybrid_connector.py:1350-1356@182b75ea) and nothing is
+    shared, so the second prompt (3 blocks) waits on D's 4 blocks until the first finishes."""
+    first, done = _pd_core(n=2, isl=300, osl=3, hit=(256, 0), xfer=1.0, budgets=(100, 100), blocks=(1000, 4),
+                           block_tokens=(128, 128))
+    # both suffixes are computed on P in one 100 ms step; both pulls land at 1.1 s; request 0 takes 3 blocks,
+    # decodes 3 tokens (10 ms steps) and frees them at 1.13 s; request 1 then runs its three steps
+    assert first.tolist() == pytest.approx([1.110, 1.140])
+    assert done.tolist() == pytest.approx([1.130, 1.160])

@@ -13,14 +13,14 @@ from ..devices.profiles import DEFAULT_DEVICE
 from ..errors import AuditInputError
 from .deployment import DeploymentCommand, launch_option
 from .feedback import announce_compiles, stage
-from .options import (FiniteFloatRange, acceptance_option, async_option, capped, client_options, emit, finegrained_option,
-                      formats_options, graph_option, guard_output, plan_options, recipe_option)
+from .options import (FiniteFloatRange, acceptance_option, async_option, capped, client_options, draft_eager_option, emit,
+                      finegrained_option, formats_options, graph_option, guard_output, plan_options, recipe_option)
 from .refusal import refuse_kv, warn_device
 from .runtime_options import hf_overrides_option, runtime_options
 
 
 def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, osl: int, balance: bool = False,
-              graph_tokens: int = -1, async_scheduling: bool = False):
+              graph_tokens: int = -1, async_scheduling: bool = False, draft_eager: bool = False):
     from ..deployment import InstancePlan
     mml = runtime["max_model_len"] or (isl + osl)
     role = {"aggregated": "mixed"}.get(name, name)
@@ -29,7 +29,7 @@ def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, os
                                   gpu_memory_utilization=runtime["util"], mtp=mtp,
                                   kv_cache_dtype=runtime["kv_cache_dtype"], hccl_buffsize_mb=runtime["hccl_buffsize_mb"],
                                   balance_scheduling=balance and name == "aggregated", graph_tokens=graph_tokens,
-                                  async_scheduling=async_scheduling)
+                                  async_scheduling=async_scheduling, draft_eager=draft_eager)
 
 
 @click.command("_instance", cls=DeploymentCommand, add_help_option=False)
@@ -39,8 +39,9 @@ def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, os
 @runtime_options(device=False)
 @graph_option
 @async_option
-def _instance_options(plan, engine, mtp_drafter, runtime, mtp, graph_tokens, async_scheduling):
-    return plan, runtime, mtp, graph_tokens, async_scheduling
+@draft_eager_option
+def _instance_options(plan, engine, mtp_drafter, runtime, mtp, graph_tokens, async_scheduling, draft_eager):
+    return plan, runtime, mtp, graph_tokens, async_scheduling, draft_eager
 
 
 def _parse_instance(text: str, what: str):
@@ -81,7 +82,11 @@ def _parse_instance(text: str, what: str):
 @click.option("--prefix-ratio", type=FiniteFloatRange(0.0, 1.0), default=0.0, show_default=True,
               help="share of every prompt that is one shared prefix (prefix-cache hits)")
 @click.option("--prefix-caching/--no-prefix-caching", default=True, show_default=True,
-              help="vLLM's --enable-prefix-caching (hits in whole 128-token blocks)")
+              help="vLLM's --enable-prefix-caching (hits in whole 128-token blocks; on a pool of cache groups "
+                   "sharing block ids, DeepSeek-V4's, whole multiples of the lcm of their block sizes)")
+@click.option("--decode-prefix-caching/--no-decode-prefix-caching", default=True, show_default=True,
+              help="P/D: the decode instance's own --enable-prefix-caching (off: it holds no prefix, so every "
+                   "prompt's whole KV is pulled from the prefill instance; read from a --launch config's decode node)")
 @click.option("--prefix-warm-ranks", type=click.IntRange(0, 1_000_000), default=None,
               help="DP ranks whose prefix cache holds the shared prefix before the run (a warm-up prompt primes "
                    "one; default: every rank); the others compute it with their first request")
@@ -90,13 +95,14 @@ def _parse_instance(text: str, what: str):
                    "is at max_num_seqs (PD-mixed only)")
 @graph_option
 @async_option
+@draft_eager_option
 @acceptance_option
 @hf_overrides_option
 @formats_options(("table", "json"))
 def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device_name, prefill_opts,
                   decode_opts, prefill_count, decode_count, concurrency, isl, osl, num_prompts, request_rate,
-                  prefix_ratio, prefix_caching, prefix_warm_ranks, balance_scheduling, graph_tokens, async_scheduling,
-                  acceptance, fmt,
+                  prefix_ratio, prefix_caching, decode_prefix_caching, prefix_warm_ranks, balance_scheduling, graph_tokens, async_scheduling,
+                  draft_eager, acceptance, fmt,
                   output) -> None:
     """Simulate vLLM's scheduler (token budget, max_num_seqs, KV admission and preemption, DP
     lockstep, MTP, prefix cache, P/D with KV transfer) over the perf model's step costs and print the
@@ -104,7 +110,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     from ..devices.profiles import load_device
     from ..serving.bench import metrics, render_block
     from ..context import DeploymentContext
-    from ..serving.sim import BenchWorkload, Deployment, at_kv_edge, kv_edge_text, kv_sensitivity, simulate
+    from ..serving.sim import BenchWorkload, Deployment, at_kv_edge, kv_edge_text, kv_sensitivity, prefix_hits, simulate
     from ..source import open_model
 
     guard_output(output, model, "--output")
@@ -116,13 +122,15 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     dev = load_device(device_name)
     warn_device(engine, dev)
     if prefill_opts is not None:
-        pp, prt, pm, pg, pa = _parse_instance(prefill_opts, "--prefill")
-        dp_, drt, dm, dg, da = _parse_instance(decode_opts, "--decode")
-        insts = [_instance("prefill", prefill_count, pp, prt, pm, isl, osl, graph_tokens=pg, async_scheduling=pa),
-                 _instance("decode", decode_count, dp_, drt, dm, isl, osl, graph_tokens=dg, async_scheduling=da)]
+        pp, prt, pm, pg, pa, pe = _parse_instance(prefill_opts, "--prefill")
+        dp_, drt, dm, dg, da, de = _parse_instance(decode_opts, "--decode")
+        insts = [_instance("prefill", prefill_count, pp, prt, pm, isl, osl, graph_tokens=pg, async_scheduling=pa,
+                           draft_eager=pe),
+                 _instance("decode", decode_count, dp_, drt, dm, isl, osl, graph_tokens=dg, async_scheduling=da,
+                           draft_eager=de)]
     else:
         insts = [_instance("aggregated", 1, plan, runtime, mtp, isl, osl, balance_scheduling, graph_tokens,
-                           async_scheduling)]
+                           async_scheduling, draft_eager)]
     for i in insts:
         refuse_kv(src.spec, engine, i.kv_cache_dtype)
         if i.mtp and not src.spec.mtp_layers:
@@ -134,7 +142,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     acc = resolve(src.spec, acceptance, engine=engine)
     wl = BenchWorkload(concurrency, isl, osl, num_prompts or 4 * concurrency,
                        float("inf") if request_rate is None else request_rate, prefix_ratio, acc,
-                       prefix_caching, warm_ranks=prefix_warm_ranks)
+                       prefix_caching, decode_prefix_caching=decode_prefix_caching, warm_ranks=prefix_warm_ranks)
     announce_compiles()
     with stage(f"bench: simulating {wl.num_prompts} requests through the scheduler"):
         run = simulate(dep, wl)
@@ -165,7 +173,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
         kv = ", ".join(f"{c.inst.name} {c.num_blocks:,} blocks/rank" for c in costs)
         text = (f"audit bench: {src.spec.name} ({src.scheme_recipe}) on {dev.name}, {engine}: {shape}\n"
                 f"workload: concurrency {concurrency}, {wl.num_prompts} prompts, isl {isl}, osl {osl}, "
-                f"prefix {prefix_ratio:g} (hit {wl.hit_tokens_at(engine.prefix_block_tokens)} tokens), MTP acceptance "
+                f"prefix {prefix_ratio:g} (hit {int(prefix_hits(dep, wl)[0])} tokens), MTP acceptance "
                 f"{acc.text(max(i.mtp for i in insts))}; "
                 f"KV {kv}; {engine.devices(run.dies)}\n\n" + render_block(m)
                 + f"output tokens/s per {engine.device_noun}: {m['output_throughput_per_die']:.2f}\n"

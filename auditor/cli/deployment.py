@@ -31,7 +31,7 @@ _RENDER: tuple[tuple[str, str, str], ...] = tuple((sw.field, sw.option, sw.rende
     ("max_num_seqs", "--max-num-seqs", "int"), ("kv_cache_dtype", "--kv-cache-dtype", "str"),
     ("hccl_buffsize", "--hccl-buffsize", "int"), ("mtp", "--mtp", "int"),
     ("hf_overrides", "--hf-overrides", "json"), ("graph_tokens", "--graph-max-tokens", "int"),
-    ("async_scheduling", "--async-scheduling", "flag"),
+    ("async_scheduling", "--async-scheduling", "flag"), ("draft_eager", "--draft-eager", "flag"),
 )
 
 
@@ -385,11 +385,14 @@ def _case_options(cfg: Any, name: str | None, instances: list[Any]) -> list[str]
         out += ["--request-rate", f"{case.request_rate:g}"]
     if case.prefix_ratio:
         out += ["--prefix-ratio", f"{case.prefix_ratio:g}", "--prefix-warm-ranks", str(case.warm_prompts)]
-    # prefix hits are the prompt-computing instance's: a decode node that only receives KV (its own
-    # --no-enable-prefix-caching, DeepSeek-V4-Pro's 1M P/D) leaves the prefill node's cache on
+    # prefix hits are the prompt-computing instance's; a decode node's own --no-enable-prefix-caching
+    # (DeepSeek-V4-Pro's 1M P/D) leaves the prefill node's cache on, and that D node holds no prefix: every
+    # prompt's whole KV is pulled (mooncake_hybrid_connector.py:1350-1356@182b75ea)
     computing = [o for o in instances if o.role != "decode"] or list(instances)
     if any(o.prefix_caching is False for o in computing):
         out += ["--no-prefix-caching"]
+    if any(o.role == "decode" and o.prefix_caching is False for o in instances):
+        out += ["--no-decode-prefix-caching"]
     base = f", baseline {case.baseline:g} output tok/s (aisbench, whole deployment)" if case.baseline else ""
     click.echo(f"audit: note: {cfg.where}: case {case.name}: {case.dataset}, concurrency {case.concurrency}, "
                f"{case.num_prompts} prompts{base}", err=True)

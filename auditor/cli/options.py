@@ -248,6 +248,14 @@ def async_option(f: Any) -> Any:
                              "overlap the device step (bench)")(f)
 
 
+def draft_eager_option(f: Any) -> Any:
+    """``--draft-eager``: the MTP drafter runs eager behind a replayed decode graph (bench)."""
+    return click.option("--draft-eager/--no-draft-eager", "draft_eager", default=False,
+                        help="the MTP drafter runs eager (speculative_config enforce_eager: true, read from a launch): "
+                             "a graph decode step also launches the drafter's kernels one by one (bench; GLM's "
+                             "drafter is eager either way)")(f)
+
+
 def graph_option(f: Any) -> Any:
     """``--graph-max-tokens``: the largest decode step replayed from a captured ACL graph (bench, perf)."""
     return click.option(

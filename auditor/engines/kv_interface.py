@@ -18,6 +18,7 @@ indexer keys sharing a block table, or K/V heads) every GLM-5.x / DeepSeek-V3.2 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -290,6 +291,16 @@ class PooledKVSpec:
     @property
     def kv_tensors(self) -> int:
         return self.config.tensors
+
+    @property
+    def hit_alignment_tokens(self) -> int:
+        """Tokens a prefix-cache hit is a whole multiple of: the lcm of the groups' block sizes (each a
+        group's raw tokens per block, times DCP). The groups share block ids, so a hit must end on a block
+        boundary of every group (vllm-ascend ``patch_kv_cache_coordinator.py:367-375``@182b75ea: ``lcm_block_size``
+        over the attention groups' effective block sizes; ``:294-298``: the alignment hits are looked up at,
+        without Mamba's partial hash hits): 16,384 tokens for DeepSeek-V4 at --block-size 128 (its compress-128
+        group's 128 rows), 4,096 at 32."""
+        return math.lcm(*(g.kind.block_size for g in self.config.groups)) * self.dcp
 
     def blocks_per_request(self, length: int, in_flight: int | None = None) -> int:
         return self.config.blocks_per_request(int(length), self.in_flight if in_flight is None else in_flight)

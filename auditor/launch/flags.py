@@ -299,8 +299,8 @@ JSON_RULES: tuple[Rule, ...] = (
     I(f"{_A}.msmonitor_use_daemon", "j_any", "profiling"),
     M(f"{_S}.method", "j_str", "@spec", "*mtp: the MTP drafter (another method is named unmodelled)"),
     M(f"{_S}.num_speculative_tokens", "j_int", "@spec", "K draft tokens per step", cap="--mtp"),
-    I(f"{_S}.enforce_eager", "j_bool", "audit's host time per decode step is calibrated with an eager drafter",
-      assumes=(True,)),
+    M(f"{_S}.enforce_eager", "j_bool", "draft_eager",
+      "the drafter runs eager behind the replayed decode graph (bench; llm_base_proposer.py:178@182b75ea)"),
     I(f"{_S}.model", "j_any", "MTP drafts with the checkpoint's own MTP layer"),
     U(f"{_S}.draft_tensor_parallel_size", "j_any", "drafter TP size"),
     U(f"{_S}.quantization", "j_any", "drafter quantization"),
@@ -747,6 +747,7 @@ def _finish(ctx: _Ctx, launch: Launch, eng: Engine) -> DeploymentOptions:
     o["fused_mc2"] = int(fm)
     o["balance_scheduling"] = bool(ctx.pick("balance_scheduling", False))
     o["async_scheduling"] = bool(ctx.pick("async_scheduling", False))
+    o["draft_eager"] = bool(ctx.pick("draft_eager", False))
     o["combine_max_tokens"] = ctx.pick("combine_max_tokens", 0)
     ftp = tuple(sorted((k[5:], int(v[0])) for k, v in ctx.special.items() if k.startswith("@ftp.") and int(v[0]) > 0))
     if ftp:

@@ -97,6 +97,7 @@ class DeploymentOptions:
     mtp: int = 0                        # num_speculative_tokens
     balance_scheduling: bool = False    # additional_config.enable_balance_scheduling (bench's client side)
     async_scheduling: bool = False      # --async-scheduling (bench's host model: step_ms overlaps the device)
+    draft_eager: bool = False           # speculative_config.enforce_eager (bench's host model: eager drafter launches)
     #: largest decode step (tokens per DP rank) replayed from a captured graph: the max of
     #: compilation_config.cudagraph_capture_sizes; 0 with --enforce-eager / cudagraph_mode NONE;
     #: -1 = not set (every decode step is captured)

@@ -56,7 +56,7 @@ class StepCosts:
     pre_ctx: np.ndarray      # [len(tok), len(ctx)]
     dec_ctx: np.ndarray      # [len(ctx)]
     launches_eager: float    # kernels + collectives of one eager step
-    launches_draft: float    # kernels + collectives of the drafter's K passes (eager GLM drafter), else 0
+    launches_draft: float    # kernels + collectives of the drafter's K passes (an eager drafter), else 0
     num_blocks: int          # KV blocks per rank
     block_tokens: int
     kv_bytes_per_token: float
@@ -66,6 +66,9 @@ class StepCosts:
     weights_bytes: int = 0   # the budget's own figures (what `audit memory` reports for these flags)
     kv_tokens: int = 0
     fixed_blocks: int = 0    # blocks a request holds whatever its length (sliding windows and states of a pool)
+    #: tokens a prefix-cache hit is a multiple of on this instance's pool (``PooledKVSpec.hit_alignment_tokens``:
+    #: the lcm of its groups' block sizes); 0: one block table, hits in the engine's ``prefix_block_tokens``
+    hit_alignment: int = 0
 
 
 def instance_plan(inst: InstancePlan) -> ParallelPlan:
@@ -105,7 +108,8 @@ def step_costs(base: DeploymentContext, inst: InstancePlan) -> StepCosts:
     pctx = np.array([[partial_time(*pa, 0, float(plan.tp), t, c, 1.0, float(k), dv, grp, CTX_PART) for c in ctx]
                      for t in tok])
     dctx = np.array([partial_time(*da, 1, float(plan.tp), 1.0, c, 1.0, float(k), dv, grp, CTX_PART) for c in ctx])
-    hm = host_model(spec, pre, dec, k, device, engine=eng)  # launches (GLM drafter forced eager, serving-facts §6), split
+    # launches (the drafter eager: the launch's enforce_eager or the engine's rule, GLM; serving-facts §6), split
+    hm = host_model(spec, pre, dec, k, device, engine=eng, draft_eager=bool(getattr(inst, "draft_eager", False)))
     # the KV pool of this one instance: the same budget as `audit memory` for these flags (workload_fit ->
     # rank_budget; the grid form approximates the communicators for many plans at once)
     b = workload_fit(dep, batch=S, request_tokens=inst.max_model_len,
@@ -116,7 +120,7 @@ def step_costs(base: DeploymentContext, inst: InstancePlan) -> StepCosts:
     return StepCosts(inst, plan, ctx, tok, dtab, rest, pctx, dctx, hm.launches_eager, hm.launches_draft,
                      blocks, int(per_block), float(b.kv.bytes_per_token()), b.weights_bytes / 2**30,
                      blocks * b.kv.page_block_bytes / 2**30, hm.token_split, int(b.weights_bytes), int(b.kv_tokens),
-                     int(fixed))
+                     int(fixed), int(getattr(b.kv, "hit_alignment_tokens", 0)))
 
 
 __all__ = ["StepCosts", "step_costs", "host_params", "launch_counts", "ROLE", "DEFAULT_KV_LINK_BYTES_PER_S",

@@ -11,8 +11,9 @@ from ..deployment import InstancePlan
 from ..errors import AuditInputError
 from .costs import DEFAULT_KV_LINK_BYTES_PER_S, ROLE, StepCosts, host_params, step_costs
 
-#: prefix-cache hits are whole KV blocks of the engine's block size (``Engine.prefix_block_tokens``), and
-#: the last prompt token is recomputed; this default is vLLM-Ascend's forced 128
+#: prefix-cache hits are whole KV blocks of the engine's block size (``Engine.prefix_block_tokens``; a pool of
+#: groups sharing block ids: the lcm of their block sizes, ``hit_alignment``), and the last prompt token is
+#: recomputed; this default is vLLM-Ascend's forced 128
 PREFIX_BLOCK = 128
 
 
@@ -28,6 +29,10 @@ class BenchWorkload:
     prefix_ratio: float = 0.0              # share of every prompt that is one shared prefix
     acceptance: Any = 0.7                  # per-draft MTP acceptance, or an ``perf.acceptance.Acceptance``
     prefix_caching: bool = True
+    #: P/D: the decode instance's own prefix cache (vLLM --no-enable-prefix-caching on the D node turns it
+    #: off: its KV cache manager finds no local hit, so the connector pulls the whole prompt every time,
+    #: ``mooncake_hybrid_connector.py:1350-1356``@182b75ea count = prompt - locally computed tokens)
+    decode_prefix_caching: bool = True
     seed: int = 0
     #: DP ranks (of the first instance) whose cache holds the shared prefix before the timed run:
     #: None = every rank (a warm-up per rank), 0 = none (the run computes it: N7's yaml has no
@@ -118,6 +123,22 @@ def graph_tokens(engine: Any, inst: Any) -> int:
                                           inst.max_num_batched_tokens)
 
 
+def hit_alignment(engine: Any, cost: StepCosts) -> int:
+    """Tokens a prefix hit on this instance is a multiple of: its pool's (``StepCosts.hit_alignment``, the
+    lcm of the groups' block sizes of a pool sharing block ids) or, for one block table, the engine's
+    ``prefix_block_tokens``."""
+    from ..engines.registry import as_engine
+    return int(cost.hit_alignment) or int(as_engine(engine).prefix_block_tokens)
+
+
+def prefix_hits(dep: Deployment, wl: BenchWorkload) -> np.ndarray:
+    """Prefix-cache hit tokens per prompt on each instance once it holds the prefix: the shared prefix in
+    whole blocks of that instance's hit alignment (each instance's KV cache coordinator finds its own hits);
+    none on a decode instance without prefix caching (``BenchWorkload.decode_prefix_caching``)."""
+    return np.array([0 if c.inst.name == "decode" and not wl.decode_prefix_caching
+                     else wl.hit_tokens_at(hit_alignment(dep.engine, c)) for c in dep.costs()], np.int64)
+
+
 def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None) -> BenchRun:
     from auditor_kernels.serving_core import simulate as core
 
@@ -166,17 +187,18 @@ def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None)
         xfer = wl.isl * costs[1].kv_bytes_per_token / dep.kv_link_bytes_per_s
     send, first, done = np.full(N, -1.0), np.full(N, -1.0), np.full(N, -1.0)
     log = np.zeros((400_000, 5))
-    from ..engines.registry import as_engine
-    hit = wl.hit_tokens_at(as_engine(dep.engine).prefix_block_tokens)
+    hits = prefix_hits(dep, wl)
+    # where a rank's cache holds a prefix the first request is still computing: whole hit alignments
+    align = np.array([c.hit_alignment or int(c.block_tokens) for c in costs], np.int64)
     preempts = np.zeros(n, np.int64)
     nlog = core(n, ranks, seqs, budget, blocks, btok, bfix, kk, role, le, ld, split, ctx, tok, dec, pre_rest, pre_ctx,
                 dec_ctx, hp,
-                N, wl.concurrency, wl.isl, wl.osl, hit, arrival, _chain(wl.acceptance, int(kk.max())), xfer, send,
+                N, wl.concurrency, wl.isl, wl.osl, hits, arrival, _chain(wl.acceptance, int(kk.max())), xfer, send,
                 first, done, log,
                 -1 if wl.warm_ranks is None else int(wl.warm_ranks),
                 np.array([1 if getattr(c.inst, "balance_scheduling", False) else 0 for c in costs], np.int64),
                 int(wl.seed), np.array([graph_tokens(dep.engine, c.inst) for c in costs], np.int64), preempts,
-                np.array([1 if getattr(c.inst, "async_scheduling", False) else 0 for c in costs], np.int64))
+                np.array([1 if getattr(c.inst, "async_scheduling", False) else 0 for c in costs], np.int64), align)
     notes = []
     if (done < 0).any():
         notes.append(f"{int((done < 0).sum())} requests never finished: a prompt larger than the KV pool")
