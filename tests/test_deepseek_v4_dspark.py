@@ -109,7 +109,7 @@ TUTORIALS = [
     ("F-A3-DS", "a3-752t", "--tp 4 --dp 4 --max-model-len 1048576 --max-num-batched-tokens 10240 "
      "--max-num-seqs 64 --block-size 32 --mtp 7 --dsa-cp"),
     ("F-A3-PD-DS P", "a3-752t", "--tp 4 --dp 4 --max-model-len 1048576 --max-num-batched-tokens 8192 "
-     "--max-num-seqs 16 --block-size 32 --mtp 7 --shared-expert-dp --no-dsa-cp --role prefill"),
+     "--max-num-seqs 16 --block-size 32 --mtp 7 --shared-expert-dp --no-dsa-cp --role prefill --hccl-buffsize 2560"),
     ("F-A3-PD-DS D", "a3-752t", "--tp 1 --dp 16 --max-model-len 1048576 --max-num-batched-tokens 256 "
      "--max-num-seqs 32 --block-size 32 --mtp 7 --role decode"),
 ]
