@@ -215,3 +215,16 @@ def test_a_method_that_is_not_the_checkpoints_drafter_is_refused(tmp_path, capsy
     assert main([cmd, "--launch", str(tmp_path / "run.sh"), "--device", "a3-752t"]) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("audit: error")]
     assert len(err) == 1 and words in err[0]
+
+
+def test_release_branch_rows(capsys):
+    """v0.26.0rc's F-A3-DS (Appendix A.1: enable_flashcomm1, no DSA-CP) starts; v0.24, whose DSpark code was
+    not read, refuses the drafter in one line."""
+    flags = ["deepseek-v4-flash-0731", "--ep", "on", "--device", "a3-752t", "--tp", "4", "--dp", "4", "--sp",
+             "--max-model-len", "1048576", "--max-num-batched-tokens", "10240", "--max-num-seqs", "64",
+             "--block-size", "32", "--mtp", "7"]
+    rt = _memory_json([*flags, "--engine", "vllm-ascend@0.26"], capsys)["runtime"]
+    assert rt["fits"] and rt["kv_spec"]["page_block_bytes"] == (32768 + 4160) * 25
+    assert main(["memory", *flags, "--engine", "vllm-ascend@0.24"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "DSpark drafter is not modelled on vLLM-Ascend v0.24.0rc" in err and len(err.splitlines()) == 1

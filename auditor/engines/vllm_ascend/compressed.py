@@ -49,6 +49,17 @@ def check_supported(spec: ModelSpec, prof: Any) -> None:
         raise AuditInputError("--engine", f"{spec.name}'s compressed attention (DeepSeek-V4 family) is not modelled on "
                                           f"{prof.label}: audit read it on v0.25.1rc, v0.26.0rc and main "
                                           "(--engine vllm-ascend@0.26 or main)")
+    # the DSpark drafter was read on main (models/deepseek_v4/dspark.py) and releases/v0.25.1rc
+    # (deepseek_v4_dspark.py, which v0.26.0rc keeps); an older row borrows v0.25's code for the main model only
+    if getattr(spec, "drafter", "mtp") == "dspark" and prof.version and _release(prof.version) < (0, 25):
+        raise AuditInputError("--engine", f"{spec.name}'s DSpark drafter is not modelled on {prof.label}: audit read "
+                                          "it on v0.25.1rc, v0.26.0rc and main (--engine vllm-ascend@0.26 or main)")
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``0.24.0rc`` -> (0, 24, 0): the numeric part of a release label."""
+    import re
+    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
 
 
 def block_size(plan: ParallelPlan) -> tuple[int, str | None]:
