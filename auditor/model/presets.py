@@ -207,6 +207,13 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 
+#: where a preset's facts are less than confirmed: said wherever the preset is used (``ModelSource.describe``)
+PRESET_NOTES: dict[str, str] = {
+    "deepseek-v4-flash-0731": "its DSpark fields and 46 compress ratios come from one third-party copy of the "
+                              "config.json (model-deepseek-v4.md §1.1, UNCONFIRMED)",
+}
+
+
 def preset_names() -> list[str]:
     return sorted(PRESETS)
 
