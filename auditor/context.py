@@ -32,6 +32,9 @@ class DeploymentContext:
         object.__setattr__(self, "engine", as_engine(self.engine))
         object.__setattr__(self, "device_name", "" if self.device is None
                            else getattr(self.device, "name", str(self.device)))
+        if self.plan is not None:
+            from .parallel import check_drafter
+            check_drafter(self.spec, self.plan)
 
     def with_plan(self, plan: Any) -> "DeploymentContext":
         """The same model, engine, recipe and device under another parallel plan."""

@@ -56,6 +56,9 @@ CONFIG_INT_CAPS: dict[str, Cap] = {
     "o_lora_rank": Cap(0, 131_072),
     "sliding_window": Cap(0, 16_777_216),
     "num_hash_layers": Cap(0, 1_024),
+    # the DSpark drafter (model-deepseek-v4.md §1.6)
+    "dspark_num_mtp_layers": Cap(0, 16),
+    "dspark_markov_rank": Cap(0, 131_072),
 }
 
 # products that bound the size of a synthesized inventory (tensor rows ~ layers x experts x 3)

@@ -27,6 +27,26 @@ CARRIED_FIELDS = tuple(sw.field for sw in SWITCHES)
 DERIVED_FIELDS = ("role", "mtp", "num_speculative_tokens", "extra")
 
 
+def check_drafter(spec: Any, plan: Any) -> None:
+    """A launch's speculative method (``plan.extra["speculative_method"]``, set by ``--speculative-config``)
+    must be the checkpoint's drafter: method dspark builds DSpark from a Flash-0731 / Flash-DSpark config's
+    dspark keys (model-deepseek-v4.md §1.6), *mtp the MTP layers; the other pairing is not modelled and is
+    refused rather than priced as the checkpoint's own drafter."""
+    method = plan.extra.get("speculative_method") if plan is not None else None
+    if not method or not plan.mtp:
+        return
+    drafter = getattr(spec, "drafter", "mtp")
+    if method == drafter:
+        return
+    if method == "dspark":
+        raise AuditInputError("--speculative-config", f"method dspark on {spec.name}, whose config has no "
+                                                      "dspark_target_layer_ids: DSpark drafts from a DSpark checkpoint "
+                                                      "(Flash-0731 / Flash-DSpark); its drafter is MTP (method mtp)")
+    raise AuditInputError("--speculative-config", f"method {method} on {spec.name}, a DSpark checkpoint "
+                                                  "(dspark_target_layer_ids): audit models its DSpark drafter "
+                                                  "(method dspark), not an MTP drafter in it")
+
+
 def carried(record: Any) -> dict[str, Any]:
     """The carried switches of any deployment record, by name (tuples kept as tuples)."""
     out = {}

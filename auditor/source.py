@@ -52,8 +52,10 @@ class ModelSource:
         if self.kind == "checkpoint":
             return f"checkpoint {self.label} ({len(self.table)} tensors in {len(self.table.files)} files)"
         how = "config-only directory" if self.kind == "config-only" else "built-in preset"
+        from .model.presets import PRESET_NOTES
+        note = PRESET_NOTES.get(self.label) if self.kind == "preset" else None
         return (f"{how} {self.label}: inventory SYNTHESIZED from the structure with recipe "
-                f"'{self.recipe}' (no safetensors read)")
+                f"'{self.recipe}' (no safetensors read)" + (f"; {note}" if note else ""))
 
 
 def _description_values(desc: QuantDescription | None) -> set[str]:

@@ -296,9 +296,10 @@ def test_ci_configs_read_through_launch(shared_dir, name, node, tp, dp, role, ba
     assert plan["dsa_cp"] is cp        # the resolved switch: enable_dsa_cp on the weekly P node only
 
 
-def test_hub_names_imply_presets_but_not_the_dspark_checkpoints():
+def test_hub_names_imply_presets_the_dspark_checkpoints_theirs():
     from auditor.launch.nightly import implied_preset
     assert implied_preset("Eco-Tech/DeepSeek-V4-Flash-w8a8-mtp") == "deepseek-v4-flash"
     assert implied_preset("ms://Eco-Tech/DeepSeek-V4-Pro-w4a8-mtp") == "deepseek-v4-pro"
-    assert implied_preset("Eco-Tech/DeepSeek-V4-Flash-0731-w8a8") is None          # a DSpark drafter
-    assert implied_preset("UploadWeight/DeepSeek-V4-Flash-DSpark-w4a8-test") is None
+    # the DSpark checkpoints carry a DSpark drafter, not Flash's MTP layer (tests/test_deepseek_v4_dspark.py)
+    assert implied_preset("Eco-Tech/DeepSeek-V4-Flash-0731-w8a8") == "deepseek-v4-flash-0731"
+    assert implied_preset("UploadWeight/DeepSeek-V4-Flash-DSpark-w4a8-test") == "deepseek-v4-flash-0731"

@@ -58,9 +58,16 @@ def test_compress_ratios_the_engine_lacks_are_refused(ratios, bad):
         spec_from_config({**V4_LIKE, "compress_ratios": ratios})
 
 
-def test_dspark_drafter_still_refused():
-    with pytest.raises(AuditInputError, match="dspark_target_layer_ids"):
+def test_dspark_drafter_needs_its_keys_and_stays_refused_outside_the_family():
+    """The DeepSeek-V4 family reads the DSpark drafter (tests/test_deepseek_v4_dspark.py), from all its keys;
+    any other family still refuses dspark_target_layer_ids by name."""
+    with pytest.raises(AuditInputError, match="dspark_markov_rank"):
         spec_from_config({**V4_LIKE, "dspark_target_layer_ids": [1]})
+    spec = spec_from_config({**V4_LIKE, "compress_ratios": [4, 128, 0], "dspark_target_layer_ids": [1],
+                             "dspark_num_mtp_layers": 1, "dspark_markov_rank": 8})
+    assert (spec.drafter, spec.mtp_layers, spec.drafter_targets) == ("dspark", 1, (1,))
+    with pytest.raises(AuditInputError, match="dspark_target_layer_ids"):
+        spec_from_config({**GLM_LIKE, "dspark_target_layer_ids": [1]})
 
 
 @pytest.mark.parametrize("repo", ["glm-5.1", "glm-5.2"])

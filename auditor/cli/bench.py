@@ -118,6 +118,8 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
         raise AuditInputError("--prefill/--decode", "a P/D deployment needs both --prefill and --decode")
     src = open_model(model, recipe, tables=False)
     from ..perf.program import check_timeable
+    from ..parallel import check_drafter
+    check_drafter(src.spec, plan)
     check_timeable(src.spec, engine)
     dev = load_device(device_name)
     warn_device(engine, dev)

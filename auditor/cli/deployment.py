@@ -32,6 +32,8 @@ _RENDER: tuple[tuple[str, str, str], ...] = tuple((sw.field, sw.option, sw.rende
     ("hccl_buffsize", "--hccl-buffsize", "int"), ("mtp", "--mtp", "int"),
     ("hf_overrides", "--hf-overrides", "json"), ("graph_tokens", "--graph-max-tokens", "int"),
     ("async_scheduling", "--async-scheduling", "flag"), ("draft_eager", "--draft-eager", "flag"),
+    # hidden (plan_options): the method, checked against the checkpoint's drafter; never listed as unused
+    ("speculative_method", "--speculative-method", "str"),
 )
 
 
@@ -119,7 +121,8 @@ def _render(opts: Any, declared: dict[str, click.Parameter], skipped: list[str] 
         if value is None:
             continue
         if option not in declared:
-            skipped.append(option)
+            if field != "speculative_method":
+                skipped.append(option)
             continue
         if how == "list":
             if value:

@@ -94,6 +94,10 @@ def plan_options(f: Callable) -> Callable:
                      show_default=True, help="prefill = kv_producer, decode = kv_consumer, mixed = no kv transfer"),
         click.option("--mtp-drafter/--no-mtp-drafter", "mtp_drafter", default=None,
                      help="MTP drafter loaded (memory: default off; perf: on when --mtp K > 0)"),
+        # what a launch's --speculative-config method was (cli.deployment writes it): checked against the
+        # checkpoint's drafter (parallel.check_drafter); hidden, a launch's own spelling
+        click.option("--speculative-method", "speculative_method", type=click.Choice(["mtp", "dspark"]),
+                     default=None, hidden=True),
     ] + switches[at:]
 
     @functools.wraps(f)
@@ -101,7 +105,9 @@ def plan_options(f: Callable) -> Callable:
         given = {sw.field: kw.pop(sw.field) for sw in SWITCHES if sw.group == "plan"}
         given["layer_sharding"] = tuple(x.strip() for x in given["layer_sharding"].split(",") if x.strip())
         given["ep"] = ep_size(given["ep"], given["tp"], given["dp"])
-        plan = ParallelPlan(**given, role=kw.pop("role"), mtp=bool(kw.get("mtp_drafter")))
+        method = kw.pop("speculative_method")
+        plan = ParallelPlan(**given, role=kw.pop("role"), mtp=bool(kw.get("mtp_drafter")),
+                            extra={"speculative_method": method} if method else {})
         kw["plan"] = plan
         return f(*args, **kw)
 

@@ -268,6 +268,8 @@ class PooledKVSpec:
     engine_lines: tuple[str, ...] = ()
     #: bytes of one cached row by kind ("latent": a window / compressed K=V row, "indexer": a key + scale)
     rows: tuple[tuple[str, int], ...] = ()
+    #: the draft layers' drafter, as reports name it ("MTP", or "DSpark": model-deepseek-v4.md §1.6)
+    drafter: str = "MTP"
 
     def row_bytes(self, kind: str) -> int:
         return dict(self.rows)[kind]
@@ -378,4 +380,4 @@ class PooledKVSpec:
                 "in_flight_tokens": self.in_flight,
                 "groups": [{"name": g.name, "layers": g.layer_count, "block_size": g.kind.block_size,
                             "page_bytes": g.page_bytes} for g in self.config.groups],
-                "summary": self.summary()}
+                "summary": self.summary(), **({} if self.drafter == "MTP" else {"drafter": self.drafter})}

@@ -87,7 +87,8 @@ FLAG_RULES: tuple[Rule, ...] = (
     M("--kv-cache-dtype", "str", "@kv_cache_dtype", "auto = bf16; the sparse C8 caches are additional_config switches"),
     M("--quantization", "str", "quantization", "ascend: the recipe comes from the checkpoint's "
       "quant_model_description.json", aliases=("-q",)),
-    M("--speculative-config", "json", "@speculative", "method *mtp: the MTP drafter, K = num_speculative_tokens",
+    M("--speculative-config", "json", "@speculative", "method *mtp / dspark: the checkpoint's drafter, K = "
+      "num_speculative_tokens",
       aliases=("-sc",)),
     M("--additional-config", "json", "@additional", "vLLM-Ascend switches (rows additional_config.*)"),
     M("--kv-transfer-config", "json", "@kv_transfer", "kv_role: P/D role"),
@@ -297,7 +298,8 @@ JSON_RULES: tuple[Rule, ...] = (
     I(f"{_A}.refresh", "j_any", "config reload"), I(f"{_A}.dump_config_path", "j_any", "debug dump"),
     I(f"{_A}.dump_config", "j_any", "debug dump"), I(f"{_A}.ascend_log_path", "j_any", "logging"),
     I(f"{_A}.msmonitor_use_daemon", "j_any", "profiling"),
-    M(f"{_S}.method", "j_str", "@spec", "*mtp: the MTP drafter (another method is named unmodelled)"),
+    M(f"{_S}.method", "j_str", "@spec", "*mtp, dspark: the checkpoint's drafter (another method is "
+      "named unmodelled)"),
     M(f"{_S}.num_speculative_tokens", "j_int", "@spec", "K draft tokens per step", cap="--mtp"),
     M(f"{_S}.enforce_eager", "j_bool", "draft_eager",
       "the drafter runs eager behind the replayed decode graph (bench; llm_base_proposer.py:178@182b75ea)"),
@@ -780,6 +782,10 @@ def _finish(ctx: _Ctx, launch: Launch, eng: Engine) -> DeploymentOptions:
     o["kv_cache_dtype"] = kv
     # speculative decoding: *mtp methods load the drafter
     o["mtp"], o["mtp_drafter"] = _speculative(ctx)
+    if o["mtp_drafter"]:
+        method = str(ctx.special["@speculative"][0].get("method")).lower()
+        o["speculative_method"] = "dspark" if method == "dspark" else "mtp"
+        ctx.explicit.add("speculative_method")
     # P/D role
     role = ctx.pick("role", None)
     if role is None:
@@ -862,14 +868,17 @@ def _speculative(ctx: _Ctx) -> tuple[int, bool]:
     method = spec.get("method")
     k = spec.get("num_speculative_tokens")
     ctx.explicit.update(("mtp", "mtp_drafter"))
-    if isinstance(method, str) and method.lower().endswith("mtp"):
+    # method dspark: the DSpark drafter of a Flash-0731 / Flash-DSpark checkpoint (model-deepseek-v4.md §1.6;
+    # DSparkDeepseekV4ForCausalLM, models/deepseek_v4/dspark.py:65-200@182b75ea); which drafter is loaded
+    # is the checkpoint's (its dspark_* keys), as for MTP
+    if isinstance(method, str) and (method.lower().endswith("mtp") or method.lower() == "dspark"):
         if k is None:
             ctx.notes.append(Note("warning", line, f"{name}: no num_speculative_tokens; 1 assumed"))
             k = 1
         return int(k), int(k) > 0
     what = f"method {method!r}" if method else "a draft model" if spec.get("model") else "no method"
-    ctx.unmodelled.append(Setting(name, _show(spec), line, f"speculative decoding with {what}: only MTP drafters "
-                                                           "are modelled"))
+    ctx.unmodelled.append(Setting(name, _show(spec), line, f"speculative decoding with {what}: only MTP and DSpark "
+                                                           "drafters are modelled"))
     return 0, False
 
 

@@ -268,7 +268,7 @@ def is_warmup(name: str) -> bool:
 _PRESET_NAMES = (("glm-5.2", r"glm-?5[._]2"), ("glm-5.1", r"glm-?5[._]1"), ("glm-5", r"glm-?5(?![._]?\d)"),
                  ("deepseek-v3.2", r"deepseek-v3[._]2"), ("deepseek-v3", r"deepseek-v3(?![._]?\d)"),
                  # DeepSeek-V4: the DSpark checkpoints (Flash-0731, Flash-DSpark) carry a drafter the preset lacks
-                 ("deepseek-v4-flash", r"deepseek-v4-flash(?!-0731|-dspark)"), ("deepseek-v4-pro", r"deepseek-v4-pro"))
+                 ("deepseek-v4-flash-0731", r"deepseek-v4-flash-(?:0731|dspark)"), ("deepseek-v4-flash", r"deepseek-v4-flash(?!-0731|-dspark)"), ("deepseek-v4-pro", r"deepseek-v4-pro"))
 
 
 def implied_preset(model: str) -> str | None:

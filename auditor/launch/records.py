@@ -56,7 +56,8 @@ class Launch:
 
 
 # fields of DeploymentOptions that are options (not findings or bookkeeping)
-_BOOKKEEPING = ("explicit", "ignored", "unmodelled", "unknown", "notes", "where", "engine", "env")
+_BOOKKEEPING = ("explicit", "ignored", "unmodelled", "unknown", "notes", "where", "engine", "env",
+                "speculative_method")
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,10 @@ class DeploymentOptions:
     sp: bool = False                # VLLM_ASCEND_ENABLE_FLASHCOMM1
     dsa_cp: bool | None = None      # None: inferred from sp (v0.18: DSA-CP follows FlashComm1)
     role: str = "mixed"             # kv_role: kv_producer -> prefill, kv_consumer -> decode
-    mtp_drafter: bool = False       # speculative method *mtp: the drafter layer is loaded
+    mtp_drafter: bool = False       # speculative method *mtp / dspark: the checkpoint's drafter is loaded
+    #: the launch's speculative method ("mtp" for *mtp, "dspark"; "": none): checked against the checkpoint's
+    #: drafter where the model is known (``parallel.check_drafter``)
+    speculative_method: str = field(default="", compare=False)
     layer_sharding: tuple[str, ...] = ()
     nz_mode: int = 1
     shared_expert_dp: bool = False
@@ -128,8 +132,9 @@ class DeploymentOptions:
         """The ParallelPlan these options describe, validated (AuditInputError naming the option)."""
         from ..parallel import carried
         # DCP is a runtime option here: the commands check it against TP where they use it
+        extra = {"speculative_method": self.speculative_method} if self.speculative_method else {}
         return ParallelPlan(**{**carried(self), "dcp": 1}, role=self.role, mtp=self.mtp_drafter,
-                            num_speculative_tokens=self.mtp if self.mtp_drafter else 0).validate()
+                            num_speculative_tokens=self.mtp if self.mtp_drafter else 0, extra=extra).validate()
 
     def runtime(self) -> dict[str, Any]:
         """The ``runtime`` dict ``cli.runtime_options`` builds (``rank_budget`` keyword arguments)."""

@@ -104,6 +104,8 @@ def run_memory_audit(source: ModelSource, plan: ParallelPlan, engine: EngineLike
     """``classified``: the (classified table, stored index) of ``source`` when the caller already
     has them (they depend on the source only; ``audit align`` audits many plans of one source)."""
     spec = source.spec
+    from ..parallel import check_drafter
+    check_drafter(spec, plan)
     eng = as_engine(engine)
     profile = eng.profile
     layout = eng.placement(spec, plan)

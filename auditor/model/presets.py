@@ -180,6 +180,19 @@ _DSV4_PRO: dict[str, Any] = {
     "compress_ratios": [128, 128] + [4, 128] * 29 + [4, 0],
 }
 
+# DeepSeek-V4-Flash-0731, the DSpark checkpoint (model-deepseek-v4.md §1.1, §1.6): Flash with 46 compress ratios
+# (43 main layers + 3 window-only DSpark draft layers), dspark_target_layer_ids [40, 41, 42] and
+# dspark_markov_rank 256 -- from a single third-party copy of its config.json, UNCONFIRMED; dspark_num_mtp_layers
+# is the engine's default 3 (models/deepseek_v4/dspark.py:65-200@182b75ea). Its drafter is DSpark, not MTP, so
+# num_nextn_predict_layers is left out (UNCONFIRMED whether the real config carries it). The A2 tutorial's
+# Flash-DSpark-w4a8-test checkpoint is read as this structure too (UNCONFIRMED).
+_DSV4_FLASH_0731: dict[str, Any] = {
+    **{k: v for k, v in _DSV4_FLASH.items() if k != "num_nextn_predict_layers"},
+    "compress_ratios": [0, 0] + [4, 128] * 20 + [4, 0, 0, 0],
+    "dspark_target_layer_ids": [40, 41, 42],
+    "dspark_markov_rank": 256,
+}
+
 PRESETS: dict[str, dict[str, Any]] = {
     "glm-5.1": {**_GLM5, "transformers_version": "5.4.0"},
     "glm-5": {**_GLM5, "transformers_version": "5.0.2.dev0"},
@@ -188,9 +201,17 @@ PRESETS: dict[str, dict[str, Any]] = {
     "deepseek-v3": _DSV3,
     "dense-32b": _DENSE_32B,
     "deepseek-v4-flash": _DSV4_FLASH,
+    "deepseek-v4-flash-0731": _DSV4_FLASH_0731,
     "deepseek-v4-pro": _DSV4_PRO,
 }
 
+
+
+#: where a preset's facts are less than confirmed: said wherever the preset is used (``ModelSource.describe``)
+PRESET_NOTES: dict[str, str] = {
+    "deepseek-v4-flash-0731": "its DSpark fields and 46 compress ratios come from one third-party copy of the "
+                              "config.json (model-deepseek-v4.md §1.1, UNCONFIRMED)",
+}
 
 
 def preset_names() -> list[str]:

@@ -34,7 +34,9 @@ MTP_FLOAT_RECIPES = frozenset({"w8a8", "w8a8-dynamic", "w4a8"})
 #: backend, which asserts an unquantized kv_b_proj)
 DEFAULT_RECIPE = {"glm-5.1": "w8a8", "glm-5": "w8a8", "glm-5.2": "w8a8", "deepseek-v3.2": "w8a8", "dense-32b": "bf16",
                   # the msModelSlim checkpoints vLLM-Ascend's DeepSeek-V4 tutorials serve (model-deepseek-v4.md §2.2)
-                  "deepseek-v4-flash": "w8a8", "deepseek-v4-pro": "w4a8"}
+                  "deepseek-v4-flash": "w8a8", "deepseek-v4-pro": "w4a8",
+                  # Eco-Tech/DeepSeek-V4-Flash-0731-w8a8, the A3 DSpark tutorials' checkpoint (§2.2)
+                  "deepseek-v4-flash-0731": "w8a8"}
 
 
 def check_recipe(name: str, option: str = "--recipe") -> str:

@@ -83,6 +83,12 @@ class ModelSpec:
     o_lora_rank: int = 0
     sliding_window: int = 0
     expert_dtype: str = ""      # the HF release's routed-expert format (DeepSeek-V4: "fp4"; "": as the linears)
+    # the checkpoint's drafter: "mtp" (num_nextn_predict_layers MTP layers) or "dspark" (DeepSeek-V4's
+    # DSpark block drafter: ``mtp_layers`` = dspark_num_mtp_layers, its hidden input the target layers
+    # ``drafter_targets``, a Markov head of rank ``markov_rank``)
+    drafter: str = "mtp"
+    drafter_targets: tuple[int, ...] = ()
+    markov_rank: int = 0
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -178,4 +184,9 @@ class ModelSpec:
         d["moe_layers"] = list(self.moe_layers)
         d["notes"] = list(self.notes)
         d["layer_kinds"] = [asdict(k) for k in self.layer_kinds]
+        if self.drafter == "mtp":           # an MTP checkpoint's dict is what it was before DSpark
+            for k in ("drafter", "drafter_targets", "markov_rank"):
+                d.pop(k)
+        else:
+            d["drafter_targets"] = list(self.drafter_targets)
         return d

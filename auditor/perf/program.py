@@ -505,6 +505,11 @@ def check_timeable(spec: ModelSpec, engine: Any = None) -> None:
         from .families import program_of
         if program_of(spec.family) is None:
             raise AuditInputError(spec.name, f"the {spec.family} family has no op program (perf.families)")
+    if spec.drafter == "dspark":
+        # its block drafting (non-causal, extra SWA indices, dsa_v1.py:251-311, 696-713@182b75ea) is not the
+        # MTP step the op program prices; refused rather than timed as MTP
+        raise AuditInputError(spec.name, "the DSpark drafter (dspark_target_layer_ids) has no op program: perf, "
+                                         "sweep, plan and bench do not time its step (audit memory models it)")
     if engine is not None:
         reason = as_engine(engine).untimed(spec)
         if reason:

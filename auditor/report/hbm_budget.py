@@ -39,7 +39,7 @@ def render_budget(rep: dict, fmt: str = "table") -> str:
     dev = rep.get("device", {})
     out = [h(f"HBM budget per rank ({dev.get('name', 'device')}, GiB)")]
     out.append(tabulate(budget_rows(rt, rep.get("engine", {}).get("name")), headers=["item", "GiB", "note"], tablefmt=tf, disable_numparse=True))
-    layers = f"{kv['cache_layers'] - kv['mtp_layers']}" + (f"+{kv['mtp_layers']} MTP" if kv["mtp_layers"] else "")
+    layers = f"{kv['cache_layers'] - kv['mtp_layers']}" + (f"+{kv['mtp_layers']} {kv.get('drafter', 'MTP')}" if kv["mtp_layers"] else "")
     per_tok = rt["kv_bytes_per_token"]
     out.append("")
     if "summary" in kv:                 # a pool of cache groups (engines/kv_interface.PooledKVSpec)

@@ -44,6 +44,12 @@ class CudaMaterializer(Materializer):
 
     def __init__(self, *args, arch: str = "", **kw) -> None:
         super().__init__(*args, **kw)
+        if getattr(self.spec, "drafter", "mtp") == "dspark":
+            # upstream's proposer shares the target's vocabulary tables (mtp_shares_vocab), which a Markov
+            # head cannot; its DSpark drafter was not read (model-deepseek-v4.md §0 reads vLLM-Ascend's)
+            raise AuditInputError(self.spec.name, "the DSpark drafter (dspark_target_layer_ids) is modelled on "
+                                                  "vLLM-Ascend only (models/deepseek_v4/dspark.py); upstream "
+                                                  "vLLM's is not")
         if self.spec.layer_kinds:
             found = sorted({sm.scheme for sm in self.stored.modules.values()} & self.ASCEND_SCHEMES)
             if found:

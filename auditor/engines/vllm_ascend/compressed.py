@@ -49,6 +49,17 @@ def check_supported(spec: ModelSpec, prof: Any) -> None:
         raise AuditInputError("--engine", f"{spec.name}'s compressed attention (DeepSeek-V4 family) is not modelled on "
                                           f"{prof.label}: audit read it on v0.25.1rc, v0.26.0rc and main "
                                           "(--engine vllm-ascend@0.26 or main)")
+    # the DSpark drafter was read on main (models/deepseek_v4/dspark.py) and releases/v0.25.1rc
+    # (deepseek_v4_dspark.py, which v0.26.0rc keeps); an older row borrows v0.25's code for the main model only
+    if getattr(spec, "drafter", "mtp") == "dspark" and prof.version and _release(prof.version) < (0, 25):
+        raise AuditInputError("--engine", f"{spec.name}'s DSpark drafter is not modelled on {prof.label}: audit read "
+                                          "it on v0.25.1rc, v0.26.0rc and main (--engine vllm-ascend@0.26 or main)")
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``0.24.0rc`` -> (0, 24, 0): the numeric part of a release label."""
+    import re
+    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
 
 
 def block_size(plan: ParallelPlan) -> tuple[int, str | None]:
@@ -86,6 +97,8 @@ def buffer_rows(spec: ModelSpec, plan: ParallelPlan, prof: Any) -> list[Resident
     # base, default at the window base; x (1 + k) with a drafter (ops/rope_dsv4.py:212-240)
     ratios = sorted({kd.compress_ratio for kd in layers if kd.compress_ratio})
     groups = (1 if "rope_theta" in bases else 0) + ((1 + len(ratios)) if "compress_rope_theta" in bases else 0)
+    # a DSpark drafter (method dspark) is assumed to take the same 1 + k copies (whether use_eagle() counts
+    # it is UNCONFIRMED); its hidden buffer below is the spec's ("only with MTP/DSpark/EAGLE", §3.2)
     copies = 1 + k if plan.mtp else 1
     if groups:
         rows.append(("rope.runtime_cos_sin", (2 * groups * copies, T, 1, 1, s.Dr), "F32",
@@ -153,4 +166,7 @@ def kv_spec(spec: ModelSpec, plan: ParallelPlan, prof: Any, *, variant: str = "b
     cfg = compressed_cache_config(own, mtp_ratios, window=window, block_size=bs)
     return PooledKVSpec(variant="bf16", config=cfg, block_size=bs, in_flight=int(plan.max_num_batched_tokens),
                         main_layers=len(own), mtp_layers=len(mtp_ratios), engine_lines=(line,) if line else (),
-                        rows=(("latent", LATENT_ROW), ("indexer", INDEXER_ROW)))
+                        rows=(("latent", LATENT_ROW), ("indexer", INDEXER_ROW)),
+                        # DSpark's draft layers are window-only like MTP's: one SWA cache each, its own tensor
+                        # (model-deepseek-v4.md §4.1, §4.3: NT = 22 + 3 for DSpark Flash)
+                        drafter="DSpark" if spec.drafter == "dspark" else "MTP")

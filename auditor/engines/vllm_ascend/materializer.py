@@ -127,6 +127,13 @@ class AscendMaterializer(Materializer):
     def buffers(self) -> None:
         s, plan, L = self.spec, self.plan, self.layout
         if compressed.has_compressed_layers(s):
+            if plan.mtp and s.drafter == "dspark" and s.mtp_layers:
+                self.assumptions.append(
+                    "DSpark drafter (model-deepseek-v4.md §1.6): its checkpoint names (mtp.J., the drafter-level "
+                    "tensors under mtp.0.), main_norm [H] and a FLOAT main_proj are assumed (UNCONFIRMED); the "
+                    "profile run's draft pass is taken as MTP's (4*T_x*H*2) and the RoPE runtime buffers as "
+                    "1 + k copies (whether use_eagle() counts dspark is UNCONFIRMED); DSpark's extra SWA indices "
+                    "and proposer buffers are not modelled")
             self.rows += compressed.buffer_rows(s, plan, self.prof)
             self.rows += compressed.pool_rows(self._switch_pools)
             return

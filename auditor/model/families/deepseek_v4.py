@@ -107,7 +107,7 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "con
         raise AuditInputError(where, f"structure audit does not model: {', '.join(have)} without "
                                      f"{', '.join(missing)}; refused rather than read as a simpler model")
     rest = [u for u in C.unmodelled_structure(cfg) if u.split(" ", 1)[0] not in
-            (*KEYS, "num_hash_layers", "sliding_window")]
+            (*KEYS, "num_hash_layers", "sliding_window", *DSPARK_KEYS)]
     if rest:
         raise AuditInputError(where, "structure audit does not model: " + ", ".join(rest)
                               + "; refused rather than read as a simpler model")
@@ -137,7 +137,21 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "con
     ID = C._int(cfg, "index_head_dim", where, default=0)
     topk = C._int(cfg, "index_topk", where, default=0)
     mtp = C._int(cfg, "num_nextn_predict_layers", where, default=0)
+    dspark = _dspark(cfg, where, Lyr)
+    notes: list[str] = []
+    if dspark is not None:
+        n_draft, targets, rank = dspark
+        if mtp:
+            notes.append(f"num_nextn_predict_layers {mtp} not read: this checkpoint's drafter is DSpark "
+                         f"(dspark_num_mtp_layers {n_draft}, model-deepseek-v4.md §1.6)")
+        mtp = n_draft
     ratios = _ratios(cfg, where, Lyr + mtp)
+    if dspark is not None:
+        n_given = len(cfg["compress_ratios"])
+        if n_given != Lyr + mtp or any(ratios[Lyr:]):
+            raise AuditInputError(where, f"compress_ratios has {n_given} entries ({list(ratios[Lyr:])} past the "
+                                         f"main layers) for {Lyr} layers + {mtp} DSpark layers: DSpark's draft "
+                                         f"layers are window-only, one 0 each after the main layers")
     if any(r == 4 for r in ratios) and (IH <= 0 or ID <= 0 or topk <= 0):
         raise AuditInputError(where, "compress-4 layers need the indexer keys 'index_n_heads', 'index_head_dim' "
                                      "and 'index_topk'")
@@ -176,8 +190,37 @@ def spec_from_config(cfg: dict[str, Any], name: str = "model", where: str = "con
         rope_scaling_factor=factor, rope_original_max=orig,
         family=NAME, layer_kinds=tuple(kinds), residual_mult=hc, o_groups=G, o_lora_rank=R, sliding_window=W,
         expert_dtype=str(cfg.get("expert_dtype") or ""),
-        notes=() if dt in C.TORCH_DTYPE_TO_ST else (f"unknown model dtype {dt!r}; assuming bf16",),
+        drafter="dspark" if dspark is not None else "mtp",
+        drafter_targets=dspark[1] if dspark is not None else (), markov_rank=dspark[2] if dspark is not None else 0,
+        notes=tuple(notes) + (() if dt in C.TORCH_DTYPE_TO_ST else (f"unknown model dtype {dt!r}; assuming bf16",)),
     )
+
+
+#: the DSpark drafter's config keys (model-deepseek-v4.md §1.1, §1.6)
+DSPARK_KEYS = ("dspark_target_layer_ids", "dspark_num_mtp_layers", "dspark_markov_rank")
+#: ``dspark_num_mtp_layers`` when the config does not give it (models/deepseek_v4/dspark.py:65-200@182b75ea)
+DSPARK_DEFAULT_LAYERS = 3
+
+
+def _dspark(cfg: dict, where: str, n_main: int) -> tuple[int, tuple[int, ...], int] | None:
+    """(draft layers, target layer ids, Markov rank) of a DSpark config, None without one. The drafter
+    reads the hidden states of ``dspark_target_layer_ids`` (``main_proj [H, H x len(ids)]``), so the ids
+    must be main layers; ``dspark_markov_rank`` sizes the Markov head."""
+    from .. import config as C
+    if all(_off(cfg.get(k)) for k in DSPARK_KEYS):
+        return None
+    ids = cfg.get("dspark_target_layer_ids")
+    if not isinstance(ids, list) or not ids or any(isinstance(i, bool) or not isinstance(i, int) for i in ids):
+        raise AuditInputError(where, "a DSpark drafter needs 'dspark_target_layer_ids', a non-empty list of layer "
+                                     f"indices, got {str(ids)[:40]!r}")
+    if len(ids) > n_main or any(not 0 <= i < n_main for i in ids) or len(set(ids)) != len(ids):
+        raise AuditInputError(where, f"dspark_target_layer_ids {str(ids)[:60]} must be distinct main layers "
+                                     f"(0..{n_main - 1})")
+    n = C._int(cfg, "dspark_num_mtp_layers", where, default=DSPARK_DEFAULT_LAYERS)
+    if n <= 0:
+        raise AuditInputError(where, "key 'dspark_num_mtp_layers' must be positive with dspark_target_layer_ids")
+    rank = C._int(cfg, "dspark_markov_rank", where, positive=True)
+    return n, tuple(ids), rank
 
 
 def structure_summary(spec: ModelSpec) -> list[str]:
@@ -192,7 +235,10 @@ def structure_summary(spec: ModelSpec) -> list[str]:
            f"grouped output ({spec.o_groups} groups, rank {spec.o_lora_rank}); hyper-connections x{spec.residual_mult}",
            f"MoE ({spec.E} routed top-{spec.topk_experts}, {spec.S} shared, {spec.Lyr} MoE layers, "
            f"{n_hash} hash-routed)"]
-    if spec.mtp_layers:
+    if spec.mtp_layers and spec.drafter == "dspark":
+        out.append(f"DSpark drafter ({spec.mtp_layers} window-only layers, hidden states of layers "
+                   f"{', '.join(map(str, spec.drafter_targets))}, Markov rank {spec.markov_rank})")
+    elif spec.mtp_layers:
         out.append(f"MTP ({spec.mtp_layers} layer{'s' if spec.mtp_layers > 1 else ''}, window-only)")
     return out
 
@@ -252,7 +298,10 @@ def layer_modules(spec: ModelSpec, layer: int) -> list:
                   replicated_by="shared_experts_replicated", recipe_class="mlp"),
                 M("linear", "mlp.shared_experts.down_proj", (H, s.I * s.S), sh, role="row",
                   replicated_by="shared_experts_replicated", recipe_class="mlp")]
-    if mtp:
+    if mtp and s.drafter == "dspark":
+        if layer == s.Lyr:
+            out += dspark_modules(spec)
+    elif mtp:
         # e_proj / h_proj take quant_config (model-deepseek-v4.md §1.6; FP8 in the HF release)
         out += [M("linear", "e_proj", (H, H), "mtp", recipe_class="lowrank"),
                 M("linear", "h_proj", (H, H), "mtp", recipe_class="lowrank"),
@@ -262,6 +311,33 @@ def layer_modules(spec: ModelSpec, layer: int) -> list:
                 M("vocab", "embed_tokens", (s.V_padded, H), "mtp", group="embedding")]
         out += _head_hc_modules(spec, "mtp")
     return out
+
+
+def dspark_modules(spec: ModelSpec) -> list:
+    """The DSpark drafter's own modules besides its decoder layers (``DSparkDeepseekV4ForCausalLM``,
+    models/deepseek_v4/dspark.py:65-200@182b75ea; model-deepseek-v4.md §1.6): ``main_proj [H, H x
+    len(dspark_target_layer_ids)]`` over the target layers' hidden states, ``main_norm``, the final
+    ``norm``, a Markov head (``markov_w1`` VocabParallelEmbedding and ``markov_w2`` ParallelLMHead, both
+    ``[V, markov_rank]``), the confidence head ``proj [1, H + markov_rank]``, its own ``embed_tokens`` and
+    ``lm_head`` and ``hc_head_*``. Declared with the first draft layer, so they are loaded with the drafter.
+
+    ASSUMED (the DSpark checkpoints' tensor names and description were not read, model-deepseek-v4.md
+    §2.2, UNCONFIRMED): the drafter-level tensors are stored under ``mtp.0.`` as the MTP layer's are
+    (``mtp.0.emb.tok_emb``, ``mtp.0.head``, ``mtp.0.norm``, ``mtp.0.hc_head_*``, then ``mtp.0.main_proj``,
+    ``mtp.0.main_norm``, ``mtp.0.markov_w1``, ``mtp.0.markov_w2``, ``mtp.0.proj``); ``main_norm`` is
+    ``[H]`` (after the projection); ``main_proj`` is FLOAT in msModelSlim's recipes like e_proj / h_proj
+    (in no include list); ``proj`` is built unquantized."""
+    from ..blueprint import ModuleDecl as M
+    s, H, r = spec, spec.H, spec.markov_rank
+    return [M("linear", "main_proj", (H, H * len(s.drafter_targets)), "mtp", recipe_class="lowrank"),
+            M("norm", "main_norm", (H,), "mtp"),
+            M("norm", "shared_head.norm", (H,), "mtp"),
+            M("vocab", "markov_w1", (s.V_padded, r), "mtp", group="embedding"),
+            M("vocab", "markov_w2", (s.V_padded, r), "mtp", group="lmhead"),
+            M("linear", "proj", (1, H + r), "mtp", float_only=True),
+            M("vocab", "shared_head.head", (s.V_padded, H), "mtp", group="lmhead"),
+            M("vocab", "embed_tokens", (s.V_padded, H), "mtp", group="embedding"),
+            *_head_hc_modules(spec, "mtp")]
 
 
 def _compressor_modules(p: str, c: int, d: int, H: int, block: str) -> list:
@@ -425,6 +501,10 @@ def layout_rows(spec: ModelSpec, recipe: str, *, include_mtp: bool = True, write
     if not hf and writer == "hf-release":
         raise AuditInputError("--writer", f"the DeepSeek-V4 HF release is FP8 / FP4 (--recipe fp8-block), not {recipe}; "
                                           "audit writes msModelSlim's layouts for the other recipes")
+    if hf and spec.drafter == "dspark" and include_mtp:
+        raise AuditInputError("--recipe", f"the HF release's layout of a DSpark checkpoint ({recipe}) is not known "
+                                          "(model-deepseek-v4.md §2.1 reads the MTP checkpoints only); audit writes "
+                                          "msModelSlim's (w8a8, w4a8, bf16)")
     out: list[tuple[str, str, tuple[int, ...], str]] = []
     pd = spec.pd
     schemes: dict[str, str] = {}
@@ -467,6 +547,10 @@ def config_from_spec(spec: ModelSpec) -> dict[str, Any]:
         "num_experts_per_tok": spec.topk_experts, "num_hash_layers": sum(1 for k in main if k.router == "hash"),
         "num_nextn_predict_layers": spec.mtp_layers, "vocab_size": spec.V, "tie_word_embeddings": spec.tie_embeddings,
     }
+    if spec.drafter == "dspark":
+        del cfg["num_nextn_predict_layers"]
+        cfg.update(dspark_target_layer_ids=list(spec.drafter_targets), dspark_num_mtp_layers=spec.mtp_layers,
+                   dspark_markov_rank=spec.markov_rank)
     if spec.expert_dtype:
         cfg["expert_dtype"] = spec.expert_dtype
     if spec.dsa:
