@@ -40,8 +40,10 @@ def _instance(name: str, count: int, plan, runtime: dict, mtp: int, isl: int, os
 @graph_option
 @async_option
 @draft_eager_option
-def _instance_options(plan, engine, mtp_drafter, runtime, mtp, graph_tokens, async_scheduling, draft_eager):
-    return plan, runtime, mtp, graph_tokens, async_scheduling, draft_eager
+@click.option("--prefix-caching/--no-prefix-caching", default=None, hidden=True)
+def _instance_options(plan, engine, mtp_drafter, runtime, mtp, graph_tokens, async_scheduling, draft_eager,
+                      prefix_caching):
+    return plan, runtime, mtp, graph_tokens, async_scheduling, draft_eager, prefix_caching
 
 
 def _parse_instance(text: str, what: str):
@@ -124,8 +126,12 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     dev = load_device(device_name)
     warn_device(engine, dev)
     if prefill_opts is not None:
-        pp, prt, pm, pg, pa, pe = _parse_instance(prefill_opts, "--prefill")
-        dp_, drt, dm, dg, da, de = _parse_instance(decode_opts, "--decode")
+        pp, prt, pm, pg, pa, pe, pc = _parse_instance(prefill_opts, "--prefill")
+        dp_, drt, dm, dg, da, de, dc = _parse_instance(decode_opts, "--decode")
+        # an instance's own --no-enable-prefix-caching: the prefill's turns the hits off, the decode's
+        # makes it hold no prefix (as a --launch config's decode node, _case_options)
+        prefix_caching = prefix_caching and pc is not False
+        decode_prefix_caching = decode_prefix_caching and dc is not False
         insts = [_instance("prefill", prefill_count, pp, prt, pm, isl, osl, graph_tokens=pg, async_scheduling=pa,
                            draft_eager=pe),
                  _instance("decode", decode_count, dp_, drt, dm, isl, osl, graph_tokens=dg, async_scheduling=da,

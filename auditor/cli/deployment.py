@@ -34,7 +34,12 @@ _RENDER: tuple[tuple[str, str, str], ...] = tuple((sw.field, sw.option, sw.rende
     ("async_scheduling", "--async-scheduling", "flag"), ("draft_eager", "--draft-eager", "flag"),
     # hidden (plan_options): the method, checked against the checkpoint's drafter; never listed as unused
     ("speculative_method", "--speculative-method", "str"),
+    # vLLM's --[no-]enable-prefix-caching: bench's client hits (an instance string's, read by bench per role)
+    ("prefix_caching", "--prefix-caching", "flag"),
 )
+#: fields a command that has no option for them leaves out without a "not used" note: the method is
+#: checked elsewhere, and prefix caching changes no memory or op time (only bench's hits)
+_QUIET_WHERE_UNTAKEN = ("speculative_method", "prefix_caching")
 
 
 def _declared(command: click.Command) -> dict[str, click.Parameter]:
@@ -115,13 +120,13 @@ def _render(opts: Any, declared: dict[str, click.Parameter], skipped: list[str] 
             name = option if value else "--no-" + option[2:]
             if name in declared:
                 out.append(name)
-            else:
+            elif field not in _QUIET_WHERE_UNTAKEN:
                 skipped.append(name)
             continue
         if value is None:
             continue
         if option not in declared:
-            if field != "speculative_method":
+            if field not in _QUIET_WHERE_UNTAKEN:
                 skipped.append(option)
             continue
         if how == "list":
