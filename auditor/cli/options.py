@@ -97,7 +97,9 @@ def plan_options(f: Callable) -> Callable:
         # what a launch's --speculative-config method was (cli.deployment writes it): checked against the
         # checkpoint's drafter (parallel.check_drafter); hidden, a launch's own spelling
         click.option("--speculative-method", "speculative_method", type=click.Choice(["mtp", "dspark"]),
-                     default=None, hidden=True),
+                     default=None, hidden=True,
+                     help="a launch's --speculative-config method (mtp or dspark), checked against the "
+                          "checkpoint's own drafter"),
     ] + switches[at:]
 
     @functools.wraps(f)
