@@ -264,3 +264,61 @@ def test_shortlist_on_two_threads_equals_one():
         rows[workers] = [asdict(c) for c in res.configs]
     assert sum(r["simulated"] for r in rows[1]) >= 4
     assert rows[1] == rows[2]
+
+
+def test_row_scheduler_runs_exactly_the_rows_one_thread_runs():
+    """``_run_rows`` (rows, not queues, spread over threads, a free thread running ahead speculatively)
+    gives every row what ``run_queue`` on one thread gives, and no figure to a row the stopping rule does
+    not reach: fake rows whose simulated figure is fixed per row, so the rule stops inside each queue."""
+    import threading
+    import time
+
+    from auditor.planner.search import Config
+    from auditor.planner.simulate import _run_rows
+
+    def row(est, sim, ok=True):
+        c = Config("agg", 16, 16, "p", 1, 0, 1.0, 1.0, est, 1.0, 0.0, 0.0, 0, 0.0, True, {"x": 1})
+        c.detail["sim"], c.detail["ok"] = sim, ok
+        return c
+
+    def build():
+        # first = 2: rows 0-1 always; row 2 (est 70 > best 60) runs; row 3 (est 55 <= 60) stops the queue
+        a = [row(100, 50), row(90, 60), row(70, 65), row(55, 99), row(50, 99)]
+        b = [row(80, 10, ok=False), row(75, 20), row(60, 30), row(40, 99)]     # a miss, then every row runs
+        c = [row(30, 5)]
+        return [a, b, c]
+
+    seen = []
+
+    def sim(c):
+        time.sleep(0.002 * c.detail["sim"] % 0.05)     # vary finishing order across threads
+        seen.append(threading.get_ident())
+        c.simulated, c.tok_s_die, c.meets_sla = True, float(c.detail["sim"]), c.detail["ok"]
+        c.detail["simulated_as"] = c.detail["sim"]
+
+    def sequential(queues, first):
+        n = 0
+        for q in queues:
+            best = 0.0
+            for i, c in enumerate(q):
+                if i >= first and c.tok_s_die <= best:
+                    break
+                sim(c)
+                n += 1
+                if c.meets_sla:
+                    best = max(best, c.tok_s_die)
+        return n
+
+    from dataclasses import asdict
+    for first in (1, 2, 3):
+        one, many = build(), build()
+        n1 = sequential(one, first)
+        for workers in (2, 3):
+            many = build()
+            assert _run_rows(many, workers, first, 1, sim) == n1
+            assert [[asdict(c) for c in q] for q in many] == [[asdict(c) for c in q] for q in one]
+    # the rule stops queue a at row 3 with first = 2: rows 3-4 keep their estimates, unsimulated
+    q = build()
+    _run_rows(q, 2, 2, 1, sim)
+    assert [c.simulated for c in q[0]] == [True, True, True, False, False]
+    assert q[0][3].tok_s_die == 55 and "simulated_as" not in q[0][3].detail

@@ -114,13 +114,13 @@ def simulate_shortlist(res: PlanResult, base: DeploymentContext, wl: PlanWorkloa
     """Replace the figures of the shortlisted rows by simulated ones; returns how many were simulated.
 
     The queues (one per die budget and mode) are independent: each row belongs to one queue and a
-    queue's stopping rule reads only its own rows. So they run on up to ``workers`` threads (default:
-    the machine's cores, at most 2; the scheduler kernel releases the GIL). Step-cost tables are
+    queue's stopping rule reads only its own rows. So their rows run on up to ``workers`` threads
+    (default: the machine's cores, at most 2; the scheduler kernel releases the GIL), a free thread
+    running ahead in a long queue speculatively (``_run_rows``). Step-cost tables are
     built under one lock: they call the parallel perf kernel, which numba's default threading layer
     must not enter from two threads at once. The figures do not depend on the order."""
     import os
     import threading
-    from concurrent.futures import ThreadPoolExecutor
 
     import numba
 
@@ -161,12 +161,103 @@ def simulate_shortlist(res: PlanResult, base: DeploymentContext, wl: PlanWorkloa
             "(instance kinds x ranks x (4 x decode slots + 2)) is not simulated and the shortlist takes the next; "
             f"{over['agg']:,} aggregated and {over['disagg']:,} P/D rows within 1.25 x the SLA were over it")
     workers = min(2, os.cpu_count() or 1) if workers is None else workers
-    if workers <= 1 or len(queues) <= 1:
+    if workers <= 1:
         return sum(run_queue(q) for q in queues)
-    # the longest queues first, so two threads finish together
-    queues.sort(key=len, reverse=True)
+    return _run_rows(queues, workers, space.simulate, threads,
+                     lambda c: _simulate_one(c, base, wl, space, ttft_ms, tpot_ms, costs))
+
+
+def _run_rows(queues: list[list[Config]], workers: int, first: int, threads: int, sim: Any) -> int:
+    """``run_queue`` of every queue with rows, not queues, as the unit of work on ``workers`` threads.
+
+    Why: a queue's stopping rule (the first ``first`` rows always; then the next while its estimate beats
+    the best simulated row meeting the SLA) made it sequential, and one queue per thread left a thread
+    idle while the other ran a long queue (128 dies: the aggregated queue of 12 rows ran ~1 s after the
+    P/D queue of 4 had finished). Here a free thread takes the next row some queue surely runs, else the
+    next row it may run (speculatively, on a copy); then each queue is replayed in order with the same
+    rule over the same results, so exactly the rows ``run_queue`` simulates get their figures, and a
+    speculative result the rule does not reach is dropped. A row's figures depend only on the row (and
+    the shared step-cost tables), not on the order or the thread."""
+    import copy
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numba
+
+    results: list[dict[int, Config]] = [{} for _ in queues]
+    claimed: list[set[int]] = [set() for _ in queues]
+    cond = threading.Condition()
+
+    def status(q: int, j: int) -> bool | None:
+        """Whether ``run_queue`` simulates row j of queue q: True, False, or None (not known yet)."""
+        if j < first:
+            return True
+        rows, res, best = queues[q], results[q], 0.0
+        for i in range(j + 1):
+            if i >= first and rows[i].tok_s_die <= best:
+                return False                    # the rule stops at i <= j
+            if i == j:
+                return True
+            r = res.get(i)
+            if r is None:
+                # the best over rows < j only grows as more finish: if a finished one already beats row j's
+                # estimate, the rule stops at j or before
+                known = max((x.tok_s_die for k, x in res.items() if k < j and x.meets_sla), default=0.0)
+                return False if j >= first and rows[j].tok_s_die <= known else None
+            if r.meets_sla:
+                best = max(best, r.tok_s_die)
+        return None
+
+    def pick() -> tuple[int, int] | None:
+        maybe = None
+        for q, rows in enumerate(queues):
+            for j in range(len(rows)):
+                if j in claimed[q] or j in results[q]:
+                    continue
+                st = status(q, j)
+                if st:
+                    return q, j
+                if st is None and (maybe is None or j < maybe[1]):
+                    maybe = (q, j)
+                break                       # later rows of this queue wait for this one's status
+        return maybe
+
+    def worker() -> None:
+        numba.set_num_threads(threads)
+        while True:
+            with cond:
+                task = pick()
+                if task is None:
+                    return
+                q, j = task
+                claimed[q].add(j)
+            c = queues[q][j]
+            r = copy.copy(c)
+            r.detail, r.estimate = dict(c.detail), dict(c.estimate)
+            sim(r)
+            with cond:
+                results[q][j] = r
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return sum(pool.map(run_queue, queues))
+        for f in [pool.submit(worker) for _ in range(workers)]:
+            f.result()
+    n = 0
+    for q, rows in enumerate(queues):
+        best = 0.0
+        for i, c in enumerate(rows):
+            if i >= first and c.tok_s_die <= best:
+                break
+            r = results[q][i]
+            detail = c.detail
+            for k, v in r.__dict__.items():
+                if k != "detail":
+                    setattr(c, k, v)
+            detail.clear()
+            detail.update(r.detail)
+            n += 1
+            if c.meets_sla:
+                best = max(best, c.tok_s_die)
+    return n
 
 
 def _simulate_one(c: Config, base: DeploymentContext, wl: PlanWorkload, space: PlanSpace, ttft_ms: float,
