@@ -76,6 +76,10 @@ CASES = [
     (V018, ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True, role="prefill", layer_sharding=("q_b_proj", "o_proj")),
      (0, 5, 31)),
     (V018, ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True, role="decode"), (0,)),
+    # the drafter's K: GLM's resident bytes do not depend on it, so K = 3 shares the K = 0 pass
+    (MAIN, ParallelPlan(tp=4, dp=8, ep=32, sp=True, dsa_cp=True, mtp=True, num_speculative_tokens=3), (0, 31)),
+    (MAIN, ParallelPlan(tp=2, dp=4, ep=8, role="decode", mtp=True, max_num_batched_tokens=512,
+                        num_speculative_tokens=2), (0,)),
 ]
 
 
@@ -140,3 +144,33 @@ def test_reference_plan_keeps_dp_where_it_changes_the_pass(spec):
     p = ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True, role="prefill")
     assert materialized.reference_plan(p, spec, V018).role == "prefill"
     assert materialized.reference_plan(p, spec, MAIN).role == "mixed"
+
+
+def test_drafter_k_shares_a_pass_only_where_the_bytes_do_not_depend_on_it(spec):
+    """GLM: every K of one plan costs one pass and one program pair, and the shared program is the one a
+    direct build of the K plan gives. DeepSeek-V4-Flash sizes its RoPE buffers by 1 + K
+    (``Engine.weights_by_drafter_k``): K stays in the key and its W differs by K."""
+    from auditor.perf.api import _cached_program, cached_program
+    from auditor.perf.program import build_program
+    from auditor.runtime import weights
+    materialized._materialize.cache_clear()
+    weights._plan_weights.cache_clear()
+    weights._reference.cache_clear()        # a pass is built only where no W is cached yet
+    base = ParallelPlan(tp=4, dp=8, ep=32, sp=True, dsa_cp=True, mtp=True)
+    for k in (0, 1, 2, 3):
+        plan_weights(DeploymentContext(spec, replace(base, num_speculative_tokens=k), MAIN, RECIPE))
+    assert materialized._materialize.cache_info().currsize == 1
+    _cached_program.cache_clear()
+    for k in (0, 3):
+        dep = DeploymentContext(spec, replace(base, num_speculative_tokens=k), MAIN, RECIPE)
+        for phase in ("prefill", "decode"):
+            got = cached_program(dep, phase, "repetition", True).arrays()
+            want = build_program(dep, phase, "repetition", True).arrays()
+            assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    assert _cached_program.cache_info().currsize == 2
+    v4 = preset_spec("deepseek-v4-flash")
+    plan = ParallelPlan(tp=4, dp=8, ep=32, mtp=True, num_speculative_tokens=1)
+    assert materialized.drafter_k_free(v4, plan, MAIN) == plan
+    w1, w3 = (plan_weights(DeploymentContext(v4, replace(plan, num_speculative_tokens=k), MAIN, RECIPE)) for k in (1, 3))
+    assert w1 != w3
+    assert materialized.drafter_k_free(spec, replace(plan, num_speculative_tokens=2), MAIN).num_speculative_tokens == 0

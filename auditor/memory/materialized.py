@@ -50,11 +50,12 @@ def reference_plan(plan: ParallelPlan, spec: ModelSpec | None = None, engine: En
     """The plan whose Materializer pass holds the same bytes as ``plan``'s: DP (and with it EP) and
     the redundant expert count normalised when only the ledger's expert multipliers depend on
     them; with ``spec`` and ``engine``, also the first role (mixed, prefill, decode) whose placement
-    decisions equal this role's (the materializer reads the role only through the placement)."""
-    ref = plan
+    decisions equal this role's (the materializer reads the role only through the placement), and the
+    drafter's K dropped where nothing resident depends on it (``drafter_k_free``)."""
+    ref = plan if spec is None or engine is None else drafter_k_free(spec, plan, engine)
     if plan.ep_on and not plan.layer_sharding:
         ref_dp = 2 if plan.tp == 1 else 1          # the smallest DP that keeps EP = DP x TP on
-        ref = replace(plan, dp=ref_dp, ep=plan.tp * ref_dp, redundant_experts=0)
+        ref = replace(ref, dp=ref_dp, ep=plan.tp * ref_dp, redundant_experts=0)
     if spec is not None and engine is not None:
         own = placement_key(spec, ref, engine)
         for role in ROLES:
@@ -64,6 +65,21 @@ def reference_plan(plan: ParallelPlan, spec: ModelSpec | None = None, engine: En
             if placement_key(spec, other, engine) == own:
                 return other
     return ref
+
+
+def drafter_k_free(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike) -> ParallelPlan:
+    """``plan`` with ``num_speculative_tokens`` 0 when the engine declares the resident bytes of ``spec``
+    independent of the drafter's K (``Engine.weights_by_drafter_k``; DeepSeek-V4's RoPE buffers are not)
+    and the placement is the same, else ``plan`` itself. Why: plan's simulation runs each deployment at
+    its own K, and every K paid its own Materializer pass and layer programs for the same bytes and ops
+    (the drafter's passes are the kernel's multipliers at K: ``perf.program``)."""
+    if not plan.num_speculative_tokens:
+        return plan
+    eng = as_engine(engine)
+    if eng.weights_by_drafter_k(spec):
+        return plan
+    other = replace(plan, num_speculative_tokens=0)
+    return other if eng.placement(spec, other) == eng.placement(spec, plan) else plan
 
 
 @functools.lru_cache(maxsize=128)
