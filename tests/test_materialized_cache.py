@@ -174,3 +174,42 @@ def test_drafter_k_shares_a_pass_only_where_the_bytes_do_not_depend_on_it(spec):
     w1, w3 = (plan_weights(DeploymentContext(v4, replace(plan, num_speculative_tokens=k), MAIN, RECIPE)) for k in (1, 3))
     assert w1 != w3
     assert materialized.drafter_k_free(spec, replace(plan, num_speculative_tokens=2), MAIN).num_speculative_tokens == 0
+
+
+TAIL_CASES = [
+    # (model, engine, plan): chunk budgets of P and mixed nodes, a D node inside and outside MLAPO's limit
+    ("glm-5.1", MAIN, ParallelPlan(tp=8, dp=1, ep=8, sp=True, dsa_cp=True, role="prefill", mtp=True,
+                                   max_num_batched_tokens=4096)),
+    ("glm-5.1", MAIN, ParallelPlan(tp=2, dp=1, ep=2, role="mixed", mtp=True, max_num_batched_tokens=32560)),
+    ("glm-5.1", MAIN, ParallelPlan(tp=4, dp=1, ep=4, role="decode", mtp=True, max_num_batched_tokens=512)),
+    ("glm-5.1", MAIN, ParallelPlan(tp=4, dp=1, ep=4, role="decode", mtp=True, max_num_batched_tokens=2048)),
+    ("glm-5.1", V018, ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True, role="prefill",
+                                   layer_sharding=("q_b_proj", "o_proj"), max_num_batched_tokens=16384)),
+    ("deepseek-v3.2", MAIN, ParallelPlan(tp=16, dp=1, ep=16, sp=True, dsa_cp=True, role="prefill", mtp=True,
+                                         max_num_batched_tokens=32560)),
+    ("deepseek-v3.2", "vllm@0.28", ParallelPlan(tp=8, dp=1, ep=8, role="mixed", max_num_batched_tokens=2048)),
+    ("deepseek-v4-flash", MAIN, ParallelPlan(tp=4, dp=2, ep=8, role="prefill", mtp=True, num_speculative_tokens=1,
+                                             max_num_batched_tokens=4096)),
+]
+
+
+@pytest.mark.parametrize("model,engine,plan", TAIL_CASES, ids=lambda v: v.describe() if isinstance(v, ParallelPlan) else v)
+def test_shared_layer_walk_gives_the_direct_pass(model, engine, plan):
+    """A pass whose layer walk is shared with other max_num_batched_tokens (``tokens_free``; only the tail,
+    the model-wide buffers, is the plan's own) has the rows, findings and assumptions of a direct pass, and
+    a plan of another budget gets its own buffers."""
+    spec = preset_spec(model)
+    materialized._materialize.cache_clear()
+    materialized._walked.cache_clear()
+    other = replace(plan, max_num_batched_tokens=8192)
+    shared = [materialized._materialize(DeploymentContext(spec, p, engine, RECIPE))[0] for p in (other, plan)]
+    for p, mat in zip((other, plan), shared):
+        eng = as_engine(engine)
+        stored, desc = synthesized_stored(spec, RECIPE)
+        direct = eng.materializer(spec, p, eng.placement(spec, p), stored, desc).run()
+        assert mat.rows == direct.rows
+        assert (mat.findings, mat.assumptions, mat.stage_of_layer) == (direct.findings, direct.assumptions,
+                                                                       direct.stage_of_layer)
+    assert shared[0].rows != shared[1].rows          # the budget sizes the buffers: never a stale tail
+    shares = materialized.tokens_free(spec, plan, engine) != plan
+    assert materialized._walked.cache_info().currsize == (1 if shares else 2)

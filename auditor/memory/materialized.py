@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import fields, replace
+from typing import Any
 
 from ..engines.materialize import Materialization
 from ..context import DeploymentContext
@@ -85,12 +86,35 @@ def drafter_k_free(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike) -> P
 @functools.lru_cache(maxsize=128)
 def _materialize(ref: DeploymentContext) -> tuple[Materialization, RowArrays]:
     """The pass of ``ref`` (a bare deployment under its reference plan)."""
+    spec, plan, eng = ref.spec, ref.plan, ref.engine
+    # the layer walk is shared by every max_num_batched_tokens it does not read; the tail is the plan's own
+    walked = _walked(ref.with_plan(tokens_free(spec, plan, eng)))
+    mat = walked.fork(plan, eng.placement(spec, plan)).finish()
+    return mat, row_arrays(mat)
+
+
+def tokens_free(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike) -> ParallelPlan:
+    """The plan whose layer walk (``Materializer.walk_layers``) is ``plan``'s: ``max_num_batched_tokens``
+    at its default when the placement key (the placement's decisions and what the engine's materializer
+    reads from the plan besides them, e.g. MLAPO's release) is equal; else ``plan``. Why: a P node's
+    chunk budget sizes only the model-wide buffers (``finish``), yet each chunk searched paid a full pass.
+    A declared family (DeepSeek-V4) walks its buffers with its layers: its plan is kept."""
+    from ..model.families import declared
+    norm = replace(plan, max_num_batched_tokens=ParallelPlan.max_num_batched_tokens)
+    if norm == plan or declared(spec) is not None or placement_key(spec, norm, engine) != placement_key(
+            spec, plan, engine):
+        return plan
+    return norm
+
+
+@functools.lru_cache(maxsize=64)
+def _walked(ref: DeploymentContext) -> Any:
+    """A Materializer of ``ref`` after its layer walk, to ``fork`` for plans that differ only in the tail."""
     from .api import synthesized_stored
     spec, plan, eng = ref.spec, ref.plan, ref.engine
     stored, desc = synthesized_stored(spec, ref.recipe)
     cache = _ROW_CACHES.setdefault(row_cache_key(spec, plan, eng), {})
-    mat = eng.materializer(spec, plan, eng.placement(spec, plan), stored, desc, row_cache=cache).run()
-    return mat, row_arrays(mat)
+    return eng.materializer(spec, plan, eng.placement(spec, plan), stored, desc, row_cache=cache).walk_layers()
 
 
 def reference_of(dep: DeploymentContext) -> DeploymentContext:
