@@ -65,37 +65,20 @@ class RowArrays:
     layers: list[int]
 
 
-def _first_index(names) -> dict:
-    """name -> its first position in ``names`` (what ``names.index`` returns)."""
-    out: dict = {}
-    for i, n in enumerate(names):
-        out.setdefault(n, i)
-    return out
-
-
 def row_arrays(mat: Materialization) -> RowArrays:
     rows = mat.rows
-    # one read of each field per row (the columns were nine comprehensions with a tuple.index each:
-    # a quarter of a Materializer pass's cost)
-    layer_c = [r.layer for r in rows]
-    layers = sorted({l for l in layer_c if l >= 0})
+    layers = sorted({r.layer for r in rows if r.layer >= 0})
     lidx = {l: i for i, l in enumerate(layers)}
     cause_idx = {c: i for i, c in enumerate(BRIDGE_ORDER)}
-    cat_idx, blk_idx = _first_index(CATEGORIES), _first_index(BLOCKS)
-    stage_of, n_layers = mat.stage_of_layer, len(layers)
-
-    def index(table: dict, names, name) -> int:
-        i = table.get(name)
-        return names.index(name) if i is None else i        # unknown: ValueError, as before
     return RowArrays(
-        st_row=np.array([stage_of.get(l, 0) if l >= 0 else -1 for l in layer_c], dtype=np.int64),
+        st_row=np.array([mat.stage_of_layer.get(r.layer, 0) if r.layer >= 0 else -1 for r in rows], dtype=np.int64),
         kind=np.array([r.placement for r in rows], dtype=object),
         owner=np.array([r.owner for r in rows], dtype=np.int64),
         nbytes=np.array([r.bytes for r in rows], dtype=np.float64),
         nnaive=np.array([r.naive for r in rows], dtype=np.float64),
-        cat=np.array([index(cat_idx, CATEGORIES, r.category) for r in rows], dtype=np.int64),
-        blk=np.array([index(blk_idx, BLOCKS, r.block) for r in rows], dtype=np.int64),
-        lay=np.array([lidx.get(l, n_layers) for l in layer_c], dtype=np.int64),
+        cat=np.array([CATEGORIES.index(r.category) for r in rows], dtype=np.int64),
+        blk=np.array([BLOCKS.index(r.block) for r in rows], dtype=np.int64),
+        lay=np.array([lidx.get(r.layer, len(layers)) for r in rows], dtype=np.int64),
         cause=np.array([cause_idx.get(r.cause, -1) for r in rows], dtype=np.int64),
         layers=layers,
     )
