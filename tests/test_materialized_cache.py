@@ -213,3 +213,25 @@ def test_shared_layer_walk_gives_the_direct_pass(model, engine, plan):
     assert shared[0].rows != shared[1].rows          # the budget sizes the buffers: never a stale tail
     shares = materialized.tokens_free(spec, plan, engine) != plan
     assert materialized._walked.cache_info().currsize == (1 if shares else 2)
+
+
+def test_rank_multipliers_with_cached_kind_masks_equal_a_fresh_computation(spec):
+    """``RowArrays.kind_mask`` caches the per-placement masks ``rank_multipliers`` reads: every rank of a
+    plan with every placement kind (stage, expert, owner, first, last, all) gets the multipliers the
+    same arrays give without the cache (a plain namespace of the same columns), also after ``kind``
+    is replaced."""
+    import types
+    from auditor.memory.ledger import rank_multipliers
+    plan = ParallelPlan(tp=16, dp=2, ep=32, sp=True, dsa_cp=True, role="prefill", pp=2,
+                        layer_sharding=("q_b_proj", "o_proj"))
+    _, arrays = materialized.materialize(DeploymentContext(spec, plan, V018, RECIPE))
+    plain = types.SimpleNamespace(**{k: v for k, v in vars(arrays).items() if not k.startswith("_")})
+    assert {"stage", "expert", "owner", "first", "last", "all"} <= set(arrays.kind.tolist())
+    ranks = np.arange(plan.world)
+    for _ in range(2):                      # the second call reads the cached masks
+        for a, b in zip(rank_multipliers(arrays, spec, plan, ranks), rank_multipliers(plain, spec, plan, ranks)):
+            assert np.array_equal(a, b)
+    other = replace(arrays, kind=np.where(arrays.kind == "owner", "stage", arrays.kind).astype(object))
+    plain.kind = other.kind
+    for a, b in zip(rank_multipliers(other, spec, plan, ranks), rank_multipliers(plain, spec, plan, ranks)):
+        assert np.array_equal(a, b)

@@ -64,6 +64,17 @@ class RowArrays:
     cause: np.ndarray               # [rows] BRIDGE_ORDER index or -1
     layers: list[int]
 
+    def kind_mask(self, kind: str) -> np.ndarray:
+        """``self.kind == kind``, computed once per placement kind (a string comparison over every row
+        was most of a one-rank ``rank_multipliers``, which perf's weight bytes run per plan). Read only."""
+        if self.__dict__.get("_masks_of") is not self.kind:        # first call, or ``kind`` was replaced
+            self._masks_of, self._kind_masks = self.kind, {}
+        m = self._kind_masks.get(kind)
+        if m is None:
+            m = self._kind_masks[kind] = self.kind == kind
+            m.flags.writeable = False
+        return m
+
 
 def row_arrays(mat: Materialization) -> RowArrays:
     rows = mat.rows
@@ -95,19 +106,20 @@ def rank_multipliers(arr: RowArrays, spec: ModelSpec, plan: ParallelPlan, rank: 
     same_stage = (st_row[:, None] == stage[None, :]) | (st_row[:, None] < 0)      # [rows, R]
     mult = np.zeros((n, R), dtype=np.float64)
     naive_mult = np.zeros((n, R), dtype=np.float64)
-    m = kind == "stage"
+    mask = arr.kind_mask if isinstance(arr, RowArrays) else (lambda k: kind == k)
+    m = mask("stage")
     mult[m] = naive_mult[m] = same_stage[m]
-    m = kind == "expert"
+    m = mask("expert")
     if m.any():
         mult[m] = same_stage[m] * experts_per_slot(spec.E + plan.redundant_experts, plan.ep)[in_stage]
         naive_mult[m] = same_stage[m] * experts_per_slot(spec.E, plan.ep)[in_stage]
-    m = kind == "owner"
+    m = mask("owner")
     mult[m] = naive_mult[m] = same_stage[m] & (owner[m, None] == in_stage[None, :])
-    m = kind == "first"
+    m = mask("first")
     mult[m] = naive_mult[m] = (stage == 0)[None, :]
-    m = kind == "last"
+    m = mask("last")
     mult[m] = naive_mult[m] = (stage == last)[None, :]
-    m = kind == "all"
+    m = mask("all")
     mult[m] = naive_mult[m] = 1.0
     return mult, naive_mult
 
