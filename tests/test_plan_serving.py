@@ -322,3 +322,28 @@ def test_row_scheduler_runs_exactly_the_rows_one_thread_runs():
     _run_rows(q, 2, 2, 1, sim)
     assert [c.simulated for c in q[0]] == [True, True, True, False, False]
     assert q[0][3].tok_s_die == 55 and "simulated_as" not in q[0][3].detail
+
+
+def test_overlapped_shortlist_equals_simulating_after_the_estimate():
+    """``run_plan`` simulates the aggregated queues while it estimates the P/D rows (``Shortlist``): every
+    row, note and count must be what estimating everything first and then ``simulate_shortlist`` on one
+    thread gives, with two utils searched (the aggregated rows of both are in the early queues)."""
+    import copy
+    from dataclasses import asdict, replace
+
+    from auditor.planner.search import PlanSpace, _notes, run_plan
+    from auditor.planner.simulate import simulate_shortlist
+    from auditor.planner.workload import PlanWorkload
+
+    spec, dev = preset_spec("glm-5.1"), load_device("a3-752t")
+    base = DeploymentContext(spec, None, "vllm-ascend@main", "w8a8", dev)
+    wl = PlanWorkload(isl=4096, osl=1024, max_len=5120)
+    space = PlanSpace(dies=[16, 32], tps=(4, 8, 16), batches=(4, 16, 32), mtps=(0, 3), utils=(0.9, 0.92), simulate=2)
+    est = run_plan(base, wl, replace(space, simulate=0), 5000.0, 50.0)
+    ref = copy.deepcopy(est)
+    ref.notes = _notes(space, wl, base.engine)         # worded for the simulated space, as run_plan words them
+    n = simulate_shortlist(ref, base, wl, space, 5000.0, 50.0, workers=1)
+    got = run_plan(base, wl, space, 5000.0, 50.0)
+    assert got.simulated == n >= 8
+    assert [asdict(c) for c in got.configs] == [asdict(c) for c in ref.configs]
+    assert got.notes == ref.notes

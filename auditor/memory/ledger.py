@@ -68,7 +68,8 @@ class RowArrays:
         """``self.kind == kind``, computed once per placement kind (a string comparison over every row
         was most of a one-rank ``rank_multipliers``, which perf's weight bytes run per plan). Read only."""
         if self.__dict__.get("_masks_of") is not self.kind:        # first call, or ``kind`` was replaced
-            self._masks_of, self._kind_masks = self.kind, {}
+            self._kind_masks = {}           # before ``_masks_of``: another thread never reads a missing dict
+            self._masks_of = self.kind
         m = self._kind_masks.get(kind)
         if m is None:
             m = self._kind_masks[kind] = self.kind == kind
