@@ -136,6 +136,8 @@ class PlanResult:
     disagg_verdicts: dict[int, str] = field(default_factory=dict)   # die budget -> why no P/D config
     searched_disagg: bool = True
     simulated: int = 0                  # deployments simulated (0: the ranking is the estimate's)
+    #: wall time from the first simulated row to the last (the aggregated rows start while the P/D rows are
+    #: still estimated, so it overlaps ``seconds``' estimate part)
     sim_seconds: float = 0.0
     #: memory-feasible rows per (die budget, mode), built or not (``configs`` holds the built ones)
     feasible_by: dict = field(default_factory=dict)
