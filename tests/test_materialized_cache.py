@@ -16,7 +16,7 @@ from auditor.context import DeploymentContext
 from auditor.engines.registry import as_engine
 from auditor.memory import materialized
 from auditor.memory.api import _RENAME, _SKIP_PREFIXES, _SPLITS, module_bytes, synthesized_stored
-from auditor.memory.ledger import build_ledger
+from auditor.memory.ledger import build_ledger, row_arrays
 from auditor.model.presets import preset_spec
 from auditor.parallel import ParallelPlan
 from auditor.runtime.weights import plan_weights, stage_worst
@@ -202,14 +202,21 @@ def test_shared_layer_walk_gives_the_direct_pass(model, engine, plan):
     materialized._materialize.cache_clear()
     materialized._walked.cache_clear()
     other = replace(plan, max_num_batched_tokens=8192)
-    shared = [materialized._materialize(DeploymentContext(spec, p, engine, RECIPE))[0] for p in (other, plan)]
-    for p, mat in zip((other, plan), shared):
+    passes = [materialized._materialize(DeploymentContext(spec, p, engine, RECIPE)) for p in (other, plan)]
+    shared = [mat for mat, _ in passes]
+    for p, (mat, arrays) in zip((other, plan), passes):
         eng = as_engine(engine)
         stored, desc = synthesized_stored(spec, RECIPE)
         direct = eng.materializer(spec, p, eng.placement(spec, p), stored, desc).run()
         assert mat.rows == direct.rows
         assert (mat.findings, mat.assumptions, mat.stage_of_layer) == (direct.findings, direct.assumptions,
                                                                        direct.stage_of_layer)
+        # the columns joined from the walk's and the tail's are the direct pass's, dtype for dtype
+        want = row_arrays(direct)
+        assert arrays.layers == want.layers
+        for f in ("st_row", "kind", "owner", "nbytes", "nnaive", "cat", "blk", "lay", "cause"):
+            a, b = getattr(arrays, f), getattr(want, f)
+            assert a.dtype == b.dtype and np.array_equal(a, b), f
     assert shared[0].rows != shared[1].rows          # the budget sizes the buffers: never a stale tail
     shares = materialized.tokens_free(spec, plan, engine) != plan
     assert materialized._walked.cache_info().currsize == (1 if shares else 2)

@@ -78,12 +78,16 @@ class RowArrays:
 
 
 def row_arrays(mat: Materialization) -> RowArrays:
-    rows = mat.rows
-    layers = sorted({r.layer for r in rows if r.layer >= 0})
+    return rows_arrays(mat.rows, mat.stage_of_layer, sorted({r.layer for r in mat.rows if r.layer >= 0}))
+
+
+def rows_arrays(rows: list, stage_of_layer: dict[int, int], layers: list[int]) -> RowArrays:
+    """``row_arrays`` of ``rows`` with the decoder-layer list given (``lay`` indexes it; a row outside it
+    gets ``len(layers)``): the columns of a slice of a materialization, to join with ``concat_rows``."""
     lidx = {l: i for i, l in enumerate(layers)}
     cause_idx = {c: i for i, c in enumerate(BRIDGE_ORDER)}
     return RowArrays(
-        st_row=np.array([mat.stage_of_layer.get(r.layer, 0) if r.layer >= 0 else -1 for r in rows], dtype=np.int64),
+        st_row=np.array([stage_of_layer.get(r.layer, 0) if r.layer >= 0 else -1 for r in rows], dtype=np.int64),
         kind=np.array([r.placement for r in rows], dtype=object),
         owner=np.array([r.owner for r in rows], dtype=np.int64),
         nbytes=np.array([r.bytes for r in rows], dtype=np.float64),
@@ -94,6 +98,14 @@ def row_arrays(mat: Materialization) -> RowArrays:
         cause=np.array([cause_idx.get(r.cause, -1) for r in rows], dtype=np.int64),
         layers=layers,
     )
+
+
+def concat_rows(head: RowArrays, tail: RowArrays) -> RowArrays:
+    """The columns of ``head``'s rows followed by ``tail``'s, both built with the same ``layers``."""
+    assert head.layers == tail.layers
+    return RowArrays(**{f: np.concatenate([getattr(head, f), getattr(tail, f)]) for f in
+                        ("st_row", "kind", "owner", "nbytes", "nnaive", "cat", "blk", "lay", "cause")},
+                     layers=list(head.layers))
 
 
 def rank_multipliers(arr: RowArrays, spec: ModelSpec, plan: ParallelPlan, rank: np.ndarray

@@ -29,7 +29,7 @@ from ..context import DeploymentContext
 from ..engines.registry import EngineLike, as_engine
 from ..model.spec import ModelSpec
 from ..parallel import ROLES, ParallelPlan
-from .ledger import RowArrays, row_arrays
+from .ledger import RowArrays, concat_rows, row_arrays, rows_arrays
 
 _ROW_CACHES: dict[tuple, dict] = {}
 
@@ -90,7 +90,25 @@ def _materialize(ref: DeploymentContext) -> tuple[Materialization, RowArrays]:
     # the layer walk is shared by every max_num_batched_tokens it does not read; the tail is the plan's own
     walked = _walked(ref.with_plan(tokens_free(spec, plan, eng)))
     mat = walked.fork(plan, eng.placement(spec, plan)).finish()
-    return mat, row_arrays(mat)
+    return mat, _arrays_after(walked, mat)
+
+
+def _arrays_after(walked: Any, mat: Materialization) -> RowArrays:
+    """``row_arrays(mat)`` for a pass finished from ``walked``: the walk's rows come first, unchanged (the
+    tail only appends), so their columns are built once per walk and joined with the tail's, when the
+    tail names no decoder layer the walk does not (else, and if the head is not the walk's rows, in full)."""
+    n = len(walked.rows)
+    head, tail = mat.rows[:n], mat.rows[n:]
+    head_layers = walked.__dict__.get("_layers")
+    if head_layers is None:
+        head_layers = walked._layers = sorted({r.layer for r in walked.rows if r.layer >= 0})
+    if any(r.layer >= 0 and r.layer not in head_layers for r in tail) or not all(
+            a is b for a, b in zip(head, walked.rows)):
+        return row_arrays(mat)
+    cols = walked.__dict__.get("_head_arrays")
+    if cols is None:
+        cols = walked._head_arrays = rows_arrays(walked.rows, walked._stage_of, head_layers)
+    return concat_rows(cols, rows_arrays(tail, mat.stage_of_layer, head_layers))
 
 
 def tokens_free(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike) -> ParallelPlan:
