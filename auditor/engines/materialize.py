@@ -613,8 +613,9 @@ class Materializer:
 
     def fork(self, plan: ParallelPlan, layout: Any) -> "Materializer":
         """A copy of this walked materializer for ``plan`` and its ``layout``, to ``finish`` on its own: every
-        list, set and dict it has built is copied (rows are replaced, never changed in place), the shared
-        row cache is not."""
+        list, set and dict it has built is copied, the shared row cache is not. The rows themselves are
+        shared: the walk changes a row only while emitting it (``experts``' naive bytes), and ``finish``
+        only appends rows, so no fork's tail touches another's."""
         other = copy.copy(self)
         for k, v in vars(self).items():
             if k != "_emitted" and isinstance(v, (list, set, dict)):
