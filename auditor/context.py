@@ -12,6 +12,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 
+_NO_NAME = object()
+
+
 @dataclass(frozen=True)
 class DeploymentContext:
     """The model, its parallel plan, the engine object, the recipe the weights use and the device.
@@ -30,8 +33,11 @@ class DeploymentContext:
     def __post_init__(self) -> None:
         from .engines.registry import as_engine
         object.__setattr__(self, "engine", as_engine(self.engine))
+        # the device's name, else its text: str() only when it has no name (getattr's default argument was
+        # evaluated every time, the whole device profile's repr for each of ~1,500 records a plan makes)
+        name = getattr(self.device, "name", _NO_NAME)
         object.__setattr__(self, "device_name", "" if self.device is None
-                           else getattr(self.device, "name", str(self.device)))
+                           else str(self.device) if name is _NO_NAME else name)
         if self.plan is not None:
             from .parallel import check_drafter
             check_drafter(self.spec, self.plan)

@@ -60,3 +60,27 @@ def test_record_resolves_the_engine_and_keys_caches_without_the_device():
     # another plan is another deployment
     assert a3.with_plan(plan.with_(tp=8, ep=8)) != a3
     assert plan_weights(a3.with_plan(plan.with_(tp=8, ep=8))) != plan_weights(a3)
+
+
+def test_device_name_is_read_without_formatting_the_device():
+    """``device_name`` is the device's ``name``; the device is formatted (``str``) only when it has none:
+    ``audit plan`` makes ~1,500 records, and formatting the whole device profile for each was ~0.1 s."""
+    from auditor.context import DeploymentContext
+    from auditor.model.presets import preset_spec
+
+    class Named:
+        name = "a3-752t"
+
+        def __str__(self):
+            raise AssertionError("formatted")
+
+    class Unnamed:
+        def __str__(self):
+            return "unnamed-device"
+
+    spec = preset_spec("glm-5.1")
+    assert DeploymentContext(spec, None, "vllm-ascend@main", "w8a8", Named()).device_name == "a3-752t"
+    assert DeploymentContext(spec, None, "vllm-ascend@main", "w8a8", Unnamed()).device_name == "unnamed-device"
+    assert DeploymentContext(spec, None, "vllm-ascend@main", "w8a8").device_name == ""
+    none_named = type("NoneNamed", (), {"name": None})()
+    assert DeploymentContext(spec, None, "vllm-ascend@main", "w8a8", none_named).device_name is None

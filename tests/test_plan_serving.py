@@ -264,3 +264,86 @@ def test_shortlist_on_two_threads_equals_one():
         rows[workers] = [asdict(c) for c in res.configs]
     assert sum(r["simulated"] for r in rows[1]) >= 4
     assert rows[1] == rows[2]
+
+
+def test_row_scheduler_runs_exactly_the_rows_one_thread_runs():
+    """``_run_rows`` (rows, not queues, spread over threads, a free thread running ahead speculatively)
+    gives every row what ``run_queue`` on one thread gives, and no figure to a row the stopping rule does
+    not reach: fake rows whose simulated figure is fixed per row, so the rule stops inside each queue."""
+    import threading
+    import time
+
+    from auditor.planner.search import Config
+    from auditor.planner.simulate import _run_rows
+
+    def row(est, sim, ok=True):
+        c = Config("agg", 16, 16, "p", 1, 0, 1.0, 1.0, est, 1.0, 0.0, 0.0, 0, 0.0, True, {"x": 1})
+        c.detail["sim"], c.detail["ok"] = sim, ok
+        return c
+
+    def build():
+        # first = 2: rows 0-1 always; row 2 (est 70 > best 60) runs; row 3 (est 55 <= 60) stops the queue
+        a = [row(100, 50), row(90, 60), row(70, 65), row(55, 99), row(50, 99)]
+        b = [row(80, 10, ok=False), row(75, 20), row(60, 30), row(40, 99)]     # a miss, then every row runs
+        c = [row(30, 5)]
+        return [a, b, c]
+
+    seen = []
+
+    def sim(c):
+        time.sleep(0.002 * c.detail["sim"] % 0.05)     # vary finishing order across threads
+        seen.append(threading.get_ident())
+        c.simulated, c.tok_s_die, c.meets_sla = True, float(c.detail["sim"]), c.detail["ok"]
+        c.detail["simulated_as"] = c.detail["sim"]
+
+    def sequential(queues, first):
+        n = 0
+        for q in queues:
+            best = 0.0
+            for i, c in enumerate(q):
+                if i >= first and c.tok_s_die <= best:
+                    break
+                sim(c)
+                n += 1
+                if c.meets_sla:
+                    best = max(best, c.tok_s_die)
+        return n
+
+    from dataclasses import asdict
+    for first in (1, 2, 3):
+        one, many = build(), build()
+        n1 = sequential(one, first)
+        for workers in (2, 3):
+            many = build()
+            assert _run_rows(many, workers, first, 1, sim) == n1
+            assert [[asdict(c) for c in q] for q in many] == [[asdict(c) for c in q] for q in one]
+    # the rule stops queue a at row 3 with first = 2: rows 3-4 keep their estimates, unsimulated
+    q = build()
+    _run_rows(q, 2, 2, 1, sim)
+    assert [c.simulated for c in q[0]] == [True, True, True, False, False]
+    assert q[0][3].tok_s_die == 55 and "simulated_as" not in q[0][3].detail
+
+
+def test_overlapped_shortlist_equals_simulating_after_the_estimate():
+    """``run_plan`` simulates the aggregated queues while it estimates the P/D rows (``Shortlist``): every
+    row, note and count must be what estimating everything first and then ``simulate_shortlist`` on one
+    thread gives, with two utils searched (the aggregated rows of both are in the early queues)."""
+    import copy
+    from dataclasses import asdict, replace
+
+    from auditor.planner.search import PlanSpace, _notes, run_plan
+    from auditor.planner.simulate import simulate_shortlist
+    from auditor.planner.workload import PlanWorkload
+
+    spec, dev = preset_spec("glm-5.1"), load_device("a3-752t")
+    base = DeploymentContext(spec, None, "vllm-ascend@main", "w8a8", dev)
+    wl = PlanWorkload(isl=4096, osl=1024, max_len=5120)
+    space = PlanSpace(dies=[16, 32], tps=(4, 8, 16), batches=(4, 16, 32), mtps=(0, 3), utils=(0.9, 0.92), simulate=2)
+    est = run_plan(base, wl, replace(space, simulate=0), 5000.0, 50.0)
+    ref = copy.deepcopy(est)
+    ref.notes = _notes(space, wl, base.engine)         # worded for the simulated space, as run_plan words them
+    n = simulate_shortlist(ref, base, wl, space, 5000.0, 50.0, workers=1)
+    got = run_plan(base, wl, space, 5000.0, 50.0)
+    assert got.simulated == n >= 8
+    assert [asdict(c) for c in got.configs] == [asdict(c) for c in ref.configs]
+    assert got.notes == ref.notes

@@ -551,3 +551,38 @@ def test_decode_rank_without_prefix_caching_pulls_every_prompt_whole():
     # decodes 3 tokens (10 ms steps) and frees them at 1.13 s; request 1 then runs its three steps
     assert first.tolist() == pytest.approx([1.110, 1.140])
     assert done.tolist() == pytest.approx([1.130, 1.160])
+
+
+def test_resampled_tables_are_kept_per_table_arrays_never_stale():
+    """``serving.sim._resampled`` keeps the resampled step-cost tables of a deployment for its next runs:
+    a hit equals a fresh resampling, and tables with other arrays (other values in the same shapes, or new
+    arrays that may reuse a freed array's id) are resampled, never served from another's entry."""
+    import types
+
+    import numpy as np
+
+    from auditor.serving import sim
+
+    rng = np.random.default_rng(0)
+
+    def costs(scale):
+        ctx, tok = np.array([0.0, 1024.0, 4096.0]), np.array([1.0, 64.0, 4096.0])
+        return types.SimpleNamespace(ctx=ctx, tok=tok, dec=scale * rng.random((5, 3)), pre_rest=scale * rng.random(3),
+                                     pre_ctx=scale * rng.random((3, 3)), dec_ctx=scale * rng.random(3))
+
+    a, b = costs(1.0), costs(2.0)
+    first = sim._resampled([a, b], 6)
+    again = sim._resampled([a, b], 6)
+    assert again is first                                  # the kept entry
+    sim._RESAMPLED.clear()
+    fresh = sim._resampled([a, b], 6)
+    assert all(np.array_equal(x, y) for x, y in zip(first, fresh))
+    c = types.SimpleNamespace(**{**vars(a), "dec": a.dec * 3.0})        # same shapes, other values
+    other = sim._resampled([c, b], 6)
+    assert not np.array_equal(other[2], fresh[2])
+    for _ in range(3):                                     # new arrays (ids of freed ones may recur)
+        d = costs(float(_ + 5))
+        got = sim._resampled([d], 4)
+        sim._RESAMPLED.clear()
+        assert all(np.array_equal(x, y) for x, y in zip(got, sim._resampled([d], 4)))
+        del d

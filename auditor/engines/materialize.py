@@ -8,6 +8,7 @@ the config and reported as a finding.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import math
 from dataclasses import dataclass, field, fields
@@ -566,6 +567,16 @@ class Materializer:
 
     # ---------------------------------------------------------------- driver
     def run(self) -> Materialization:
+        self.walk_layers()
+        return self.finish()
+
+    def walk_layers(self) -> "Materializer":
+        """The first part of ``run``: every decoder (and MTP) layer's modules, and a declared family's
+        global modules; ``finish`` adds the model-wide tensors (embedding, head, final norm, buffers,
+        layer-sharding windows). Only ``finish`` reads the plan's ``max_num_batched_tokens`` (the buffers);
+        the walk reads it only through the placement decisions (``Engine.materializer_plan_key``), so a
+        walk serves every value whose placement key is equal (``memory.materialized``, ``fork``). A declared
+        family's walk (``walk_declared``) includes the model-wide tensors: it serves its own plan only."""
         s, plan = self.spec, self.plan
         stages = stage_layers(s.Lyr, plan.pp)
         stage_of = {l: i for i, r in enumerate(stages) for l in r}
@@ -577,10 +588,11 @@ class Materializer:
         elif plan.mtp:
             self.findings.append(Finding("warning", None, "MTP drafter requested but config has no "
                                                           "num_nextn_predict_layers"))
-        fam = declared_family(s)
+        self._stage_of = stage_of
+        fam = self._family = declared_family(s)
         if fam is not None:
             self.walk_declared(fam, layers)
-            return self._done(stage_of)
+            return self
         for layer in layers:
             mtp = layer >= s.Lyr
             self.norm(layer, "mtp" if mtp else "norm", "input_layernorm", s.H)
@@ -589,9 +601,27 @@ class Materializer:
             self.mlp(layer, mtp)
             if mtp:
                 self.mtp_extras(layer)
+        return self
+
+    def finish(self) -> Materialization:
+        """The rest of ``run`` after ``walk_layers``."""
+        if self._family is not None:          # ``walk_declared`` ran ``globals_`` itself: nothing is left
+            return self._done(self._stage_of)
         self.globals_()
         self.layer_sharding_windows()
-        return self._done(stage_of)
+        return self._done(self._stage_of)
+
+    def fork(self, plan: ParallelPlan, layout: Any) -> "Materializer":
+        """A copy of this walked materializer for ``plan`` and its ``layout``, to ``finish`` on its own: every
+        list, set and dict it has built is copied, the shared row cache is not. The rows themselves are
+        shared: the walk changes a row only while emitting it (``experts``' naive bytes), and ``finish``
+        only appends rows, so no fork's tail touches another's."""
+        other = copy.copy(self)
+        for k, v in vars(self).items():
+            if k != "_emitted" and isinstance(v, (list, set, dict)):
+                setattr(other, k, copy.copy(v))
+        other.plan, other.layout = plan, layout
+        return other
 
     def _done(self, stage_of: dict[int, int]) -> Materialization:
         if self._missing:

@@ -131,4 +131,5 @@ def _module_bytes(dep: DeploymentContext, rank: int) -> dict[tuple[int, str], in
     # (bytes x copies) x share / parts, summed in row order: the same float operations as a loop
     sums = np.bincount(key_i, weights=arrays.nbytes[row_i] * c * num / den, minlength=len(keys))
     held = np.bincount(key_i, weights=(c != 0).astype(np.float64), minlength=len(keys))
+    sums, held = sums.tolist(), held.tolist()     # Python floats: the same values, read 4x faster than numpy scalars
     return {k: int(round(sums[j])) for j, k in enumerate(keys) if held[j]}

@@ -64,14 +64,30 @@ class RowArrays:
     cause: np.ndarray               # [rows] BRIDGE_ORDER index or -1
     layers: list[int]
 
+    def kind_mask(self, kind: str) -> np.ndarray:
+        """``self.kind == kind``, computed once per placement kind (a string comparison over every row
+        was most of a one-rank ``rank_multipliers``, which perf's weight bytes run per plan). Read only."""
+        if self.__dict__.get("_masks_of") is not self.kind:        # first call, or ``kind`` was replaced
+            self._kind_masks = {}           # before ``_masks_of``: another thread never reads a missing dict
+            self._masks_of = self.kind
+        m = self._kind_masks.get(kind)
+        if m is None:
+            m = self._kind_masks[kind] = self.kind == kind
+            m.flags.writeable = False
+        return m
+
 
 def row_arrays(mat: Materialization) -> RowArrays:
-    rows = mat.rows
-    layers = sorted({r.layer for r in rows if r.layer >= 0})
+    return rows_arrays(mat.rows, mat.stage_of_layer, sorted({r.layer for r in mat.rows if r.layer >= 0}))
+
+
+def rows_arrays(rows: list, stage_of_layer: dict[int, int], layers: list[int]) -> RowArrays:
+    """``row_arrays`` of ``rows`` with the decoder-layer list given (``lay`` indexes it; a row outside it
+    gets ``len(layers)``): the columns of a slice of a materialization, to join with ``concat_rows``."""
     lidx = {l: i for i, l in enumerate(layers)}
     cause_idx = {c: i for i, c in enumerate(BRIDGE_ORDER)}
     return RowArrays(
-        st_row=np.array([mat.stage_of_layer.get(r.layer, 0) if r.layer >= 0 else -1 for r in rows], dtype=np.int64),
+        st_row=np.array([stage_of_layer.get(r.layer, 0) if r.layer >= 0 else -1 for r in rows], dtype=np.int64),
         kind=np.array([r.placement for r in rows], dtype=object),
         owner=np.array([r.owner for r in rows], dtype=np.int64),
         nbytes=np.array([r.bytes for r in rows], dtype=np.float64),
@@ -82,6 +98,14 @@ def row_arrays(mat: Materialization) -> RowArrays:
         cause=np.array([cause_idx.get(r.cause, -1) for r in rows], dtype=np.int64),
         layers=layers,
     )
+
+
+def concat_rows(head: RowArrays, tail: RowArrays) -> RowArrays:
+    """The columns of ``head``'s rows followed by ``tail``'s, both built with the same ``layers``."""
+    assert head.layers == tail.layers
+    return RowArrays(**{f: np.concatenate([getattr(head, f), getattr(tail, f)]) for f in
+                        ("st_row", "kind", "owner", "nbytes", "nnaive", "cat", "blk", "lay", "cause")},
+                     layers=list(head.layers))
 
 
 def rank_multipliers(arr: RowArrays, spec: ModelSpec, plan: ParallelPlan, rank: np.ndarray
@@ -95,19 +119,20 @@ def rank_multipliers(arr: RowArrays, spec: ModelSpec, plan: ParallelPlan, rank: 
     same_stage = (st_row[:, None] == stage[None, :]) | (st_row[:, None] < 0)      # [rows, R]
     mult = np.zeros((n, R), dtype=np.float64)
     naive_mult = np.zeros((n, R), dtype=np.float64)
-    m = kind == "stage"
+    mask = arr.kind_mask if isinstance(arr, RowArrays) else (lambda k: kind == k)
+    m = mask("stage")
     mult[m] = naive_mult[m] = same_stage[m]
-    m = kind == "expert"
+    m = mask("expert")
     if m.any():
         mult[m] = same_stage[m] * experts_per_slot(spec.E + plan.redundant_experts, plan.ep)[in_stage]
         naive_mult[m] = same_stage[m] * experts_per_slot(spec.E, plan.ep)[in_stage]
-    m = kind == "owner"
+    m = mask("owner")
     mult[m] = naive_mult[m] = same_stage[m] & (owner[m, None] == in_stage[None, :])
-    m = kind == "first"
+    m = mask("first")
     mult[m] = naive_mult[m] = (stage == 0)[None, :]
-    m = kind == "last"
+    m = mask("last")
     mult[m] = naive_mult[m] = (stage == last)[None, :]
-    m = kind == "all"
+    m = mask("all")
     mult[m] = naive_mult[m] = 1.0
     return mult, naive_mult
 

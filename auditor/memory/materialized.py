@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import functools
 from dataclasses import fields, replace
+from typing import Any
 
 from ..engines.materialize import Materialization
 from ..context import DeploymentContext
 from ..engines.registry import EngineLike, as_engine
 from ..model.spec import ModelSpec
 from ..parallel import ROLES, ParallelPlan
-from .ledger import RowArrays, row_arrays
+from .ledger import RowArrays, concat_rows, row_arrays, rows_arrays
 
 _ROW_CACHES: dict[tuple, dict] = {}
 
@@ -50,11 +51,12 @@ def reference_plan(plan: ParallelPlan, spec: ModelSpec | None = None, engine: En
     """The plan whose Materializer pass holds the same bytes as ``plan``'s: DP (and with it EP) and
     the redundant expert count normalised when only the ledger's expert multipliers depend on
     them; with ``spec`` and ``engine``, also the first role (mixed, prefill, decode) whose placement
-    decisions equal this role's (the materializer reads the role only through the placement)."""
-    ref = plan
+    decisions equal this role's (the materializer reads the role only through the placement), and the
+    drafter's K dropped where nothing resident depends on it (``drafter_k_free``)."""
+    ref = plan if spec is None or engine is None else drafter_k_free(spec, plan, engine)
     if plan.ep_on and not plan.layer_sharding:
         ref_dp = 2 if plan.tp == 1 else 1          # the smallest DP that keeps EP = DP x TP on
-        ref = replace(plan, dp=ref_dp, ep=plan.tp * ref_dp, redundant_experts=0)
+        ref = replace(ref, dp=ref_dp, ep=plan.tp * ref_dp, redundant_experts=0)
     if spec is not None and engine is not None:
         own = placement_key(spec, ref, engine)
         for role in ROLES:
@@ -66,15 +68,71 @@ def reference_plan(plan: ParallelPlan, spec: ModelSpec | None = None, engine: En
     return ref
 
 
+def drafter_k_free(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike) -> ParallelPlan:
+    """``plan`` with ``num_speculative_tokens`` 0 when the engine declares the resident bytes of ``spec``
+    independent of the drafter's K (``Engine.weights_by_drafter_k``; DeepSeek-V4's RoPE buffers are not)
+    and the placement is the same, else ``plan`` itself. Why: plan's simulation runs each deployment at
+    its own K, and every K paid its own Materializer pass and layer programs for the same bytes and ops
+    (the drafter's passes are the kernel's multipliers at K: ``perf.program``)."""
+    if not plan.num_speculative_tokens:
+        return plan
+    eng = as_engine(engine)
+    if eng.weights_by_drafter_k(spec):
+        return plan
+    other = replace(plan, num_speculative_tokens=0)
+    return other if eng.placement(spec, other) == eng.placement(spec, plan) else plan
+
+
 @functools.lru_cache(maxsize=128)
 def _materialize(ref: DeploymentContext) -> tuple[Materialization, RowArrays]:
     """The pass of ``ref`` (a bare deployment under its reference plan)."""
+    spec, plan, eng = ref.spec, ref.plan, ref.engine
+    # the layer walk is shared by every max_num_batched_tokens it does not read; the tail is the plan's own
+    walked = _walked(ref.with_plan(tokens_free(spec, plan, eng)))
+    mat = walked.fork(plan, eng.placement(spec, plan)).finish()
+    return mat, _arrays_after(walked, mat)
+
+
+def _arrays_after(walked: Any, mat: Materialization) -> RowArrays:
+    """``row_arrays(mat)`` for a pass finished from ``walked``: the walk's rows come first, unchanged (the
+    tail only appends), so their columns are built once per walk and joined with the tail's, when the
+    tail names no decoder layer the walk does not (else, and if the head is not the walk's rows, in full)."""
+    n = len(walked.rows)
+    head, tail = mat.rows[:n], mat.rows[n:]
+    head_layers = walked.__dict__.get("_layers")
+    if head_layers is None:
+        head_layers = walked._layers = sorted({r.layer for r in walked.rows if r.layer >= 0})
+    if any(r.layer >= 0 and r.layer not in head_layers for r in tail) or not all(
+            a is b for a, b in zip(head, walked.rows)):
+        return row_arrays(mat)
+    cols = walked.__dict__.get("_head_arrays")
+    if cols is None:
+        cols = walked._head_arrays = rows_arrays(walked.rows, walked._stage_of, head_layers)
+    return concat_rows(cols, rows_arrays(tail, mat.stage_of_layer, head_layers))
+
+
+def tokens_free(spec: ModelSpec, plan: ParallelPlan, engine: EngineLike) -> ParallelPlan:
+    """The plan whose layer walk (``Materializer.walk_layers``) is ``plan``'s: ``max_num_batched_tokens``
+    at its default when the placement key (the placement's decisions and what the engine's materializer
+    reads from the plan besides them, e.g. MLAPO's release) is equal; else ``plan``. Why: a P node's
+    chunk budget sizes only the model-wide buffers (``finish``), yet each chunk searched paid a full pass.
+    A declared family (DeepSeek-V4) walks its buffers with its layers: its plan is kept."""
+    from ..model.families import declared
+    norm = replace(plan, max_num_batched_tokens=ParallelPlan.max_num_batched_tokens)
+    if norm == plan or declared(spec) is not None or placement_key(spec, norm, engine) != placement_key(
+            spec, plan, engine):
+        return plan
+    return norm
+
+
+@functools.lru_cache(maxsize=64)
+def _walked(ref: DeploymentContext) -> Any:
+    """A Materializer of ``ref`` after its layer walk, to ``fork`` for plans that differ only in the tail."""
     from .api import synthesized_stored
     spec, plan, eng = ref.spec, ref.plan, ref.engine
     stored, desc = synthesized_stored(spec, ref.recipe)
     cache = _ROW_CACHES.setdefault(row_cache_key(spec, plan, eng), {})
-    mat = eng.materializer(spec, plan, eng.placement(spec, plan), stored, desc, row_cache=cache).run()
-    return mat, row_arrays(mat)
+    return eng.materializer(spec, plan, eng.placement(spec, plan), stored, desc, row_cache=cache).walk_layers()
 
 
 def reference_of(dep: DeploymentContext) -> DeploymentContext:

@@ -244,11 +244,18 @@ class PerfResult:
 
 def cached_program(dep: DeploymentContext, phase: str, graph: str, mtp_enabled: bool,
                    cache: Any = "bf16") -> Program:
-    """The layer program is independent of the workload numbers and of the device (cached without it)."""
-    return _cached_program(dep.bare, phase, graph, mtp_enabled, cache)
+    """The layer program is independent of the workload numbers and of the device (cached without it), and
+    of the drafter's K where the resident bytes are (``memory.materialized.drafter_k_free``: K enters
+    the kernel's keys, not the program)."""
+    from ..memory.materialized import drafter_k_free
+    dep = dep.bare
+    plan = drafter_k_free(dep.spec, dep.plan, dep.engine)
+    return _cached_program(dep if plan is dep.plan else dep.with_plan(plan), phase, graph, mtp_enabled, cache)
 
 
-@functools.lru_cache(maxsize=64)
+#: a 128-die plan builds ~220 programs while estimating (prefill and decode of every instance plan) and its
+#: simulation reads the shortlisted ones again: 64 entries evicted those and rebuilt them under the step-cost lock
+@functools.lru_cache(maxsize=512)
 def _cached_program(dep: DeploymentContext, phase: str, graph: str, mtp_enabled: bool, cache: Any) -> Program:
     return build_program(dep, phase, graph, mtp_enabled, cache)
 

@@ -23,6 +23,7 @@ are ranked by output tokens/s per die.
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -55,6 +56,10 @@ P_SEQS = (1, 2, 4, 8, 16)
 DCP_FROM_ISL = 32768
 #: P/D rows built when every one is listed (--csv, --png, --simulate 0): ~1.5 kB each
 MAX_LISTED_ROWS = 1_000_000
+#: held around every call of the parallel perf kernel (``sweep_grid``) while the shortlist may simulate on
+#: other threads (``planner.simulate.Shortlist``): numba's threading layer must not be entered from two
+#: threads at once
+KERNEL_LOCK = threading.Lock()
 
 
 @dataclass
@@ -131,6 +136,8 @@ class PlanResult:
     disagg_verdicts: dict[int, str] = field(default_factory=dict)   # die budget -> why no P/D config
     searched_disagg: bool = True
     simulated: int = 0                  # deployments simulated (0: the ranking is the estimate's)
+    #: wall time from the first simulated row to the last (the aggregated rows start while the P/D rows are
+    #: still estimated, so it overlaps ``seconds``' estimate part)
     sim_seconds: float = 0.0
     #: memory-feasible rows per (die budget, mode), built or not (``configs`` holds the built ones)
     feasible_by: dict = field(default_factory=dict)
@@ -229,8 +236,9 @@ class _Kernel:
         from ..perf.api import cached_program
         from ..perf.device import group_table
         prog = cached_program(self.base.with_plan(plan), phase, "repetition", True, self.path)
-        out = self.sweep_grid(*prog.arrays(), 1 if phase == "decode" else 0, float(plan.tp), keys, ctx, self.dv,
-                              group_table(self.device, plan))
+        with KERNEL_LOCK:
+            out = self.sweep_grid(*prog.arrays(), 1 if phase == "decode" else 0, float(plan.tp), keys, ctx, self.dv,
+                                  group_table(self.device, plan))
         self.count += out.size
         self.cache[key] = out
         return out
@@ -285,7 +293,7 @@ def run_plan(base: DeploymentContext, wl: PlanWorkload, space: PlanSpace, ttft_m
              tpot_ms: float) -> PlanResult:
     """Estimate every candidate (steady state), then simulate the shortlist with the serving model
     (``auditor.planner.simulate``) and rank by the simulated figures."""
-    from .simulate import simulate_shortlist
+    from .simulate import Shortlist
     engine = base.engine
     with serial():
         t0 = time.perf_counter()
@@ -295,27 +303,39 @@ def run_plan(base: DeploymentContext, wl: PlanWorkload, space: PlanSpace, ttft_m
         feasible: dict[tuple[int, str], int] = {}
         over_bound: int | None = 0
         evaluated = 0
-        for u in space.searched_utils:
-            sp = replace(space, util=u)
-            c, n, v, f = _estimate(base, wl, sp, ttft_ms, tpot_ms, kern)
-            configs += c
-            evaluated += n
-            for k, text in v.items():
-                verdicts.setdefault(k, text)
-            for k, cnt in f["feasible"].items():
-                feasible[k] = feasible.get(k, 0) + cnt
-            if f["over_bound"] is None or over_bound is None:
-                over_bound = None
-            else:
-                over_bound += f["over_bound"]
+        # the aggregated rows simulate (on another thread) while the last util's P/D rows are estimated
+        sim = Shortlist(base, wl, space, ttft_ms, tpot_ms) if space.simulate > 0 else None
+        utils = space.searched_utils
+        try:
+            for i, u in enumerate(utils):
+                sp = replace(space, util=u)
+                hook = None
+                if sim is not None and i == len(utils) - 1:
+                    hook = (lambda prior: lambda rows: sim.start(prior + rows))(list(configs))
+                c, n, v, f = _estimate(base, wl, sp, ttft_ms, tpot_ms, kern, after_agg=hook)
+                configs += c
+                evaluated += n
+                for k, text in v.items():
+                    verdicts.setdefault(k, text)
+                for k, cnt in f["feasible"].items():
+                    feasible[k] = feasible.get(k, 0) + cnt
+                if f["over_bound"] is None or over_bound is None:
+                    over_bound = None
+                else:
+                    over_bound += f["over_bound"]
+        except BaseException:
+            if sim is not None:
+                sim.stop()
+            raise
         for n in list(verdicts):
             if feasible.get((n, "disagg")):
                 del verdicts[n]
         res = PlanResult(configs, 0, 0.0, wl, _notes(space, wl, engine), verdicts, space.disaggregated, dies=tuple(space.dies),
                          feasible_by=feasible, pd_over_bound=over_bound)
         t1 = time.perf_counter()
-        if space.simulate > 0:
-            res.simulated = simulate_shortlist(res, base, wl, space, ttft_ms, tpot_ms)
+        if sim is not None:
+            res.simulated = sim.finish(res)
+            t1 = sim.started_at or t1
         res.sim_seconds = time.perf_counter() - t1
         res.evaluated = evaluated + kern.count
         res.seconds = time.perf_counter() - t0
@@ -648,8 +668,10 @@ def _prefill_time(kern: _Kernel, plan: ParallelPlan, isl: int, chunk: int, k: in
 
 
 def _estimate(base: DeploymentContext, wl: PlanWorkload, space: PlanSpace,
-              ttft_ms: float, tpot_ms: float, kern: _Kernel) -> tuple[list[Config], int, dict[int, str], dict]:
-    """The steady-state estimate of every candidate at one gpu-memory-utilization."""
+              ttft_ms: float, tpot_ms: float, kern: _Kernel, after_agg: Any = None
+              ) -> tuple[list[Config], int, dict[int, str], dict]:
+    """The steady-state estimate of every candidate at one gpu-memory-utilization; ``after_agg`` is called
+    with the aggregated rows once they are all estimated, before the P/D rows (``run_plan``)."""
     spec, engine = base.spec, base.engine
     mtps = tuple(m for m in space.mtps if m == 0 or spec.mtp_layers) or (0,)
     BK = np.array(list(itertools.product(space.batches, mtps)), dtype=np.float64)
@@ -723,6 +745,9 @@ def _estimate(base: DeploymentContext, wl: PlanWorkload, space: PlanSpace,
                         d["kv_free"][i] / GiB, t_pre * 1e3 <= ttft_ms and tpot[i] * 1e3 <= tpot_ms,
                         {"replicas": n // s, "tp": plan.tp, "dp": plan.dp, "ep": plan.ep, "sp": plan.sp,
                          "dsa_cp": plan.dsa_cp, "role": "mixed", "dcp": dcp}, util=d["util"]))
+
+    if after_agg is not None:
+        after_agg(list(configs))
 
     # ---- disaggregated
     verdicts: dict[int, str] = {}

@@ -54,9 +54,15 @@ def shortlist(res: PlanResult, space: PlanSpace, ttft_ms: float, tpot_ms: float)
     first, TPOT within 1.25 x the SLA and TTFT within it, each deployment once, at most two per
     deployment shape and four per instance shape (``_shapes``: the estimate ranks shapes least
     reliably)."""
+    return _shortlist(res, space, ttft_ms, tpot_ms, ("agg", "disagg"))
+
+
+def _shortlist(res: PlanResult, space: PlanSpace, ttft_ms: float, tpot_ms: float, modes: tuple[str, ...]
+               ) -> list[list[Config]]:
+    """``shortlist``'s queues of ``modes`` only (a queue reads only its own mode's rows)."""
     out: list[list[Config]] = []
     for n in space.dies:
-        for mode in ("agg", "disagg"):
+        for mode in modes:
             # DCP rows too: their instance plans carry the DCP size, so the step tables run SFA DCP (query
             # gather, LSE merge, the prefill KV gather) and the KV pool holds 1/DCP of each latent
             rows = [c for c in res.configs if c.dies == n and c.mode == mode
@@ -109,64 +115,266 @@ def _shapes(c: Config) -> tuple[tuple, tuple]:
     return (("pair", own, pre),), (own, pre)
 
 
-def simulate_shortlist(res: PlanResult, base: DeploymentContext, wl: PlanWorkload, space: PlanSpace,
-                       ttft_ms: float, tpot_ms: float, workers: int | None = None) -> int:
-    """Replace the figures of the shortlisted rows by simulated ones; returns how many were simulated.
+class _Sim:
+    """What every simulated row shares: the deployment, the workload, the SLA and the step-cost tables of
+    each instance plan, built once under ``search.KERNEL_LOCK`` (they call the parallel perf kernel, which
+    numba's threading layer must not enter from two threads at once; the planner's own kernel calls take
+    the same lock)."""
 
-    The queues (one per die budget and mode) are independent: each row belongs to one queue and a
-    queue's stopping rule reads only its own rows. So they run on up to ``workers`` threads (default:
-    the machine's cores, at most 2; the scheduler kernel releases the GIL). Step-cost tables are
-    built under one lock: they call the parallel perf kernel, which numba's default threading layer
-    must not enter from two threads at once. The figures do not depend on the order."""
-    import os
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
+    def __init__(self, base: DeploymentContext, wl: PlanWorkload, space: PlanSpace, ttft_ms: float,
+                 tpot_ms: float):
+        import numba
+        self.base, self.wl, self.space, self.ttft_ms, self.tpot_ms = base, wl, space, ttft_ms, tpot_ms
+        self.tables: dict[InstancePlan, Any] = {}
+        self.threads = numba.get_num_threads()      # numba's thread count is per thread: carry the caller's over
 
-    import numba
-
-    from ..serving.costs import step_costs
-
-    tables: dict[InstancePlan, Any] = {}
-    lock = threading.Lock()
-
-    def costs(inst: InstancePlan):
+    def costs(self, inst: InstancePlan):
+        from ..serving.costs import step_costs
+        from .search import KERNEL_LOCK
         key = InstancePlan(**{**inst.__dict__, "count": 1})
-        with lock:
-            if key not in tables:
-                tables[key] = step_costs(base, inst)
-            return tables[key]
+        with KERNEL_LOCK:
+            if key not in self.tables:
+                self.tables[key] = step_costs(self.base, inst)
+            return self.tables[key]
 
-    threads = numba.get_num_threads()       # numba's thread count is per thread: carry the caller's over
+    def one(self, c: Config) -> None:
+        _simulate_one(c, self.base, self.wl, self.space, self.ttft_ms, self.tpot_ms, self.costs)
 
-    def run_queue(queue: list[Config]) -> int:
-        numba.set_num_threads(threads)
+    def run_queue(self, queue: list[Config]) -> int:
+        import numba
+        numba.set_num_threads(self.threads)
         n, best = 0, 0.0
         for i, c in enumerate(queue):
             # ``space.simulate`` rows always; then go on while the next row's estimate could still beat the
             # best simulated row that meets the SLA (an estimate right at the SLA often lands a concurrency
             # step lower in the simulation, so a fixed shortlist kept such losers)
-            if i >= space.simulate and c.tok_s_die <= best:
+            if i >= self.space.simulate and c.tok_s_die <= best:
                 break
-            _simulate_one(c, base, wl, space, ttft_ms, tpot_ms, costs)
+            self.one(c)
             n += 1
             if c.meets_sla:
                 best = max(best, c.tok_s_die)
         return n
 
-    queues = [q for q in shortlist(res, space, ttft_ms, tpot_ms) if q]
+
+def _bound_note(res: PlanResult, ttft_ms: float, tpot_ms: float) -> None:
     over = over_bound(res, ttft_ms, tpot_ms)
     if any(over.values()):
         res.notes.append(
             f"simulation bound: a candidate whose scheduler run needs more than {MAX_SIM_CELLS:,} queue cells "
             "(instance kinds x ranks x (4 x decode slots + 2)) is not simulated and the shortlist takes the next; "
             f"{over['agg']:,} aggregated and {over['disagg']:,} P/D rows within 1.25 x the SLA were over it")
-    workers = min(2, os.cpu_count() or 1) if workers is None else workers
-    if workers <= 1 or len(queues) <= 1:
-        return sum(run_queue(q) for q in queues)
-    # the longest queues first, so two threads finish together
-    queues.sort(key=len, reverse=True)
+
+
+def _default_workers(workers: int | None) -> int:
+    import os
+    return min(2, os.cpu_count() or 1) if workers is None else workers
+
+
+def simulate_shortlist(res: PlanResult, base: DeploymentContext, wl: PlanWorkload, space: PlanSpace,
+                       ttft_ms: float, tpot_ms: float, workers: int | None = None) -> int:
+    """Replace the figures of the shortlisted rows by simulated ones; returns how many were simulated.
+
+    The queues (one per die budget and mode) are independent: each row belongs to one queue and a
+    queue's stopping rule reads only its own rows. So their rows run on up to ``workers`` threads
+    (default: the machine's cores, at most 2; the scheduler kernel releases the GIL), a free thread
+    running ahead in a long queue speculatively (``_RowScheduler``). The figures do not depend on the
+    order. ``Shortlist`` does the same with the aggregated queues started before the P/D estimate."""
+    sim = _Sim(base, wl, space, ttft_ms, tpot_ms)
+    queues = [q for q in shortlist(res, space, ttft_ms, tpot_ms) if q]
+    _bound_note(res, ttft_ms, tpot_ms)
+    workers = _default_workers(workers)
+    if workers <= 1:
+        return sum(sim.run_queue(q) for q in queues)
+    return _run_rows(queues, workers, space.simulate, sim.threads, sim.one)
+
+
+class Shortlist:
+    """``simulate_shortlist`` in two steps, so the aggregated rows simulate while the P/D rows are estimated.
+
+    ``start`` (called once every aggregated row of every searched util is estimated) puts the aggregated
+    queues on a ``_RowScheduler`` worked by one background thread; the P/D estimate (Python, holding the GIL
+    most of the time) then runs beside the scheduler kernel (which releases it). ``finish`` adds the P/D
+    queues, works the rest on ``workers`` threads and commits. Rows are simulated on copies and committed
+    only in ``finish``, so the shortlist, the bound note and every figure are what ``simulate_shortlist``
+    gives: an aggregated queue reads only aggregated rows, which the P/D estimate does not touch. With one
+    worker everything runs in ``finish``, queue by queue."""
+
+    def __init__(self, base: DeploymentContext, wl: PlanWorkload, space: PlanSpace, ttft_ms: float,
+                 tpot_ms: float, workers: int | None = None):
+        self.sim = _Sim(base, wl, space, ttft_ms, tpot_ms)
+        self.workers = _default_workers(workers)
+        self.sched = _RowScheduler(space.simulate, self.sim.threads, self.sim.one)
+        self.agg: list[list[Config]] | None = None
+        self.thread = None
+        self.error: BaseException | None = None
+        self.started_at: float | None = None
+
+    def _work(self) -> None:
+        try:
+            self.sched.work()
+        except BaseException as e:          # re-raised by finish
+            self.error = e
+
+    def start(self, agg_rows: list[Config]) -> None:
+        import threading
+        import time
+        sim = self.sim
+        tmp = PlanResult(list(agg_rows), 0, 0.0, sim.wl, [])
+        self.agg = [q for q in _shortlist(tmp, sim.space, sim.ttft_ms, sim.tpot_ms, ("agg",)) if q]
+        self.started_at = time.perf_counter()
+        if self.workers > 1 and self.agg:
+            self.sched.add(self.agg)
+            self.thread = threading.Thread(target=self._work, name="plan-sim-agg", daemon=True)
+            self.thread.start()
+
+    def stop(self) -> None:
+        """Let the background thread end after its current row (the estimate failed)."""
+        if self.thread is not None:
+            with self.sched.cond:
+                self.sched.stopped = True
+            self.thread.join()
+
+    def finish(self, res: PlanResult) -> int:
+        import threading
+        sim = self.sim
+        if self.agg is None:
+            self.start([c for c in res.configs if c.mode == "agg"])
+        pd = [q for q in _shortlist(res, sim.space, sim.ttft_ms, sim.tpot_ms, ("disagg",)) if q]
+        _bound_note(res, sim.ttft_ms, sim.tpot_ms)
+        if self.workers <= 1:
+            return sum(sim.run_queue(q) for q in self.agg + pd)
+        if self.thread is None:
+            self.sched.add(self.agg)
+        self.sched.add(pd)
+        extra = [threading.Thread(target=self._work, daemon=True)
+                 for _ in range(self.workers - 1 - (self.thread is not None and self.thread.is_alive()))]
+        for t in extra:
+            t.start()
+        self._work()                    # this thread works too
+        for t in extra + ([self.thread] if self.thread is not None else []):
+            t.join()
+        if self.error is not None:
+            raise self.error
+        return self.sched.commit()
+
+
+def _run_rows(queues: list[list[Config]], workers: int, first: int, threads: int, sim: Any) -> int:
+    """``run_queue`` of every queue with rows, not queues, as the unit of work on ``workers`` threads
+    (``_RowScheduler``); returns how many rows were simulated."""
+    from concurrent.futures import ThreadPoolExecutor
+    sched = _RowScheduler(first, threads, sim)
+    sched.add(queues)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return sum(pool.map(run_queue, queues))
+        for f in [pool.submit(sched.work) for _ in range(workers)]:
+            f.result()
+    return sched.commit()
+
+
+class _RowScheduler:
+    """Rows of queues simulated by any number of worker threads, with each queue's stopping rule.
+
+    Why: a queue's stopping rule (the first ``first`` rows always; then the next while its estimate beats
+    the best simulated row meeting the SLA) made it sequential, and one queue per thread left a thread
+    idle while the other ran a long queue (128 dies: the aggregated queue of 12 rows ran ~1 s after the
+    P/D queue of 4 had finished). Here a free thread takes the next row some queue surely runs, else the
+    next row it may run (speculatively, on a copy); ``commit`` then replays each queue in order with the
+    same rule over the same results, so exactly the rows ``run_queue`` simulates get their figures, and a
+    speculative result the rule does not reach is dropped. A row's figures depend only on the row (and
+    the shared step-cost tables), not on the order, the thread or when its queue was added (``add``)."""
+
+    def __init__(self, first: int, threads: int, sim: Any):
+        import threading
+        self.first, self.threads, self.sim = first, threads, sim
+        self.queues: list[list[Config]] = []
+        self.results: list[dict[int, Config]] = []
+        self.claimed: list[set[int]] = []
+        self.cond = threading.Condition()
+        self.stopped = False                # ``Shortlist.stop``: no further row is taken
+
+    def add(self, queues: list[list[Config]]) -> None:
+        with self.cond:
+            for q in queues:
+                self.queues.append(q)
+                self.results.append({})
+                self.claimed.append(set())
+
+    def status(self, q: int, j: int) -> bool | None:
+        """Whether ``run_queue`` simulates row j of queue q: True, False, or None (not known yet)."""
+        first = self.first
+        if j < first:
+            return True
+        rows, res, best = self.queues[q], self.results[q], 0.0
+        for i in range(j + 1):
+            if i >= first and rows[i].tok_s_die <= best:
+                return False                    # the rule stops at i <= j
+            if i == j:
+                return True
+            r = res.get(i)
+            if r is None:
+                # the best over rows < j only grows as more finish: if a finished one already beats row j's
+                # estimate, the rule stops at j or before
+                known = max((x.tok_s_die for k, x in res.items() if k < j and x.meets_sla), default=0.0)
+                return False if rows[j].tok_s_die <= known else None
+            if r.meets_sla:
+                best = max(best, r.tok_s_die)
+        return None
+
+    def pick(self) -> tuple[int, int] | None:
+        if self.stopped:
+            return None
+        maybe = None
+        for q, rows in enumerate(self.queues):
+            for j in range(len(rows)):
+                if j in self.claimed[q] or j in self.results[q]:
+                    continue
+                st = self.status(q, j)
+                if st:
+                    return q, j
+                if st is None and (maybe is None or j < maybe[1]):
+                    maybe = (q, j)
+                break                       # later rows of this queue wait for this one's status
+        return maybe
+
+    def work(self) -> None:
+        """Simulate rows until none is left that some queue may run (a worker thread's loop)."""
+        import copy
+
+        import numba
+        numba.set_num_threads(self.threads)
+        while True:
+            with self.cond:
+                task = self.pick()
+                if task is None:
+                    return
+                q, j = task
+                self.claimed[q].add(j)
+                c = self.queues[q][j]
+            r = copy.copy(c)
+            r.detail, r.estimate = dict(c.detail), dict(c.estimate)
+            self.sim(r)
+            with self.cond:
+                self.results[q][j] = r
+
+    def commit(self) -> int:
+        """Give each queue's rows the figures ``run_queue`` would; returns how many were simulated."""
+        n = 0
+        for q, rows in enumerate(self.queues):
+            best = 0.0
+            for i, c in enumerate(rows):
+                if i >= self.first and c.tok_s_die <= best:
+                    break
+                r = self.results[q][i]
+                detail = c.detail
+                for k, v in r.__dict__.items():
+                    if k != "detail":
+                        setattr(c, k, v)
+                detail.clear()
+                detail.update(r.detail)
+                n += 1
+                if c.meets_sla:
+                    best = max(best, c.tok_s_die)
+        return n
 
 
 def _simulate_one(c: Config, base: DeploymentContext, wl: PlanWorkload, space: PlanSpace, ttft_ms: float,

@@ -13,7 +13,7 @@ import functools
 import numpy as np
 
 from ..context import DeploymentContext
-from ..memory.ledger import build_ledger, experts_per_slot
+from ..memory.ledger import experts_per_slot, rank_multipliers
 from ..memory.materialized import materialize, reference_plan
 from ..parallel import ParallelPlan
 
@@ -27,12 +27,12 @@ def stage_worst(total: np.ndarray, plan: ParallelPlan) -> list[int]:
 def _reference(ref: DeploymentContext) -> tuple[tuple, tuple]:
     """(non-expert worst per stage, per-expert bytes per stage) of one ledger of an EP-on plan."""
     spec, plan = ref.spec, ref.plan
-    mat, arrays = materialize(ref)
-    led = build_ledger(mat, spec, plan, ref.placement(), arrays=arrays)
+    _, arrays = materialize(ref)
+    mult, total = _rank_totals(arrays, spec, plan)
     R = plan.ranks_per_stage
     held = arrays.kind == "expert"                 # routed experts of every MoE layer, the MTP layer's too
-    experts = (led.mult[held] * arrays.nbytes[held, None]).sum(axis=0).reshape(plan.pp, R)
-    other = (led.total.reshape(plan.pp, R) - experts).max(axis=1)
+    experts = (mult[held] * arrays.nbytes[held, None]).sum(axis=0).reshape(plan.pp, R)
+    other = (total.reshape(plan.pp, R) - experts).max(axis=1)
     n = experts_per_slot(spec.E + plan.redundant_experts, plan.ep)[np.arange(R)]
     # EP wider than the experts (8 routed experts on 32 dies): ranks without an expert hold 0, not 0/0 = NaN
     per_expert = np.divide(experts, n[None, :], out=np.zeros_like(experts), where=n[None, :] > 0).max(axis=1)
@@ -52,6 +52,13 @@ def _plan_weights(dep: DeploymentContext) -> tuple[int, ...]:
         n = int(experts_per_slot(spec.E + plan.redundant_experts, plan.ep).max())
         return tuple(int(round(o + e * n)) for o, e in zip(other, per_expert))
     # EP off (experts TP-sharded over DP x TP), layer sharding (owners by DP x TP), dense: DP counts
-    mat, arrays = materialize(dep)
-    led = build_ledger(mat, spec, plan, dep.placement(), arrays=arrays)
-    return tuple(stage_worst(led.total, plan))
+    _, arrays = materialize(dep)
+    return tuple(stage_worst(_rank_totals(arrays, spec, plan)[1], plan))
+
+
+def _rank_totals(arrays, spec, plan: ParallelPlan) -> tuple[np.ndarray, np.ndarray]:
+    """(multipliers [rows, ranks], resident bytes per rank) of every rank of ``plan``: the ``mult`` and
+    ``total`` of ``build_ledger`` with the same operations, without the per-category, block, layer and
+    cause tables W never reads (a third of a ledger's cost, paid ~50 times per ``audit plan``)."""
+    mult, _ = rank_multipliers(arrays, spec, plan, np.arange(plan.world))
+    return mult, (mult * arrays.nbytes[:, None]).sum(axis=0)
