@@ -352,7 +352,7 @@ def _open_or_fallback(model: ConfigModel) -> str:
     except AuditInputError as exc:
         if model.fallback is None:
             raise
-        click.echo(f"audit: note: {model.where}: model {model} is not readable here ({str(exc)[:160]}); audit "
+        click.echo(f"audit: note: {model.where}: model {model} is not readable here ({str(exc)[:400]}); audit "
                    f"models the preset {model.fallback}, which the name implies (give MODEL to choose)", err=True)
         return model.fallback
 
