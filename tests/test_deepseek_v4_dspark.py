@@ -228,3 +228,65 @@ def test_release_branch_rows(capsys):
     assert main(["memory", *flags, "--engine", "vllm-ascend@0.24"]) == 2
     err = capsys.readouterr().err.strip()
     assert "DSpark drafter is not modelled on vLLM-Ascend v0.24.0rc" in err and len(err.splitlines()) == 1
+
+
+# ------------------------------------------------------------------ property: DSpark keys from outside
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_JSONISH = st.one_of(st.none(), st.booleans(), st.integers(-5, 100), st.floats(allow_nan=True, allow_infinity=True),
+                     st.text(max_size=6), st.lists(st.integers(-3, 60), max_size=6))
+
+
+_N_MAIN = preset_config("deepseek-v4-flash")["num_hidden_layers"]
+
+
+@st.composite
+def _dspark_keys(draw):
+    """(ids, layers, rank, ratios past the main layers): a consistent DSpark drafter with each field
+    replaced by an arbitrary JSON value now and then, or arbitrary values throughout."""
+    if not draw(st.booleans()):
+        return (draw(_JSONISH), draw(_JSONISH), draw(_JSONISH),
+                draw(st.lists(st.sampled_from([0, 1, 4, 128, 7]), max_size=5)))
+    n = draw(st.integers(1, 4))
+    ids = draw(st.lists(st.integers(0, _N_MAIN - 1), min_size=1, max_size=4, unique=True))
+    layers = None if n == 3 and draw(st.booleans()) else n           # 3 is the engine's default
+    rank = draw(st.integers(1, 512))
+    ratios = [0] * n
+    junk = draw(st.sampled_from([None, "ids", "layers", "rank", "ratios"]))
+    if junk == "ids":
+        ids = draw(_JSONISH)
+    elif junk == "layers":
+        layers = draw(_JSONISH)
+    elif junk == "rank":
+        rank = draw(_JSONISH)
+    elif junk == "ratios":
+        ratios = draw(st.lists(st.sampled_from([0, 1, 4, 128, 7]), max_size=5))
+    return ids, layers, rank, ratios
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=_dspark_keys())
+def test_any_dspark_key_values_build_a_drafter_or_are_refused_in_one_line(keys):
+    """Whatever a config puts in the DSpark keys (and however many ratios it lists past the main layers),
+    reading it gives a spec whose drafter agrees with those keys, or one AuditInputError line; never
+    another exception, never an MTP drafter read from a DSpark config."""
+    from auditor.errors import AuditInputError
+    from auditor.model.config import spec_from_config
+    ids, layers, rank, extra_ratios = keys
+    base = {k: v for k, v in preset_config("deepseek-v4-flash").items() if k != "num_nextn_predict_layers"}
+    n_main = base["num_hidden_layers"]
+    cfg = {**base, "compress_ratios": list(base["compress_ratios"][:n_main]) + extra_ratios,
+           "dspark_target_layer_ids": ids, "dspark_num_mtp_layers": layers, "dspark_markov_rank": rank}
+    try:
+        spec = spec_from_config(cfg)
+    except AuditInputError as exc:
+        assert "\n" not in str(exc)
+        return
+    set_keys = [v for v in (ids, layers, rank) if v not in (None, 0, False, [], "")]
+    if not set_keys:                      # every DSpark key off: a plain family config
+        assert spec.drafter == "mtp"
+        return
+    assert spec.drafter == "dspark"
+    assert list(spec.drafter_targets) == ids and spec.markov_rank == rank
+    draft = spec.layer_kinds[spec.Lyr:]
+    assert len(draft) == spec.mtp_layers == len(extra_ratios) and all(k.attention == "window" for k in draft)
