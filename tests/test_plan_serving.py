@@ -268,7 +268,7 @@ def test_shortlist_on_two_threads_equals_one():
 
 def test_row_scheduler_runs_exactly_the_rows_one_thread_runs():
     """``_run_rows`` (rows, not queues, spread over threads, a free thread running ahead speculatively)
-    gives every row what ``run_queue`` on one thread gives, and no figure to a row the stopping rule does
+    gives every row what the stopping rule run queue by queue gives, and no figure to a row the rule does
     not reach: fake rows whose simulated figure is fixed per row, so the rule stops inside each queue."""
     import threading
     import time
@@ -313,7 +313,7 @@ def test_row_scheduler_runs_exactly_the_rows_one_thread_runs():
     for first in (1, 2, 3):
         one, many = build(), build()
         n1 = sequential(one, first)
-        for workers in (2, 3):
+        for workers in (1, 2, 3):
             many = build()
             assert _run_rows(many, workers, first, 1, sim) == n1
             assert [[asdict(c) for c in q] for q in many] == [[asdict(c) for c in q] for q in one]

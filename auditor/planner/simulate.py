@@ -140,21 +140,13 @@ class _Sim:
     def one(self, c: Config) -> None:
         _simulate_one(c, self.base, self.wl, self.space, self.ttft_ms, self.tpot_ms, self.costs)
 
-    def run_queue(self, queue: list[Config]) -> int:
-        import numba
-        numba.set_num_threads(self.threads)
-        n, best = 0, 0.0
-        for i, c in enumerate(queue):
-            # ``space.simulate`` rows always; then go on while the next row's estimate could still beat the
-            # best simulated row that meets the SLA (an estimate right at the SLA often lands a concurrency
-            # step lower in the simulation, so a fixed shortlist kept such losers)
-            if i >= self.space.simulate and c.tok_s_die <= best:
-                break
-            self.one(c)
-            n += 1
-            if c.meets_sla:
-                best = max(best, c.tok_s_die)
-        return n
+
+def _queue_stops(i: int, first: int, estimate: float, best: float) -> bool:
+    """A queue's stopping rule at its row i: ``first`` rows (``space.simulate``) always; then go on while
+    the row's estimate could still beat ``best``, the best simulated row so far that meets the SLA (an
+    estimate right at the SLA often lands a concurrency step lower in the simulation, so a fixed
+    shortlist kept such losers)."""
+    return i >= first and estimate <= best
 
 
 def _bound_note(res: PlanResult, ttft_ms: float, tpot_ms: float) -> None:
@@ -183,10 +175,7 @@ def simulate_shortlist(res: PlanResult, base: DeploymentContext, wl: PlanWorkloa
     sim = _Sim(base, wl, space, ttft_ms, tpot_ms)
     queues = [q for q in shortlist(res, space, ttft_ms, tpot_ms) if q]
     _bound_note(res, ttft_ms, tpot_ms)
-    workers = _default_workers(workers)
-    if workers <= 1:
-        return sum(sim.run_queue(q) for q in queues)
-    return _run_rows(queues, workers, space.simulate, sim.threads, sim.one)
+    return _run_rows(queues, _default_workers(workers), space.simulate, sim.threads, sim.one)
 
 
 class Shortlist:
@@ -242,8 +231,6 @@ class Shortlist:
             self.start([c for c in res.configs if c.mode == "agg"])
         pd = [q for q in _shortlist(res, sim.space, sim.ttft_ms, sim.tpot_ms, ("disagg",)) if q]
         _bound_note(res, sim.ttft_ms, sim.tpot_ms)
-        if self.workers <= 1:
-            return sum(sim.run_queue(q) for q in self.agg + pd)
         if self.thread is None:
             self.sched.add(self.agg)
         self.sched.add(pd)
@@ -260,13 +247,16 @@ class Shortlist:
 
 
 def _run_rows(queues: list[list[Config]], workers: int, first: int, threads: int, sim: Any) -> int:
-    """``run_queue`` of every queue with rows, not queues, as the unit of work on ``workers`` threads
-    (``_RowScheduler``); returns how many rows were simulated."""
+    """Every queue under its stopping rule, with rows, not queues, as the unit of work on ``workers``
+    threads, this one included (``_RowScheduler``; one worker runs the queues in order, row by row);
+    returns how many rows were simulated."""
     from concurrent.futures import ThreadPoolExecutor
     sched = _RowScheduler(first, threads, sim)
     sched.add(queues)
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for f in [pool.submit(sched.work) for _ in range(workers)]:
+    with ThreadPoolExecutor(max_workers=max(workers - 1, 1)) as pool:
+        others = [pool.submit(sched.work) for _ in range(workers - 1)]
+        sched.work()
+        for f in others:
             f.result()
     return sched.commit()
 
@@ -279,7 +269,8 @@ class _RowScheduler:
     idle while the other ran a long queue (128 dies: the aggregated queue of 12 rows ran ~1 s after the
     P/D queue of 4 had finished). Here a free thread takes the next row some queue surely runs, else the
     next row it may run (speculatively, on a copy); ``commit`` then replays each queue in order with the
-    same rule over the same results, so exactly the rows ``run_queue`` simulates get their figures, and a
+    same rule over the same results, so exactly the rows one thread going queue by queue simulates get
+    their figures, and a
     speculative result the rule does not reach is dropped. A row's figures depend only on the row (and
     the shared step-cost tables), not on the order, the thread or when its queue was added (``add``)."""
 
@@ -300,13 +291,13 @@ class _RowScheduler:
                 self.claimed.append(set())
 
     def status(self, q: int, j: int) -> bool | None:
-        """Whether ``run_queue`` simulates row j of queue q: True, False, or None (not known yet)."""
+        """Whether the stopping rule reaches row j of queue q: True, False, or None (not known yet)."""
         first = self.first
         if j < first:
             return True
         rows, res, best = self.queues[q], self.results[q], 0.0
         for i in range(j + 1):
-            if i >= first and rows[i].tok_s_die <= best:
+            if _queue_stops(i, first, rows[i].tok_s_die, best):
                 return False                    # the rule stops at i <= j
             if i == j:
                 return True
@@ -357,12 +348,13 @@ class _RowScheduler:
                 self.results[q][j] = r
 
     def commit(self) -> int:
-        """Give each queue's rows the figures ``run_queue`` would; returns how many were simulated."""
+        """Give each queue's rows the figures one thread going queue by queue would; returns how many were
+        simulated."""
         n = 0
         for q, rows in enumerate(self.queues):
             best = 0.0
             for i, c in enumerate(rows):
-                if i >= self.first and c.tok_s_die <= best:
+                if _queue_stops(i, self.first, c.tok_s_die, best):
                     break
                 r = self.results[q][i]
                 detail = c.detail
