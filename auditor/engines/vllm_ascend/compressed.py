@@ -18,6 +18,7 @@ from ...parallel import ParallelPlan, stage_layers
 from ..bridge import C_BUFFERS, C_OPROJ
 from ..kv_interface import PooledKVSpec
 from ..materialize import Resident
+from ..registry import parse_version
 from .kv_compressed import BLOCK_GEOMETRY, INDEXER_ROW, LATENT_ROW, compressed_cache_config
 
 #: the block size the platform keeps when none is given (vllm-ascend sets 128 by default; UNCONFIRMED for
@@ -51,15 +52,9 @@ def check_supported(spec: ModelSpec, prof: Any) -> None:
                                           "(--engine vllm-ascend@0.26 or main)")
     # the DSpark drafter was read on main (models/deepseek_v4/dspark.py) and releases/v0.25.1rc
     # (deepseek_v4_dspark.py, which v0.26.0rc keeps); an older row borrows v0.25's code for the main model only
-    if getattr(spec, "drafter", "mtp") == "dspark" and prof.version and _release(prof.version) < (0, 25):
+    if getattr(spec, "drafter", "mtp") == "dspark" and prof.version and parse_version(prof.version)[:2] < (0, 25):
         raise AuditInputError("--engine", f"{spec.name}'s DSpark drafter is not modelled on {prof.label}: audit read "
                                           "it on v0.25.1rc, v0.26.0rc and main (--engine vllm-ascend@0.26 or main)")
-
-
-def _release(version: str) -> tuple[int, ...]:
-    """``0.24.0rc`` -> (0, 24, 0): the numeric part of a release label."""
-    import re
-    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
 
 
 def block_size(plan: ParallelPlan) -> tuple[int, str | None]:
