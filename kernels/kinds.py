@@ -99,8 +99,8 @@ DEV_MMA_PEAK = 12              # + dtype code: mma peak FLOP/s of that dtype (0 
 N_DEV = DEV_MMA_PEAK + len(DTYPES)
 
 # -- stream table (st[N_STREAMS, N_ST]) ----------------------------------------------------------
-STREAM_MAIN, STREAM_MTP_LATER, STREAM_ROWS = range(3)
-N_STREAMS = 3
+STREAM_MAIN, STREAM_MTP_LATER, STREAM_ROWS, STREAM_DRAFT_BLOCK = range(4)
+N_STREAMS = 4
 ST_REQUESTS, ST_QUERIES, ST_CONTEXT, ST_DECODE = range(4)
 N_ST = 4
 

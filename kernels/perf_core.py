@@ -24,7 +24,8 @@ tensors gathered across DP.
 Streams (``stream_table``): ``STREAM_MAIN`` = the main forward (prefill: batch x tokens; decode:
 batch x (1+K)), ``STREAM_MTP_LATER`` = a later MTP drafter pass (batch x 1, context grown by the
 main query length), ``STREAM_ROWS`` = rows that reach lm_head (prefill: one per request; decode:
-1+K per request).
+1+K per request), ``STREAM_DRAFT_BLOCK`` = a block drafter's query block (DSpark: K queries per request
+in one pass, after the main query).
 
 Device vector ``dev[N_DEV]`` (``DEV_*``): hbm bytes/s, eta_memory, eta_compute, eta_sfa_kv and
 eta_indexer_cache (relative to memory), static mma / gp / comm s, vector peak FLOP/s, then the mma
@@ -52,7 +53,7 @@ from .kinds import (ATTN, ATTN_HEADS, ATTN_HEAD_DIM, ATTN_KV_HEADS, BMM, BMM_HEA
                     OUT_BYTES, OUT_COUNT, OUT_MMA, OUT_SORT, OUT_TIME, OUT_TOKENS, OUT_T_COMPUTE, OUT_T_MEMORY,
                     OUT_VEC, RND_INDEXER_CACHE, RND_NONE, RND_SFA_KV, ROUTER_E, ROUTER_K, ROUTER_TOPK, SFA,
                     SFA_CAP, SFA_ENTRY_BYTES, SFA_HEADS, SFA_LATENT, SFA_RATIO, SFA_ROPE, SFA_SPLIT, SFA_TILE, STREAM_MAIN,
-                    STREAM_MTP_LATER, STREAM_ROWS, ST_CONTEXT, ST_DECODE, ST_QUERIES, ST_REQUESTS, TOPK_K,
+                    STREAM_DRAFT_BLOCK, STREAM_MTP_LATER, STREAM_ROWS, ST_CONTEXT, ST_DECODE, ST_QUERIES, ST_REQUESTS, TOPK_K,
                     TOPK_PER_KEPT, TOPK_PER_KEY, TOPK_RATIO, VEC, VEC_D, VEC_OPS, VEC_TENSORS, ZERO)
 
 __all__ = ["N_OUT", "N_CO_OUT", "evaluate_program", "partial_time", "sweep_grid", "stream_table", "op_work",
@@ -76,6 +77,10 @@ def stream_table(decode: int, tokens: float, context: float, batch: float, mtp: 
     s[STREAM_ROWS, ST_QUERIES] = 1.0 + mtp if decode else 1.0
     s[STREAM_ROWS, ST_CONTEXT] = context
     s[STREAM_ROWS, ST_DECODE] = decode
+    s[STREAM_DRAFT_BLOCK, ST_REQUESTS] = batch
+    s[STREAM_DRAFT_BLOCK, ST_QUERIES] = mtp
+    s[STREAM_DRAFT_BLOCK, ST_CONTEXT] = context + q0
+    s[STREAM_DRAFT_BLOCK, ST_DECODE] = 1.0
     return s
 
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass, replace
 from auditor_kernels.kinds import STREAM_MAIN as MAIN              # the main forward's tokens
 from auditor_kernels.kinds import STREAM_MTP_LATER as MTP_LATER    # one token per request (later MTP passes)
 from auditor_kernels.kinds import STREAM_ROWS as ROWS              # rows reaching lm_head
+from auditor_kernels.kinds import STREAM_DRAFT_BLOCK as DRAFT_BLOCK  # a block drafter's K queries per request
 
-__all__ = ["MAIN", "MTP_LATER", "ROWS", "ContractError", "Tok", "State", "require_same"]
+__all__ = ["MAIN", "MTP_LATER", "ROWS", "DRAFT_BLOCK", "ContractError", "Tok", "State", "require_same"]
 
 
 class ContractError(AssertionError):
