@@ -65,6 +65,25 @@ class Acceptance:
         return f"{head} = {self.tokens_per_step(k):.2f} tokens/step at K={k} ({self.source})"
 
 
+def plan_value(acc: Acceptance) -> "float | Acceptance":
+    """What sweep and plan search with: one per-draft a where the acceptance is geometric (the form their
+    grids have always taken), else the per-position measurement itself, so each K of a grid gets its own
+    1 + p_1 + ... + p_K (DSpark's goldens are not geometric: a = p_1 would put 6.3 tokens a step at K = 7
+    where they give 4.57)."""
+    return acc.per_draft if acc.per_draft is not None else acc
+
+
+def value_text(value: "float | Acceptance") -> str:
+    """A plan's acceptance as its header prints it."""
+    if isinstance(value, Acceptance):
+        return "per position " + "/".join(f"{p:.2f}" for p in value.rates)
+    return f"{value:g}"
+
+
+def value_json(value: "float | Acceptance") -> "float | list[float]":
+    return list(value.rates) if isinstance(value, Acceptance) else value
+
+
 def geometric(tokens: float, k: int) -> float:
     """The a in (0, 1] with 1 + a + ... + a^K = ``tokens`` (bisection; ``tokens`` in (1, K + 1])."""
     if not 1.0 < tokens <= k + 1:
@@ -111,9 +130,12 @@ def given(value: float | tuple[float, ...]) -> Acceptance:
     return Acceptance((), "given (--mtp-acceptance)", per_draft=float(value))
 
 
-def resolve(spec: Any, value: Any = None, drafter: str = "mtp", engine: Any = None) -> Acceptance:
+def resolve(spec: Any, value: Any = None, drafter: str | None = None, engine: Any = None) -> Acceptance:
     """What a command uses: the user's value, else the engine's default for the family
-    (``Engine.measured_acceptance``: a measurement is one engine's), else the family's default here."""
+    (``Engine.measured_acceptance``: a measurement is one engine's), else the family's default here.
+    ``drafter`` None: the spec's own (``ModelSpec.drafter``; a model name string drafts with MTP)."""
+    if drafter is None:
+        drafter = getattr(spec, "drafter", "mtp")
     if isinstance(value, Acceptance):
         return value
     if value is not None:
@@ -127,4 +149,4 @@ def resolve(spec: Any, value: Any = None, drafter: str = "mtp", engine: Any = No
     return default_acceptance(spec, drafter)
 
 
-__all__ = ["Acceptance", "geometric", "GLM_MTP", "DSPARK", "ASSUMED", "default_acceptance", "given", "resolve"]
+__all__ = ["Acceptance", "plan_value", "value_text", "value_json", "geometric", "GLM_MTP", "DSPARK", "ASSUMED", "default_acceptance", "given", "resolve"]

@@ -51,18 +51,18 @@ class Workload:
             raise AuditInputError("--mtp-acceptance", f"must be in (0, 1], got {self.acceptance}")
         return self
 
-    def stream_tokens(self) -> tuple[int, int, int]:
-        """Token counts of the kernel's streams (main, later MTP pass, lm_head rows)."""
+    def stream_tokens(self) -> tuple[int, int, int, int]:
+        """Token counts of the kernel's streams (main, later MTP pass, lm_head rows, a block drafter's block)."""
         dec = self.phase == "decode"
         q0 = 1 + self.mtp if dec else self.tokens
-        return self.batch * q0, self.batch, self.batch * (1 + self.mtp if dec else 1)
+        return self.batch * q0, self.batch, self.batch * (1 + self.mtp if dec else 1), self.batch * self.mtp
 
     def stream_rows(self) -> list[tuple[int, int, int]]:
         """(requests, queries per request, context) per stream, as kernels.stream_table."""
         dec = self.phase == "decode"
         q0 = 1 + self.mtp if dec else self.tokens
         return [(self.batch, q0, self.context), (self.batch, 1, self.context + q0),
-                (self.batch, 1 + self.mtp if dec else 1, self.context)]
+                (self.batch, 1 + self.mtp if dec else 1, self.context), (self.batch, self.mtp, self.context + q0)]
 
 
 @dataclass
@@ -385,7 +385,12 @@ def result_notes(prog: Program, plan: ParallelPlan, mtp: int, engine: str | None
     version_note = as_engine(engine).note if engine else None
     notes = [version_note] if version_note else []
     notes += list(prog.layout.assumptions) if prog.layout else []
-    if mtp:
+    if mtp and prog.drafter == "dspark":
+        notes.append(f"DSpark: the block drafter runs once per step (the target layers' hidden states of every "
+                     f"token into each draft layer's window cache, then {mtp} query tokens per request through "
+                     f"the draft layers, then {mtp} Markov-head rounds), eager; decode tokens/s counts "
+                     "1 + p1 + ... + pK tokens per step (--mtp-acceptance)")
+    elif mtp:
         notes.append(f"MTP: the drafter layer runs {mtp}x per step (pass 1 on the main tokens, later passes "
                      "one token per request); decode tokens/s counts 1 + a + ... + a^K tokens per step "
                      "(--mtp-acceptance a)")

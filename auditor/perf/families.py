@@ -7,7 +7,7 @@ A family without an entry is refused by every timing command (``program.check_ti
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 
@@ -15,6 +15,9 @@ from typing import Any, Callable
 class FamilyProgram:
     layer: Callable[..., Any]              # (builder, layer, LayerKind, State, shard, mtp_layer) -> State
     mtp_inputs: Callable[..., None] | None = None   # (builder, prefix, tok, layer): the drafter's input ops
+    #: drafters other than MTP the family's checkpoints carry: ``ModelSpec.drafter`` -> (builder, shard),
+    #: which emits that drafter's whole step (DeepSeek-V4's DSpark block drafter: ``perf.dspark``)
+    drafters: dict[str, Callable[..., None]] = field(default_factory=dict)
 
 
 _PROGRAMS: dict[str, FamilyProgram] = {}
@@ -33,6 +36,7 @@ def program_of(family: str) -> FamilyProgram | None:
     global _BUILTIN_LOADED
     if not _BUILTIN_LOADED:             # the built-in programs, imported on first use
         from .compressed import compressed_layer, mtp_inputs
-        _PROGRAMS.setdefault("deepseek_v4", FamilyProgram(compressed_layer, mtp_inputs))
+        from .dspark import dspark_step
+        _PROGRAMS.setdefault("deepseek_v4", FamilyProgram(compressed_layer, mtp_inputs, {"dspark": dspark_step}))
         _BUILTIN_LOADED = True
     return _PROGRAMS.get(family)

@@ -63,6 +63,8 @@ class Program:
     #: ranks a step's tokens are split over (DSA-CP: each TP rank runs its padded share of the step's
     #: tokens through the whole layer, sfa_cp.py:147-153@182b75ea); 1 when every rank sees all tokens
     token_split: int = 1
+    #: the drafter the program times ("mtp": K sequential passes; "dspark": one block pass, perf.dspark)
+    drafter: str = "mtp"
     _arrays: tuple | None = None
 
     def arrays(self) -> tuple[np.ndarray, ...]:
@@ -505,15 +507,23 @@ def check_timeable(spec: ModelSpec, engine: Any = None) -> None:
         from .families import program_of
         if program_of(spec.family) is None:
             raise AuditInputError(spec.name, f"the {spec.family} family has no op program (perf.families)")
-    if spec.drafter == "dspark":
-        # its block drafting (non-causal, extra SWA indices, dsa_v1.py:251-311, 696-713@182b75ea) is not the
-        # MTP step the op program prices; refused rather than timed as MTP
-        raise AuditInputError(spec.name, "the DSpark drafter (dspark_target_layer_ids) has no op program: perf, "
-                                         "sweep, plan and bench do not time its step (audit memory models it)")
+    if spec.drafter != "mtp" and _drafter_step(spec) is None:
+        # a drafter that is not the MTP step the op program prices is refused rather than timed as MTP
+        raise AuditInputError(spec.name, f"the {spec.drafter} drafter has no op program for the {spec.family} "
+                                         "family (perf.families): perf, sweep, plan and bench do not time its step")
     if engine is not None:
         reason = as_engine(engine).untimed(spec)
         if reason:
             raise AuditInputError("--engine", reason)
+
+
+def _drafter_step(spec: ModelSpec) -> Any:
+    """The family's program of a drafter other than MTP (``FamilyProgram.drafters``), or None."""
+    if not spec.layer_kinds:
+        return None
+    from .families import program_of
+    fam = program_of(spec.family)
+    return fam.drafters.get(spec.drafter) if fam is not None else None
 
 
 def kernel_path_of(engine: Any, cache: Any, device: Any) -> Any:
@@ -562,7 +572,9 @@ def build_program(dep: DeploymentContext, phase: str, graph: str = "expanded", m
         # the head's mHC reduction over the hc copies, plain torch (model.py:837-844)
         b.op(O.vector("hc_head", "hc_head", st.hidden, spec.residual_mult * spec.H, 2, 4))
     b.head("", st, Tok(ROWS), "norm")
-    if spec.mtp_layers and mtp_enabled:
+    if spec.mtp_layers and mtp_enabled and spec.drafter != "mtp":
+        _drafter_step(spec)(b, shard)          # a block drafter's whole step (check_timeable found it)
+    elif spec.mtp_layers and mtp_enabled:
         for j in range(spec.mtp_layers):
             L = spec.Lyr + j
             kind = spec.layer_kinds[L] if spec.layer_kinds else LayerKind(spec.layer_is_moe(L),
@@ -589,4 +601,4 @@ def build_program(dep: DeploymentContext, phase: str, graph: str = "expanded", m
                 b.head(p, out, Tok(MTP_LATER), "shared_head.norm")
         b.mult = K.MULT_ALWAYS
     return Program(phase, graph, plan.tp, b.ops, b.colls, lay, wsrc,
-                   token_split=token_split(spec, plan, lay, phase))
+                   token_split=token_split(spec, plan, lay, phase), drafter=spec.drafter)

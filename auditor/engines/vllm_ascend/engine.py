@@ -196,7 +196,11 @@ class VllmAscend(Engine):
         return compressed.has_compressed_layers(spec)
 
     def drafter_eager(self, spec: Any) -> bool:
-        """vLLM-Ascend forces the MTP drafter of any GLM model eager (``llm_base_proposer.py:178-197``)."""
+        """vLLM-Ascend forces the MTP drafter of any GLM model eager (``llm_base_proposer.py:178-197``), and
+        the DSpark proposer never captures a graph (``spec_decode/dspark_proposer.py:76``@182b75ea
+        ``self.use_cuda_graph = False``)."""
+        if getattr(spec, "drafter", "mtp") == "dspark":
+            return True
         return str(getattr(spec, "name", "")).lower().startswith("glm")
 
     def recipe_refusal(self, spec: Any, kv_b_schemes: Sequence[str]) -> str | None:
