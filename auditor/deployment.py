@@ -56,6 +56,9 @@ class InstancePlan:
     #: speculative_config enforce_eager: the drafter runs eager behind a replayed decode graph (``perf.host``;
     #: bench; ``llm_base_proposer.py:178``@182b75ea)
     draft_eager: bool = False
+    #: the drafter's speculative_config method: "mtp" (the checkpoint's MTP layers) or "dspark" (its DSpark
+    #: block drafter, ``ModelSpec.drafter``); what a launch writes
+    speculative_method: str = "mtp"
 
     #: instance name -> the parallel plan's role
     ROLES: ClassVar[dict[str, str]] = {"aggregated": "mixed", "prefill": "prefill", "decode": "decode"}

@@ -199,10 +199,10 @@ def sweep_command(model, tps, dps, ep_mode, sp, dsa_cp, engine, role, tokens, co
     from ..perf.program import check_timeable
     check_timeable(src.spec, engine)     # grids price KV through the engine's KV spec, pools too
     refuse_kv(src.spec, engine, runtime["kv_cache_dtype"])
-    from ..perf.acceptance import resolve
+    from ..perf.acceptance import plan_value, resolve, value_json
     if isinstance(acceptance, tuple):
         raise AuditInputError("--mtp-acceptance", "sweep takes one per-draft value (per-position rates: bench, perf)")
-    acceptance = resolve(src.spec, acceptance, engine=engine).equivalent(1)
+    acceptance = plan_value(resolve(src.spec, acceptance, engine=engine))
     follow = context is None
     if ep_mode not in ("on", 1):
         raise AuditInputError("--ep", f"sweep takes --ep on or off (EP = DP x TP in every row), got {ep_mode}")
@@ -241,7 +241,7 @@ def sweep_command(model, tps, dps, ep_mode, sp, dsa_cp, engine, role, tokens, co
         click.echo(f"wrote {csv_path} ({res.n_configs} configurations)", err=True)
     context = {"model": src.spec.name, "recipe": src.scheme_recipe, "engine": as_engine(engine).key,
                "device": dev.name, "ep": "on" if ep_mode == "on" else "off", "kv_cache_dtype": runtime["kv_cache_dtype"],
-               "gpu_memory_utilization": runtime["util"], "mtp_acceptance": acceptance}
+               "gpu_memory_utilization": runtime["util"], "mtp_acceptance": value_json(acceptance)}
     emit(render_sweep(res, fmt, top, context), output)
     if png is not None:
         from ..report.sweep import write_sweep_png

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -66,7 +67,8 @@ def _utils(text: str) -> tuple[float, ...]:
 @click.option("--tp", "tps", default="1,2,4,8,16", show_default=True, help="TP sizes to search")
 @click.option("--batch", "batches", default="1,2,4,8,16,24,32,48,64,96,128", show_default=True,
               help="batch per DP rank to search")
-@click.option("--mtp", "mtps", default="0,1,2,3", show_default=True, help="speculative tokens K to search")
+@click.option("--mtp", "mtps", default="0,1,2,3", show_default=True,
+              help="speculative tokens K to search (a DSpark checkpoint: 0,5,6,7 unless given; K >= 5)")
 @click.option("--sp/--no-sp", "sp_mode", default=None,
               help="pin SP/FlashComm1 (DSA-CP on DSA models) on or off; default: search both")
 @click.option("--disagg/--no-disagg", default=True, show_default=True, help="also search P/D-disaggregated")
@@ -151,13 +153,14 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
     check_timeable(src.spec, engine)     # grids price KV through the engine's KV spec, pools too
     refused = warn_refusal(src, engine)
     refuse_kv(src.spec, engine, kv_cache_dtype)
-    from ..perf.acceptance import resolve
-    acceptance = resolve(src.spec, acceptance, engine=engine).equivalent(1)
+    from ..perf.acceptance import plan_value, resolve, value_json
+    acceptance = plan_value(resolve(src.spec, acceptance, engine=engine))
     dev = load_device(device_name)
     warn_device(engine, dev)
     sps = (True, False) if sp_mode is None else (bool(sp_mode),)
+    mtp_grid, p_mtp = _drafter_grid(src.spec, mtps)
     space = PlanSpace(dies=_ints(dies, "--dies"), tps=tuple(tp_list), batches=tuple(batch_list),
-                      mtps=tuple(_ints(mtps, "--mtp")), sps=sps, util=utils[0], utils=utils,
+                      mtps=mtp_grid, prefill_mtp=p_mtp, drafter=src.spec.drafter, sps=sps, util=utils[0], utils=utils,
                       kv_cache_dtype=kv_cache_dtype, acceptance=acceptance, disaggregated=disagg,
                       prefill_tokens=chunks, simulate=n_sim, dcp=dcp != 1, dcp_only=bool(dcp and dcp > 1),
                       hccl_buffsize_mb=hccl_buffsize, every_row=bool(csv_path or png or n_sim == 0))
@@ -170,13 +173,15 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
     quantized = quantized_recipe(src.scheme_recipe)
     # a recipe the engine cannot start gets no launch line: it would fail at start-up
     launch = [] if refused else serve_launch(best[0], path, engine, max_model_len=mml, isl=wl.isl, kv_cache_dtype=kv_cache_dtype,
-                          quantized=quantized, hccl_buffsize_mb=hccl_buffsize) if best else []
+                          quantized=quantized, hccl_buffsize_mb=hccl_buffsize,
+                          drafter=src.spec.drafter) if best else []
     per_budget = {n: (serve_launch(c, path, engine, max_model_len=mml, isl=wl.isl, kv_cache_dtype=kv_cache_dtype,
-                                   quantized=quantized, hccl_buffsize_mb=hccl_buffsize) if c and not refused else [])
+                                   quantized=quantized, hccl_buffsize_mb=hccl_buffsize,
+                          drafter=src.spec.drafter) if c and not refused else [])
                   for n, c in res.best_per_budget().items()}
     head = {"tool": "audit plan", "model": src.spec.name, "recipe": src.scheme_recipe, "kv_cache_dtype": kv_cache_dtype,
             "device": dev.name, "engine": str(engine), "dies": space.dies, "ttft_ms": ttft_ms, "tpot_ms": tpot_ms,
-            "mtp_acceptance": acceptance, "gpu_memory_utilization": list(utils), "model_path": path,
+            "mtp_acceptance": value_json(acceptance), "gpu_memory_utilization": list(utils), "model_path": path,
             "quantized": quantized, "max_batch": max(space.batches),
             "helps": memory_levers(base.with_plan(ParallelPlan(tp=max(space.tps))), kv_cache_dtype)}
     if refused:
@@ -192,3 +197,25 @@ def plan_command(model, dies, device_name, isl, osl, workload_csv, ttft_ms, tpot
             when_written(lambda: click.echo(f"wrote {png}", err=True))
     if not best:
         raise SystemExit(3)           # nothing fits and meets the SLA (as `audit memory` when it does not fit)
+
+
+#: DSpark drafts K >= 5 tokens (vLLM-Ascend docs/source/tutorials/models/DeepSeek-V4-Flash.md:321@182b75ea:
+#: "When using DSpark, num_speculative_tokens must be at least 5"); its tutorials run 5 and 7, and the P/D
+#: tutorial's P node runs the same drafter as its D node (dspark 7, :675 and :753)
+DSPARK_MIN_K = 5
+DSPARK_GRID = (0, 5, 6, 7)
+
+
+def _drafter_grid(spec: Any, mtps: str) -> tuple[tuple[int, ...], int]:
+    """(K values searched, the P nodes' K): MTP's grid as given; a DSpark checkpoint's default grid is
+    DSPARK_GRID and a K of 1..4 is refused, its P nodes draft with the largest K searched."""
+    ks = tuple(_ints(mtps, "--mtp"))
+    if getattr(spec, "drafter", "mtp") != "dspark":
+        return ks, 1
+    if click.get_current_context().get_parameter_source("mtps") == click.core.ParameterSource.DEFAULT:
+        ks = DSPARK_GRID
+    low = [k for k in ks if 0 < k < DSPARK_MIN_K]
+    if low:
+        raise AuditInputError("--mtp", f"{spec.name} drafts with DSpark, which needs K >= {DSPARK_MIN_K} "
+                                       f"(DeepSeek-V4-Flash.md:321), got {','.join(map(str, low))}")
+    return ks, max(ks)

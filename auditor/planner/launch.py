@@ -30,12 +30,14 @@ def model_path(model: str | None, spec_name: str, recipe: str, preset: bool) -> 
 
 
 def instance_plans(cfg: Config, *, max_model_len: int, isl: int, kv_cache_dtype: str,
-                   util: float | None = None, hccl_buffsize_mb: int = 200) -> list[InstancePlan]:
-    """The instances of a configuration, each configured as the search modelled it (util: the row's own)."""
+                   util: float | None = None, hccl_buffsize_mb: int = 200, drafter: str = "mtp") -> list[InstancePlan]:
+    """The instances of a configuration, each configured as the search modelled it (util: the row's own;
+    ``drafter``: the checkpoint's, ``ModelSpec.drafter``)."""
     d = cfg.detail
     u = cfg.util if util is None else util
     dec_batched = max(8192, cfg.batch * (1 + cfg.mtp))
-    common = dict(gpu_memory_utilization=u, kv_cache_dtype=kv_cache_dtype, hccl_buffsize_mb=hccl_buffsize_mb)
+    common = dict(gpu_memory_utilization=u, kv_cache_dtype=kv_cache_dtype, hccl_buffsize_mb=hccl_buffsize_mb,
+                  speculative_method=drafter)
     if cfg.mode == "agg":
         return [InstancePlan("aggregated", d["replicas"], d["tp"], d["dp"], d["ep"], d["sp"], cfg.batch, dec_batched,
                              max_model_len, mtp=cfg.mtp, dcp=d.get("dcp", 1), dsa_cp=d.get("dsa_cp"), **common)]
@@ -52,9 +54,10 @@ def instance_plans(cfg: Config, *, max_model_len: int, isl: int, kv_cache_dtype:
 
 def serve_launch(cfg: Config, model: str, engine: Any, *, max_model_len: int, isl: int,
                  kv_cache_dtype: str, quantized: bool = False, util: float | None = None,
-                 hccl_buffsize_mb: int = 200) -> list[dict[str, Any]]:
+                 hccl_buffsize_mb: int = 200, drafter: str = "mtp") -> list[dict[str, Any]]:
     from ..engines.registry import as_engine
     eng = as_engine(engine)
     return [{"name": inst.label, **eng.launch(model, inst, quantized=quantized)}
             for inst in instance_plans(cfg, util=util, max_model_len=max_model_len, isl=isl,
-                                       kv_cache_dtype=kv_cache_dtype, hccl_buffsize_mb=hccl_buffsize_mb)]
+                                       kv_cache_dtype=kv_cache_dtype, hccl_buffsize_mb=hccl_buffsize_mb,
+                                       drafter=drafter)]

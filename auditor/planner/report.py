@@ -174,7 +174,7 @@ def render_plan(res: PlanResult, fmt: str, top: int, launch: list[dict], head: d
     out = [f"audit plan: {head['model']} ({head['recipe']}, KV {head['kv_cache_dtype']}) on {head['device']}, "
            f"{head['engine']}; gpu-memory-utilization {utils}; launch path {head['model_path']}",
            f"workload: isl {wl.isl} osl {wl.osl}, SLA TTFT <= {head['ttft_ms']:g} ms, TPOT <= {head['tpot_ms']:g} ms, "
-           f"MTP acceptance {head['mtp_acceptance']:g}; {eng.device_noun}s {', '.join(map(str, head['dies']))}",
+           f"MTP acceptance {_acceptance_text(head['mtp_acceptance'])}; {eng.device_noun}s {', '.join(map(str, head['dies']))}",
            f"{res.evaluated:,} configurations evaluated in {res.seconds:.2f} s "
            f"({res.evaluated / max(res.seconds, 1e-9):,.0f}/s); {res.feasible:,} fit in memory; "
            f"{res.simulated} simulated ({res.sim_seconds:.2f} s), {len(res.best(len(res.configs))):,} meet the SLA", ""]
@@ -247,3 +247,10 @@ def write_pareto_png(res: PlanResult, path: Path, title: str, ttft_ms: float | N
     ax.grid(alpha=0.3)
     save_png(fig, path, "--png")
     return fig
+
+
+def _acceptance_text(value: Any) -> str:
+    """One per-draft a, or a drafter's per-position rates (DSpark's goldens)."""
+    if isinstance(value, (list, tuple)):
+        return "per position " + "/".join(f"{p:.2f}" for p in value)
+    return f"{value:g}"

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..perf.acceptance import value_text
 from ..perf.mtp import expected_tokens
 from ..engines.registry import as_engine
 from ..errors import AuditInputError
@@ -71,11 +72,12 @@ class PlanSpace:
     sps: tuple[bool, ...] = (True, False)
     util: float = DEFAULT_UTIL          # the value being searched (one of ``utils``)
     kv_cache_dtype: str = "bf16"
-    acceptance: float = 0.7
+    acceptance: Any = 0.7               # per-draft a, or a per-position Acceptance (perf.acceptance.plan_value)
     disaggregated: bool = True
     utils: tuple[float, ...] = ()       # gpu-memory-utilization values searched; () -> (util,)
     prefill_tokens: tuple[int, ...] = DEFAULT_PREFILL_TOKENS    # P max_num_batched_tokens searched
     prefill_mtp: int = 1                # the drafter on P nodes (K = 1, as the engine's P/D tutorials run)
+    drafter: str = "mtp"                # the checkpoint's drafter (ModelSpec.drafter): what the notes name
     simulate: int = 4                   # deployments simulated per die budget and mode (the shortlist)
     dcp: bool = True                    # search DCP = TP on decode / aggregated instances for long inputs
     dcp_only: bool = False              # --dcp N: every DSA instance of TP N runs DCP N (no DCP 1 variant)
@@ -366,10 +368,13 @@ def _notes(space: PlanSpace, wl: PlanWorkload, engine: Any) -> list[str]:
         "each instance runs at the largest gpu-memory-utilization (at most the searched one) whose "
         f"(1 - util) margin holds what the engine allocates outside the KV budget ({eng.outside_budget_words}: "
         f"`audit memory`'s outside-budget table); a P node with long chunks gets less{evidence}",
-        f"MTP: per-draft acceptance {space.acceptance:g}, E = 1 + a + ... + a^K tokens per step",
+        (f"MTP: per-draft acceptance {space.acceptance:g}, E = 1 + a + ... + a^K tokens per step"
+         if isinstance(space.acceptance, (int, float)) else
+         f"speculative decoding: acceptance {value_text(space.acceptance)} ({space.acceptance.source}), "
+         "E = 1 + p1 + ... + pK tokens per step"),
         f"disaggregated: P nodes chunk prompts at max_num_batched_tokens searched in "
         f"{', '.join(map(str, space.prefill_tokens))} (activation bounded by the chunk, not the prompt), run the "
-        f"MTP drafter (K = {space.prefill_mtp}, {eng.prefill_mtp_source}) whose prefill pass TTFT includes, "
+        f"{'DSpark' if space.drafter == 'dspark' else 'MTP'} drafter (K = {space.prefill_mtp}, {eng.prefill_mtp_source}) whose prefill pass TTFT includes, "
         "and hold the largest max_num_seqs of 1-16 whose full prompts fit their KV pool; the KV pull P -> D is "
         f"timed in the simulation ({eng.kv_link_words(DEFAULT_KV_LINK_BYTES_PER_S)})",
         f"gpu-memory-utilization searched: {', '.join(f'{u:g}' for u in space.searched_utils)}"

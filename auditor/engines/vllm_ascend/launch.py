@@ -31,7 +31,9 @@ def launch_instance(model: str, inst: InstancePlan, kv_switches: dict, *, quanti
     args += [f"--max-num-seqs {inst.max_num_seqs}", f"--max-num-batched-tokens {inst.max_num_batched_tokens}",
              f"--max-model-len {inst.max_model_len}", f"--gpu-memory-utilization {inst.gpu_memory_utilization:g}"]
     if inst.mtp:
-        args.append("--speculative-config '" + json.dumps({"method": "deepseek_mtp",
+        # DSpark's method is "dspark" (docs/source/tutorials/models/DeepSeek-V4-Flash.md:219, :321@182b75ea)
+        method = "dspark" if getattr(inst, "speculative_method", "mtp") == "dspark" else "deepseek_mtp"
+        args.append("--speculative-config '" + json.dumps({"method": method,
                                                            "num_speculative_tokens": inst.mtp}) + "'")
     extra: dict[str, Any] = dict(kv_switches)
     if inst.dsa_cp is not None and dsa_cp_switch:
