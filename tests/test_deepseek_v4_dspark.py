@@ -181,18 +181,16 @@ def test_inconsistent_dspark_configs_are_refused_in_one_line(tmp_path, capsys, o
     ("perf", []), ("sweep", []),
     ("bench", ["--concurrency", "8", "--isl", "1000", "--osl", "100", "--num-prompts", "16"]),
 ])
-def test_commands_that_do_not_time_dspark_refuse_in_one_line(cmd, extra, capsys):
-    assert main([cmd, "deepseek-v4-flash-0731", "--tp", "4", "--dp", "4", "--ep", "on", "--mtp", "7",
+def test_a_drafter_without_an_op_program_is_refused_not_timed_as_mtp(cmd, extra, capsys, monkeypatch):
+    """Take DSpark's program away from the family: every timing command refuses in one line instead of
+    pricing the block drafter as MTP passes."""
+    from auditor.perf.families import program_of
+    fam = program_of("deepseek_v4")
+    monkeypatch.delitem(fam.drafters, "dspark")
+    assert main([cmd, "deepseek-v4-flash-0731", "--tp", "8", "--dp", "4", "--ep", "on", "--mtp", "7",
                  "--device", "a3-752t", *extra]) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("audit: error")]
-    assert len(err) == 1 and "DSpark drafter" in err[0] and "no op program" in err[0]
-
-
-def test_plan_refuses_dspark_in_one_line(capsys):
-    assert main(["plan", "deepseek-v4-flash-0731", "--device", "a3-752t", "--dies", "16", "--ttft-ms", "2000",
-                 "--tpot-ms", "50", "--isl", "1000", "--osl", "100"]) == 2
-    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("audit: error")]
-    assert len(err) == 1 and "DSpark drafter" in err[0]
+    assert len(err) == 1 and "dspark drafter has no op program" in err[0]
 
 
 def test_upstream_vllm_refuses_dspark(capsys):
