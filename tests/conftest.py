@@ -6,6 +6,11 @@ from pathlib import Path
 
 import pytest
 
+# The scan cache (auditor/inventory/scancache.py) is off in the suite unless a run asks for it: tests
+# would otherwise write into the user's ~/.cache, and a test that checks which reader answered would
+# depend on whether another test scanned the same files first. tests/test_scan_cache.py turns it on.
+os.environ.setdefault("AUDIT_SCAN_CACHE", "0")
+
 SHARED_SKIP_REASON = "../shared not present (reference data lives beside the checkout)"
 
 #: the edit-test loop's subset (``pytest -m quick``, well under a minute on 2 cores): whole modules of unit

@@ -31,7 +31,8 @@ from .fast.index import FastIndex
 from .index import load_index
 from .namespans import spans_distinct
 from .progress import ProgressLine, want_progress
-from .shards import HeaderBatch, read_headers, unique_names
+from . import scancache
+from .shards import HeaderBatch, HeaderBytes, parse_header_bytes, unique_names
 from .table import TensorTable
 
 INDEX_GLOB = "*.safetensors.index.json"
@@ -84,28 +85,51 @@ def _gc_paused():
 
 
 def _scan(model_dir: Path, progress: bool | None) -> ScanResult:
-    """The one scan path: index and headers (each through its accelerator, else the exact
-    reader), then the table, then index vs shards (the accelerator's proof of agreement, else
+    """The one scan path: index and headers read (and hashed, for the scan cache: a stored scan
+    of the same bytes is used as it is), each parsed through its accelerator, else the exact
+    reader, then the table, then index vs shards (the accelerator's proof of agreement, else
     the exact cross-check, which words every finding)."""
     index_paths = sorted(p for p in model_dir.glob(INDEX_GLOB) if not p.name.startswith("."))
-    # The index (19 MB for GLM-5.1) is read on the second core while the headers are read here
-    # (numpy releases the GIL for the bulk of both). The shards it names are almost always the
-    # top-level files; when not, the others are read once it is known.
+    cached = scancache.enabled()
+    # The index (19 MB for GLM-5.1) is read and parsed on the second core while the headers are
+    # read and parsed here (numpy and hashlib release the GIL for the bulk of both). The shards
+    # it names are almost always the top-level files; when not, the others are read once it is known.
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(_read_index, index_paths, model_dir)
+        pending = pool.submit(_read_index_bytes, index_paths, cached)
         shards = _shard_files(model_dir, set())
         try:
-            batch = _read(model_dir, shards, progress)
+            hb = _read(model_dir, shards, progress)
         except AuditInputError:
-            index = pending.result()          # a broken index is reported first
+            index = _index_of(pending.result()[0], index_paths, model_dir)   # a broken index is reported first
             wanted = _shard_files(model_dir, index.files())
             if wanted != shards:
                 _read(model_dir, wanted, progress)   # the first damaged file in sorted order
             raise
+        raws, index_hash = pending.result()
+        key = None
+        if index_hash is not None:
+            key = scancache.scan_key(model_dir, shards, hb, index_hash)
+            hit = scancache.load(model_dir, key, shards)
+            if hit is not None:
+                names = hit[0].name_spans
+                if len(names):         # what the parse would have hashed (while the description loads)
+                    names.masked_words_and_hash((int(names.length.max()) + 7) // 8)
+                return _result(model_dir, hit[0], index_paths, hit[1])
+        pending = pool.submit(_index_of, raws, index_paths, model_dir)
+        batch = parse_header_bytes(hb, check_unique=False)
         index = pending.result()
     wanted = _shard_files(model_dir, index.files())
     if wanted != shards:
-        shards, batch = wanted, _read(model_dir, wanted, progress)
+        key = None                            # the key covers the listed shards' headers only
+        shards, batch = wanted, parse_header_bytes(_read(model_dir, wanted, progress), check_unique=False)
+    result = _checked(model_dir, index_paths, index, shards, batch)
+    if key is not None:
+        scancache.store(model_dir, key, result.table, result.index_findings)
+    return result
+
+
+def _checked(model_dir: Path, index_paths: list[Path], index: "_Index", shards: list[str],
+             batch: HeaderBatch) -> ScanResult:
     loaded = [_is_loaded(rel) for rel in shards]
     table = batch.to_table(shards, loaded)
     if index.fast is not None and index.fast.agrees_with(table, _optional_rows(table)):
@@ -118,9 +142,9 @@ def _scan(model_dir: Path, progress: bool | None) -> ScanResult:
     return _cross_checked(model_dir, index_paths, shards, checked, table, weight_map, findings)
 
 
-def _read(model_dir: Path, shards: list[str], progress: bool | None) -> HeaderBatch:
+def _read(model_dir: Path, shards: list[str], progress: bool | None) -> HeaderBytes:
     with ProgressLine(len(shards), enabled=want_progress(progress, len(shards))) as bar:
-        return read_headers([model_dir / rel for rel in shards], on_file=bar.update, check_unique=False)
+        return HeaderBytes([model_dir / rel for rel in shards], on_file=bar.update)
 
 
 @dataclass
@@ -147,8 +171,13 @@ class _Index:
         return set(self.exact()[0].values())
 
 
-def _read_index(index_paths: list[Path], model_dir: Path) -> _Index:
+def _read_index_bytes(index_paths: list[Path], digest: bool) -> tuple[list[bytes], bytes | None]:
+    """The index files' bytes, and their hash when the scan cache is on."""
     raws = [read_input_bytes(p, "index", INDEX_CAP) for p in index_paths]
+    return raws, scancache.index_digest(index_paths, raws) if digest else None
+
+
+def _index_of(raws: list[bytes], index_paths: list[Path], model_dir: Path) -> _Index:
     index = _Index(index_paths, model_dir, raws)
     if len(index_paths) == 1:
         index.fast = fast_index.read_index(raws[0], index_paths[0], model_dir)

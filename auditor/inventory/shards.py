@@ -65,9 +65,13 @@ def read_headers(paths: list[Path], on_file: Callable[[int], None] | None = None
     ``unique_names`` on the batch unless it has proven the names distinct some other way (the
     scanner's index check does, for the price of hashing it pays anyway).
     """
-    paths = [Path(p) for p in paths]
-    hb = HeaderBytes(paths, on_file)
-    fast = fast_shards.parsed_files(hb) or [None] * len(paths)
+    return parse_header_bytes(HeaderBytes([Path(p) for p in paths], on_file), check_unique=check_unique)
+
+
+def parse_header_bytes(hb: "HeaderBytes", *, check_unique: bool = True) -> HeaderBatch:
+    """read_headers over headers already read (the scanner hashes them first: a scan cache hit
+    needs no parse)."""
+    fast = fast_shards.parsed_files(hb) or [None] * len(hb)
     batch = _assemble(hb, fast)
     batch._raw = hb
     return unique_names(batch) if check_unique else batch

@@ -30,6 +30,7 @@ import uuid
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
+from ..cachefile import cache_root     # the one root every cache of audit shares
 from ..errors import AuditInputError
 from ..inputs import load_json
 from .refs import RemoteRef
@@ -40,14 +41,6 @@ FORMAT = 1
 MANIFEST_CAP = 64 << 20         # a manifest lists every file with its size (100,000 files: ~10 MB)
 DEFAULT_TTL = 3600.0
 STALE_TMP = 3600.0          # a tmp/ entry this old belongs to a run that died
-
-
-def cache_root() -> Path:
-    env = os.environ.get("AUDIT_CACHE", "").strip()
-    if env:
-        return Path(env).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "audit"
 
 
 def ref_ttl() -> float:
