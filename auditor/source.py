@@ -72,7 +72,8 @@ def _synthesized(spec: ModelSpec, recipe: str) -> tuple[TensorTable, QuantDescri
 
 
 def _load_prepared(path: Path) -> QuantDescription:
-    return load_quant_description(path).prepared()
+    from .inventory.desccache import load_description
+    return load_description(path)
 
 
 def _quick_recipe(path: Path, cfg: dict) -> str:

@@ -89,8 +89,8 @@ def test_hit_gives_the_fresh_scan_and_parses_nothing(tmp_path: Path, cache_on: P
     second = scan_model_dir(d)                          # a hit: no parse at all
     assert parses == [3]
     assert first == ref and _columns(second) == ref
-    # what the parse hands downstream, the hit hands too: the digit-masked name hashes
-    assert second.table.name_spans._masked is not None
+    # the table carries its key, which the classification cache keys on
+    assert second.table.cache_key is not None and second.table.cache_dir == d
     # the directory itself is untouched: nothing written beside the checkpoint
     assert sorted(p.name for p in d.iterdir()) == sorted(
         ["config.json", "model.safetensors.index.json"] + [f"model-{s:05d}-of-00003.safetensors" for s in (1, 2, 3)])
@@ -308,3 +308,100 @@ def test_memory_report_is_the_same_from_the_cache(tmp_path: Path, cache_on: Path
         outs.append(out.read_bytes())
     assert outs[0] == outs[1] == outs[2]
     assert len(list(cache_on.glob("*.scan"))) == 1
+
+
+# --- the description and the classification, through the same cache ---------------------------
+
+def _tiny_quantized(d: Path) -> Path:
+    """A tiny msModelSlim W8A8 checkpoint with its description (and rot/optional files)."""
+    from auditor.synth import synthesize
+    tiny = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "torch_dtype": "bfloat16",
+            "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "head_dim": 16, "intermediate_size": 128, "vocab_size": 256, "max_position_embeddings": 512,
+            "tie_word_embeddings": False}
+    synthesize(d, "tiny", "w8a8", config=tiny, shard_bytes=40_000)
+    return d
+
+
+def _classified_fields(ct) -> dict:
+    a = ct.addr
+    out = {f: getattr(a, f).tolist() for f in ("layer", "expert", "block", "module", "projection", "suffix",
+                                              "modcode", "sufcode")}
+    out.update(modules=list(a.modules), suffixes=list(a.suffixes), category=ct.category.tolist(),
+               kind=ct.kind.tolist(), scheme=ct.scheme.tolist(), findings=[f.to_dict() for f in ct.findings],
+               scheme_code=None if ct.scheme_code is None else ct.scheme_code.tolist(),
+               scheme_names=list(ct.scheme_names), in_desc=None if ct.in_desc is None else ct.in_desc.tolist())
+    return out
+
+
+def _open_and_classify(d: Path):
+    from auditor.model.classify import classify
+    from auditor.source import open_model
+    src = open_model(d, progress=False)
+    return src, classify(src.table, src.spec.Lyr, src.desc)
+
+
+def test_classification_hit_is_the_fresh_classification(tmp_path: Path, cache_on: Path, monkeypatch) -> None:
+    from auditor.inventory.desccache import CachedDescription
+    from auditor.model import classify as classify_mod
+    d = _tiny_quantized(tmp_path / "tiny")
+    with monkeypatch.context() as m:
+        m.setenv(scancache.ENV, "0")
+        ref_src, ref = _open_and_classify(d)
+    assert ref_src.desc is not None and not isinstance(ref_src.desc, CachedDescription)
+    calls: list[int] = []
+    real = classify_mod._classify
+    monkeypatch.setattr(classify_mod, "_classify", lambda *a: calls.append(1) or real(*a))
+    _open_and_classify(d)                               # a miss: classified, then stored
+    assert calls == [1] and {p.suffix for p in cache_on.iterdir()} == {".scan", ".desc", ".classified"}
+    src, hit = _open_and_classify(d)
+    assert calls == [1], "a hit classifies nothing"
+    assert _classified_fields(hit) == _classified_fields(ref)
+    # the description's summary came from the cache; what it answers is what the file says
+    desc, fresh = src.desc, ref_src.desc
+    assert isinstance(desc, CachedDescription) and desc._real is None
+    assert desc.globals == fresh.globals and desc.findings == fresh.findings
+    assert desc.scheme_values() == fresh.scheme_values()
+    assert desc.any_key_contains("norm.bias") == fresh.any_key_contains("norm.bias")
+    for key in ("model.embed_tokens.weight", "embed.weight", "lm_head.weight", "head.weight"):
+        assert (key in desc) == (key in fresh)
+    assert desc._real is None, "the summary answered every question a memory run asks"
+    assert desc.per_tensor == fresh.per_tensor and len(desc) == len(fresh)      # parsed when asked
+    assert [f.message for f in src.findings] == [f.message for f in ref_src.findings]
+
+
+def test_a_changed_description_is_a_miss(tmp_path: Path, cache_on: Path, monkeypatch) -> None:
+    d = _tiny_quantized(tmp_path / "tiny")
+    _open_and_classify(d)
+    (desc_path,) = d.glob("quant_model_description*.json")
+    doc = json.loads(desc_path.read_text())
+    first = next(k for k, v in doc.items() if v == "W8A8")
+    doc[first] = "FLOAT"                                # one linear now described as float
+    desc_path.write_text(json.dumps(doc))
+    with monkeypatch.context() as m:
+        m.setenv(scancache.ENV, "0")
+        ref_src, ref = _open_and_classify(d)
+    src, got = _open_and_classify(d)
+    assert _classified_fields(got) == _classified_fields(ref)
+    assert src.desc.per_tensor[first] == "FLOAT" and src.desc.scheme_values() == ref_src.desc.scheme_values()
+
+
+def test_the_summary_knows_the_keys_the_engine_asks_for() -> None:
+    from auditor.inventory.desccache import ASKED_KEYS
+    from auditor.model.names import spellings
+    assert set(ASKED_KEYS) == {s for m in ("model.embed_tokens", "lm_head") for s in spellings(f"{m}.weight")}
+
+
+def test_a_damaged_classification_entry_is_a_miss(tmp_path: Path, cache_on: Path, monkeypatch) -> None:
+    d = _tiny_quantized(tmp_path / "tiny")
+    with monkeypatch.context() as m:
+        m.setenv(scancache.ENV, "0")
+        _, ref = _open_and_classify(d)
+    _open_and_classify(d)
+    for p in cache_on.iterdir():
+        if p.suffix in (".classified", ".desc"):
+            raw = bytearray(p.read_bytes())
+            raw[len(raw) // 2] ^= 0xFF
+            p.write_bytes(bytes(raw))
+    _, got = _open_and_classify(d)
+    assert _classified_fields(got) == _classified_fields(ref)

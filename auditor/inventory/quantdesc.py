@@ -110,7 +110,11 @@ class QuantDescription:
 def load_quant_description(path: Path) -> QuantDescription:
     """Read and split the description; raises AuditInputError only when the file is unusable."""
     path = Path(path)
-    raw = read_input_bytes(path, "quant description", DESCRIPTION_CAP)
+    return description_from_bytes(path, read_input_bytes(path, "quant description", DESCRIPTION_CAP))
+
+
+def description_from_bytes(path: Path, raw: bytes) -> QuantDescription:
+    """load_quant_description of bytes already read from ``path``."""
     from .fast.quantdesc import span_description     # it subclasses QuantDescription
     fast = span_description(raw, path)
     if fast is not None:

@@ -111,9 +111,7 @@ def _scan(model_dir: Path, progress: bool | None) -> ScanResult:
             key = scancache.scan_key(model_dir, shards, hb, index_hash)
             hit = scancache.load(model_dir, key, shards)
             if hit is not None:
-                names = hit[0].name_spans
-                if len(names):         # what the parse would have hashed (while the description loads)
-                    names.masked_words_and_hash((int(names.length.max()) + 7) // 8)
+                hit[0].cache_key, hit[0].cache_dir = key, model_dir
                 return _result(model_dir, hit[0], index_paths, hit[1])
         pending = pool.submit(_index_of, raws, index_paths, model_dir)
         batch = parse_header_bytes(hb, check_unique=False)
@@ -125,6 +123,7 @@ def _scan(model_dir: Path, progress: bool | None) -> ScanResult:
     result = _checked(model_dir, index_paths, index, shards, batch)
     if key is not None:
         scancache.store(model_dir, key, result.table, result.index_findings)
+        result.table.cache_key, result.table.cache_dir = key, model_dir
     return result
 
 

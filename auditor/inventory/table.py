@@ -5,6 +5,8 @@ vectorized numpy, which is what keeps a 180,000-tensor checkpoint under a second
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from ..dtypes import DTYPE_BYTES
@@ -33,6 +35,10 @@ class TensorTable:
         self.end = end              # int64 absolute end offset (exclusive)
         self.loaded = loaded        # bool: the engine loads this tensor (False for rot.safetensors, optional/)
         self.files = list(files) if files is not None else []   # paths relative to the model directory
+        # set by the scanner: the scan cache's key of these exact columns, and the directory they
+        # came from (what the classification cache keys on); None for any other table
+        self.cache_key: str | None = None
+        self.cache_dir: "Path | None" = None
 
     @property
     def name(self) -> np.ndarray:

@@ -112,7 +112,21 @@ def infer_scheme(dtype: str, siblings: set[str]) -> str:
 
 def classify(table: TensorTable, n_main_layers: int | None, desc: QuantDescription | None) -> ClassifiedTable:
     """Vectorised over templates: every per-tensor attribute is a function of (name template,
-    dtype, scheme), so Python work is per distinct template, not per tensor."""
+    dtype, scheme), so Python work is per distinct template, not per tensor. A scanned table
+    whose inputs are unchanged since an earlier run is read from the scan cache (classcache)."""
+    from . import classcache
+    key = classcache.key_for(table, n_main_layers, desc)
+    if key is not None:
+        hit = classcache.load(key, table)
+        if hit is not None:
+            return hit
+    ct = _classify(table, n_main_layers, desc)
+    if key is not None:
+        classcache.store(key, ct)
+    return ct
+
+
+def _classify(table: TensorTable, n_main_layers: int | None, desc: QuantDescription | None) -> ClassifiedTable:
     addr = parse_names(table.name_spans, n_main_layers)
     n = len(table)
     dtypes = table.dtype
