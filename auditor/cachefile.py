@@ -5,10 +5,12 @@ Why one module: the remote mirror, the scan cache and the classification cache s
 of numpy columns share a format whose every failure mode is "a miss", never an error or an old
 answer. Nothing here is ever written into a user's model directory.
 
-An entry file is ``MAGIC``, the JSON meta's length (8 bytes, little-endian), the JSON meta (the
-caller's fields plus ``key``, the arrays' layout and the payload's SHA-1) and the arrays, each
-8-byte aligned. :func:`read_entry` returns None for a file that is absent, unreadable, over its
-cap, truncated, for another key, or whose payload does not hash to its SHA-1. Writes go to a
+An entry file is ``MAGIC``, the JSON meta's length (8 bytes, little-endian), the SHA-1 (20 bytes)
+of everything after it, the JSON meta (the caller's fields plus ``key`` and the arrays' layout)
+and the arrays, each 8-byte aligned. The digest covers the meta as well as the arrays: a caller's
+fields (a factorized column's distinct values, say) are as much the answer as the arrays are.
+:func:`read_entry` returns None for a file that is absent, unreadable, over its cap, truncated,
+for another key, or whose meta and arrays do not hash to its SHA-1. Writes go to a
 temporary file renamed into place, so a reader never sees half an entry.
 """
 from __future__ import annotations
@@ -25,7 +27,8 @@ import numpy as np
 from .errors import AuditInputError
 from .inputs import open_binary
 
-MAGIC = b"AUDIT-CACHE-1\n"
+MAGIC = b"AUDIT-CACHE-2\n"
+DIGEST = 20                 # SHA-1 bytes
 META_CAP = 64 << 20
 STALE_TMP = 3600.0          # a temporary file this old belongs to a run that died
 
@@ -96,19 +99,19 @@ def read_entry(path: Path, key: str, cap: int) -> tuple[dict, dict[str, np.ndarr
 
 
 def _decode(raw: bytearray, key: str) -> tuple[dict, dict[str, np.ndarray]] | None:
-    m0 = len(MAGIC) + 8
+    m0 = len(MAGIC) + 8 + DIGEST
     if not raw.startswith(MAGIC) or len(raw) < m0:
         return None
-    n_meta = int.from_bytes(raw[len(MAGIC):m0], "little")
+    n_meta = int.from_bytes(raw[len(MAGIC):len(MAGIC) + 8], "little")
     if not 0 < n_meta <= min(META_CAP, len(raw) - m0):
         return None
+    with memoryview(raw) as view:
+        if hashlib.sha1(view[m0:]).digest() != bytes(view[m0 - DIGEST:m0]):
+            return None
     meta = json.loads(raw[m0:m0 + n_meta])
     if not isinstance(meta, dict) or meta.get("key") != key:
         return None
-    base = m0 + n_meta
-    data = memoryview(raw)[base:]
-    if hashlib.sha1(data).hexdigest() != meta.get("payload_sha1"):
-        return None
+    data = memoryview(raw)[m0 + n_meta:]
     arrays: dict[str, np.ndarray] = {}
     for name, (dt, shape, off) in meta["arrays"].items():
         dtype = np.dtype(dt)
@@ -139,13 +142,14 @@ def write_entry(path: Path, key: str, meta: dict, arrays: dict[str, np.ndarray])
         chunks.append(b"\0" * pad)
         off += pad
     payload = b"".join(chunks)
-    doc = json.dumps({**meta, "key": key, "arrays": layout,
-                      "payload_sha1": hashlib.sha1(payload).hexdigest()}).encode()
+    doc = json.dumps({**meta, "key": key, "arrays": layout}).encode()
+    digest = hashlib.sha1(doc)
+    digest.update(payload)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
     try:
         with open(tmp, "wb") as f:
-            f.write(MAGIC + len(doc).to_bytes(8, "little") + doc)
+            f.write(MAGIC + len(doc).to_bytes(8, "little") + digest.digest() + doc)
             f.write(payload)
         os.replace(tmp, path)
     finally:

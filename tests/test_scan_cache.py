@@ -193,7 +193,8 @@ def _entry(cache_on: Path) -> Path:
     return entry
 
 
-@pytest.mark.parametrize("damage", ["truncate", "payload_byte", "meta_byte", "garbage", "empty", "directory"])
+@pytest.mark.parametrize("damage", ["truncate", "payload_byte", "meta_byte", "meta_value", "garbage", "empty",
+                                    "directory"])
 def test_a_damaged_entry_is_a_miss(tmp_path: Path, cache_on: Path, parses, monkeypatch, damage: str) -> None:
     d = tmp_path / "ckpt"
     _checkpoint(d)
@@ -208,6 +209,10 @@ def test_a_damaged_entry_is_a_miss(tmp_path: Path, cache_on: Path, parses, monke
     elif damage == "meta_byte":
         at = raw.index(b'"rows": ') + len(b'"rows": ')     # inside the meta: its key still matches
         raw[at] = ord("9") if raw[at] != ord("9") else ord("8")
+        entry.write_bytes(bytes(raw))
+    elif damage == "meta_value":    # a factorized column's distinct value: still valid JSON, same length
+        at = raw.index(b'"F32"') + 1
+        raw[at] = ord("G")
         entry.write_bytes(bytes(raw))
     elif damage == "garbage":
         entry.write_bytes(os.urandom(4096))
