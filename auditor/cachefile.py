@@ -21,6 +21,7 @@ import os
 import time
 import uuid
 from pathlib import Path
+from typing import Callable, TypeVar
 
 import numpy as np
 
@@ -30,6 +31,7 @@ from .inputs import open_binary
 MAGIC = b"AUDIT-CACHE-2\n"
 DIGEST = 20                 # SHA-1 bytes
 META_CAP = 64 << 20
+T = TypeVar("T")
 STALE_TMP = 3600.0          # a temporary file this old belongs to a run that died
 
 
@@ -124,7 +126,32 @@ def _decode(raw: bytearray, key: str) -> tuple[dict, dict[str, np.ndarray]] | No
     return meta, arrays
 
 
+def load(path: Path, key: str, cap: int, decode: Callable[[dict, dict[str, np.ndarray]], T | None]) -> T | None:
+    """``decode(meta, arrays)`` of the entry at ``path`` for ``key``, or None: an entry whose checks
+    pass but whose contents the caller cannot rebuild (a column out of range, a field missing) is a
+    miss too, never an error."""
+    got = read_entry(path, key, cap)
+    if got is None:
+        return None
+    try:
+        return decode(*got)
+    except (ValueError, KeyError, TypeError, IndexError, OverflowError):
+        return None
+
+
 # ----------------------------------------------------------------------------- write
+
+def store(path: Path, key: str, columns: Callable[[], tuple[dict, dict[str, np.ndarray]]], max_stems: int) -> bool:
+    """Write the entry ``columns()`` builds (meta, arrays) and evict old groups beside it; False (and
+    nothing raised) when it cannot be built or written: the cache is an optimisation, a run never
+    fails for it."""
+    try:
+        write_entry(path, key, *columns())
+        evict(path.parent, path.name.split(".", 1)[0], max_stems)
+        return True
+    except (OSError, ValueError, TypeError):
+        return False
+
 
 def write_entry(path: Path, key: str, meta: dict, arrays: dict[str, np.ndarray]) -> None:
     """Write the entry (temporary file, then rename). Raises OSError; callers treat any failure

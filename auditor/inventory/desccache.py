@@ -43,21 +43,16 @@ def load_description(path: Path) -> QuantDescription:
     h.update(raw)
     digest = h.hexdigest()
     entry = scancache.cache_dir() / (cachefile.path_key(path.parent) + SUFFIX)
-    got = cachefile.read_entry(entry, digest, ENTRY_CAP)
-    if got is not None:
-        cached = _summary(path, raw, digest, got[0])
-        if cached is not None:
-            return cached
+    cached = cachefile.load(entry, digest, ENTRY_CAP, lambda meta, _arrays: _summary(path, raw, digest, meta))
+    if cached is not None:
+        return cached
     real = description_from_bytes(path, raw).prepared()
     real.cache_digest = digest
-    try:
-        cachefile.write_entry(entry, digest, {
-            "format": FORMAT, "globals": real.globals, "findings": [list(f) for f in real.findings],
-            "scheme_values": sorted(real.scheme_values()),
-            "contains": {t: bool(real.any_key_contains(t)) for t in ASKED_CONTAINS},
-            "members": {k: k in real for k in ASKED_KEYS}}, {})
-    except (OSError, ValueError, TypeError):
-        pass
+    cachefile.store(entry, digest, lambda: ({
+        "format": FORMAT, "globals": real.globals, "findings": [list(f) for f in real.findings],
+        "scheme_values": sorted(real.scheme_values()),
+        "contains": {t: bool(real.any_key_contains(t)) for t in ASKED_CONTAINS},
+        "members": {k: k in real for k in ASKED_KEYS}}, {}), scancache.MAX_ENTRIES)
     return real
 
 

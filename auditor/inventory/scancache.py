@@ -93,13 +93,7 @@ def _entry_path(model_dir: Path) -> Path:
 
 def load(model_dir: Path, key: str, shards: list[str]) -> tuple[TensorTable, list] | None:
     """(table, index findings) of the scan stored for ``key``, or None."""
-    got = cachefile.read_entry(_entry_path(model_dir), key, ENTRY_CAP)
-    if got is None:
-        return None
-    try:
-        return _table(*got, shards)
-    except (ValueError, KeyError, TypeError, IndexError, OverflowError):
-        return None
+    return cachefile.load(_entry_path(model_dir), key, ENTRY_CAP, lambda meta, arrays: _table(meta, arrays, shards))
 
 
 def _table(meta: dict, arrays: dict[str, np.ndarray], shards: list[str]) -> tuple[TensorTable, list] | None:
@@ -152,22 +146,21 @@ def _compact_names(spans: NameSpans) -> tuple[bytes, np.ndarray, np.ndarray]:
 
 def store(model_dir: Path, key: str, table: TensorTable, findings: list) -> None:
     """Keep the scan for the next run; any failure to write is silent (the cache is an optimisation)."""
-    try:
-        n = len(table)
-        names_buf, start, length = _compact_names(table.name_spans)
-        width = min(int(table.ndim.max(initial=0)), MAXDIM) if n else 0
-        dtype_names, codes = cachefile.factorize(np.asarray(table.dtype, dtype=object))
-        arrays = {
-            "names": np.frombuffer(names_buf, dtype=np.uint8), "name_start": start, "name_length": length,
-            "dtype_code": codes, "file": np.asarray(table.file, dtype=np.int32), "ndim": np.asarray(table.ndim),
-            "shape": np.ascontiguousarray(table.shape[:, :width]),
-            "begin": np.asarray(table.begin, dtype=np.int64), "end": np.asarray(table.end, dtype=np.int64),
-            "loaded": np.asarray(table.loaded, dtype=bool),
-        }
-        meta = {"format": FORMAT, "rows": n, "files": list(table.files), "dtype_names": [str(d) for d in dtype_names],
-                "wide": [[int(r), list(d)] for r, d in table.wide.items()], "findings": [list(f) for f in findings]}
-        target = _entry_path(model_dir)
-        cachefile.write_entry(target, key, meta, arrays)
-        cachefile.evict(target.parent, target.name.split(".", 1)[0], MAX_ENTRIES)
-    except (OSError, ValueError, TypeError):
-        pass
+    cachefile.store(_entry_path(model_dir), key, lambda: _columns(table, findings), MAX_ENTRIES)
+
+
+def _columns(table: TensorTable, findings: list) -> tuple[dict, dict[str, np.ndarray]]:
+    n = len(table)
+    names_buf, start, length = _compact_names(table.name_spans)
+    width = min(int(table.ndim.max(initial=0)), MAXDIM) if n else 0
+    dtype_names, codes = cachefile.factorize(np.asarray(table.dtype, dtype=object))
+    arrays = {
+        "names": np.frombuffer(names_buf, dtype=np.uint8), "name_start": start, "name_length": length,
+        "dtype_code": codes, "file": np.asarray(table.file, dtype=np.int32), "ndim": np.asarray(table.ndim),
+        "shape": np.ascontiguousarray(table.shape[:, :width]),
+        "begin": np.asarray(table.begin, dtype=np.int64), "end": np.asarray(table.end, dtype=np.int64),
+        "loaded": np.asarray(table.loaded, dtype=bool),
+    }
+    meta = {"format": FORMAT, "rows": n, "files": list(table.files), "dtype_names": [str(d) for d in dtype_names],
+            "wide": [[int(r), list(d)] for r, d in table.wide.items()], "findings": [list(f) for f in findings]}
+    return meta, arrays

@@ -62,13 +62,7 @@ def _entry_path(table: "TensorTable") -> Path:
 
 
 def load(key: str, table: "TensorTable") -> "ClassifiedTable | None":
-    got = cachefile.read_entry(_entry_path(table), key, ENTRY_CAP)
-    if got is None:
-        return None
-    try:
-        return _classified(*got, table)
-    except (ValueError, KeyError, TypeError, IndexError, OverflowError):
-        return None
+    return cachefile.load(_entry_path(table), key, ENTRY_CAP, lambda meta, arrays: _classified(meta, arrays, table))
 
 
 def _decoded(values: list, codes: np.ndarray, n: int) -> np.ndarray:
@@ -107,22 +101,21 @@ def _classified(meta: dict, arrays: dict[str, np.ndarray], table: "TensorTable")
 
 def store(key: str, ct: "ClassifiedTable") -> None:
     """Keep the classification for the next run; any failure to write is silent."""
-    try:
-        addr = ct.addr
-        arrays = {c: np.asarray(getattr(addr, c)) for c in _NUMBER_COLUMNS}
-        arrays["category"] = np.asarray(ct.category)
-        values = {}
-        for name, col in [*((c, getattr(addr, c)) for c in _OBJECT_COLUMNS), ("kind", ct.kind), ("scheme", ct.scheme)]:
-            values[name], arrays[name] = cachefile.factorize(np.asarray(col, dtype=object))
-        if ct.scheme_code is not None:
-            arrays["scheme_code"] = np.asarray(ct.scheme_code)
-        if ct.in_desc is not None:
-            arrays["in_desc"] = np.asarray(ct.in_desc, dtype=bool)
-        meta = {"format": FORMAT, "rows": len(ct), "values": values, "modules": list(addr.modules),
-                "suffixes": list(addr.suffixes), "scheme_names": list(ct.scheme_names),
-                "findings": [[f.severity, f.tensor, f.message] for f in ct.findings]}
-        target = _entry_path(ct.table)
-        cachefile.write_entry(target, key, meta, arrays)
-        cachefile.evict(target.parent, target.name.split(".", 1)[0], scancache.MAX_ENTRIES)
-    except (OSError, ValueError, TypeError):
-        pass
+    cachefile.store(_entry_path(ct.table), key, lambda: _columns(ct), scancache.MAX_ENTRIES)
+
+
+def _columns(ct: "ClassifiedTable") -> tuple[dict, dict[str, np.ndarray]]:
+    addr = ct.addr
+    arrays = {c: np.asarray(getattr(addr, c)) for c in _NUMBER_COLUMNS}
+    arrays["category"] = np.asarray(ct.category)
+    values = {}
+    for name, col in [*((c, getattr(addr, c)) for c in _OBJECT_COLUMNS), ("kind", ct.kind), ("scheme", ct.scheme)]:
+        values[name], arrays[name] = cachefile.factorize(np.asarray(col, dtype=object))
+    if ct.scheme_code is not None:
+        arrays["scheme_code"] = np.asarray(ct.scheme_code)
+    if ct.in_desc is not None:
+        arrays["in_desc"] = np.asarray(ct.in_desc, dtype=bool)
+    meta = {"format": FORMAT, "rows": len(ct), "values": values, "modules": list(addr.modules),
+            "suffixes": list(addr.suffixes), "scheme_names": list(ct.scheme_names),
+            "findings": [[f.severity, f.tensor, f.message] for f in ct.findings]}
+    return meta, arrays
