@@ -53,6 +53,19 @@ def test_rank_totals_equal_the_ledger(cache):
                               run_memory_audit(cache.source, plan, engine).ledger.total)
 
 
+def test_plans_sharing_a_walk_still_equal_their_own_ledgers():
+    """DP, EP and EPLB redundancy (EP on, no layer sharding) and roles with equal placements share one
+    walk in the search; each plan's per-rank sum must still be what its own ledger says."""
+    cache = LedgerCache(open_model("glm-5.1"))
+    plans = [ParallelPlan(tp=16, dp=dp, ep=16 * dp, sp=True, redundant_experts=r, role=role)
+             for dp in (1, 2, 4) for r in (0, 16) for role in ("mixed", "prefill")]
+    plans.append(ParallelPlan(tp=1, dp=8, ep=8, redundant_experts=8, role="decode"))
+    for plan in plans:
+        assert np.array_equal(cache.totals(plan, "vllm-ascend@main"),
+                              run_memory_audit(cache.source, plan, "vllm-ascend@main").ledger.total), plan
+    assert cache.materialized <= 3 < len(plans)
+
+
 def test_38_2_gb_is_the_v018_p_node(cache):
     """The seed RFC's ~38 GB per rank: a v0.18 P node (docs/memory.md: 38.234 GiB)."""
     obs = observed_weights(parse_log_text(_log([38.2 * GiB] * 32, digits=1)), BASE)

@@ -11,7 +11,11 @@ Speed: the model is classified and indexed once (``LedgerCache``); per candidate
 materialization and a per-rank sum run. The materializer's per-module row cache is shared between
 candidates with the same row-cache key (``memory.materialized.row_cache_key``: model dtype, NZ mode
 and the engine's declared materializer fields), the only inputs of a row besides the module's own
-arguments; configurations whose placement decisions coincide are materialized once.
+arguments; configurations whose placement decisions coincide are materialized once, and so are
+plans that differ only in what the per-rank sum reads (``memory.materialized.reference_plan``: DP, EP
+and EPLB redundancy with EP on and no layer sharding): a walk keeps only its ``RankBytes``, and each
+plan spreads them over its own ranks (``spread``). GLM-5.1 with DP and recipe unknown (#9422's log):
+660 walks for 4,800 configurations, was 1,560.
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ from ..engines.stored import StoredIndex
 from ..errors import AuditInputError
 from ..memory.audit import MemoryAudit, run_memory_audit
 from ..memory.ledger import experts_per_slot
-from ..memory.materialized import _PLACEMENT_WORDING, row_cache_key
+from ..memory.materialized import _PLACEMENT_WORDING, reference_plan, row_cache_key
 from ..model.classify import classify
 from ..dtypes import DTYPE_BYTES
 from ..parallel import ParallelPlan
@@ -143,6 +147,7 @@ class LedgerCache:
         self.classified = (ct, StoredIndex(ct))
         self._rows: dict[tuple, dict] = {}
         self._totals: dict[tuple, np.ndarray] = {}
+        self._walks: dict[tuple, RankBytes] = {}
         self.materialized = 0
         self.nz_padded: set[str] = set()        # tensors whose shape FRACTAL_NZ would pad (any pass so far)
         self._nz_checked: dict[tuple, bool] = {}
@@ -164,12 +169,19 @@ class LedgerCache:
         hit = self._totals.get(key)
         if hit is not None:
             return hit
-        rows = self._rows.setdefault(row_cache_key(spec, plan, eng), {})
-        mat = eng.materializer(spec, plan, pl, self.classified[1], self.source.desc, row_cache=rows).run()
-        out = rank_totals(mat, spec, plan, self.drop_causes)
-        self._note_nz(mat)
-        self.materialized += 1
-        self._totals[key] = out
+        # plans that differ only in what the per-rank sum reads (DP, EP and EPLB with EP on and no layer
+        # sharding; roles with equal placements) share one walk: ``memory.materialized.reference_plan``
+        ref = reference_plan(plan, spec, eng)
+        ref_pl = pl if ref == plan else eng.placement(spec, ref)
+        walk = self._key(ref, eng, ref_pl)
+        rb = self._walks.get(walk)
+        if rb is None:
+            rows = self._rows.setdefault(row_cache_key(spec, ref, eng), {})
+            mat = eng.materializer(spec, ref, ref_pl, self.classified[1], self.source.desc, row_cache=rows).run()
+            rb = self._walks[walk] = rank_bytes(mat, ref.pp, self.drop_causes)
+            self._note_nz(mat)
+            self.materialized += 1
+        out = self._totals[key] = spread(rb, spec, plan)
         return out
 
     def _note_nz(self, mat: Materialization) -> None:
@@ -192,13 +204,23 @@ class LedgerCache:
         return run_memory_audit(self.source, plan, engine, classified=self.classified)
 
 
-def rank_totals(mat: Materialization, spec, plan: ParallelPlan, drop_causes: frozenset[str] = frozenset()) -> np.ndarray:
-    """Per-rank resident bytes of a materialization (what ``build_ledger(...).total`` gives, without
-    the per-category matrices)."""
-    pp, rps = plan.pp, plan.ranks_per_stage
+@dataclass(frozen=True)
+class RankBytes:
+    """A materialization's resident bytes by where they sit: what the per-rank sum needs, small enough
+    to keep for every walk of a search (the rows are not kept)."""
+
+    stage: np.ndarray                   # per PP stage, on every rank of it
+    experts: np.ndarray                 # per PP stage, one routed expert's bytes (times the rank's slots)
+    owner: dict[tuple[int, int], float]  # (stage or -1, owner rank) -> bytes on that rank (layer sharding)
+    every: float                        # on every rank
+    first: float                        # on the first stage's ranks
+    last: float                         # on the last stage's ranks
+
+
+def rank_bytes(mat: Materialization, pp: int, drop_causes: frozenset[str] = frozenset()) -> RankBytes:
     stage = np.zeros(pp)
     experts = np.zeros(pp)
-    owner = np.zeros((pp, rps))
+    owner: dict[tuple[int, int], float] = {}
     every = first = last = 0.0
     sol = mat.stage_of_layer
     for r in mat.rows:
@@ -218,22 +240,37 @@ def rank_totals(mat: Materialization, spec, plan: ParallelPlan, drop_causes: fro
             else:
                 experts[st] += b
         elif p == "owner":
-            if st < 0:
-                owner[:, r.owner] += b
-            else:
-                owner[st, r.owner] += b
+            owner[(st, r.owner)] = owner.get((st, r.owner), 0.0) + b
         elif p == "first":
             first += b
         elif p == "last":
             last += b
         else:
             every += b
+    return RankBytes(stage, experts, owner, every, first, last)
+
+
+def spread(rb: RankBytes, spec, plan: ParallelPlan) -> np.ndarray:
+    """Per global rank bytes of ``rb`` under ``plan`` (its EP slots and ranks per stage)."""
+    pp, rps = plan.pp, plan.ranks_per_stage
+    owner = np.zeros((pp, rps))
+    for (st, o), b in rb.owner.items():
+        if st < 0:
+            owner[:, o] += b
+        else:
+            owner[st, o] += b
     slots = experts_per_slot(spec.E + plan.redundant_experts, plan.ep)[np.arange(rps)] if plan.ep > 1 \
         else np.ones(rps)
-    per_stage = stage[:, None] + experts[:, None] * slots[None, :] + owner + every
-    per_stage[0] += first
-    per_stage[-1] += last
+    per_stage = rb.stage[:, None] + rb.experts[:, None] * slots[None, :] + owner + rb.every
+    per_stage[0] += rb.first
+    per_stage[-1] += rb.last
     return per_stage.reshape(-1)
+
+
+def rank_totals(mat: Materialization, spec, plan: ParallelPlan, drop_causes: frozenset[str] = frozenset()) -> np.ndarray:
+    """Per-rank resident bytes of a materialization (what ``build_ledger(...).total`` gives, without
+    the per-category matrices)."""
+    return spread(rank_bytes(mat, plan.pp, drop_causes), spec, plan)
 
 
 def candidates(spec, base: ParallelPlan, pinned: dict, engines: tuple[str, ...] | None = None):
