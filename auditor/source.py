@@ -11,6 +11,7 @@ here, so ``perf`` and ``inventory`` can never disagree about what a directory ho
 from __future__ import annotations
 
 import contextlib
+import functools
 import contextvars
 
 from concurrent.futures import ThreadPoolExecutor
@@ -62,7 +63,11 @@ def _description_values(desc: QuantDescription | None) -> set[str]:
     return desc.scheme_values() if desc is not None else set()
 
 
+@functools.lru_cache(maxsize=6)
 def _synthesized(spec: ModelSpec, recipe: str) -> tuple[TensorTable, QuantDescription | None]:
+    """The header-exact inventory a recipe gives ``spec`` (a frozen spec: the key is its every field).
+    Shared within a process: ``plan`` and ``align`` open the same preset once per recipe and candidate,
+    and a full-size DeepSeek-V4-Pro inventory takes ~2 s to build; callers never modify it."""
     recipe = check_recipe(recipe)
     rows = expected_tensors(spec, recipe)
     table = TensorTable.from_rows(rows, file="<synthesized>")
