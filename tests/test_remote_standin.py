@@ -113,7 +113,10 @@ class LocalServer:
 
     def __init__(self, handler) -> None:
         self.server = _Server(("127.0.0.1", 0), handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # serve_forever notices shutdown() only between polls: its default 0.5 s was ~1 s of every
+        # two-origin test's teardown
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02},
+                                       daemon=True)
         self.thread.start()
 
     @property
