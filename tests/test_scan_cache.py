@@ -410,3 +410,40 @@ def test_a_damaged_classification_entry_is_a_miss(tmp_path: Path, cache_on: Path
             p.write_bytes(bytes(raw))
     _, got = _open_and_classify(d)
     assert _classified_fields(got) == _classified_fields(ref)
+
+
+@settings(max_examples=300, deadline=None)
+@given(buf=st.binary(min_size=0, max_size=120),
+       spans=st.lists(st.tuples(st.integers(0, 119), st.integers(0, 40)), min_size=1, max_size=20),
+       ordered=st.booleans())
+def test_compacted_names_are_the_spans_bytes_in_row_order(buf: bytes, spans, ordered: bool) -> None:
+    """The stored names buffer is every row's span, in row order, whatever the spans are: the byte-mask
+    path (ordered, non-empty, non-overlapping spans, a scan's) and the gather path agree with slicing."""
+    from auditor.inventory.namespans import PAD, NameSpans
+    raw = buf.ljust(160, b"x") + PAD
+    if ordered:                        # laid out like a scan's: in buffer order, gaps between
+        at, rows = 0, []
+        for gap, n in spans:
+            rows.append((at + gap % 7, n))
+            at += gap % 7 + n
+        spans = [(s, n) for s, n in rows if s + n <= 160]
+        if not spans:
+            return
+    start = np.array([s for s, _ in spans], dtype=np.int64)
+    length = np.array([min(n, 160 - s) for s, n in spans], dtype=np.int64)
+    names, new_start, new_length = scancache._compact_names(NameSpans(raw, start, length))
+    want = [raw[s:s + n] for s, n in zip(start.tolist(), length.tolist())]
+    assert names == b"".join(want) + PAD
+    assert [names[a:a + n] for a, n in zip(new_start.tolist(), new_length.tolist())] == want
+
+
+def test_dtype_codes_name_every_row() -> None:
+    """The dtype column's codes decode to the column itself, for the reader's names and for any other."""
+    col = np.array(["BF16", "F32", "I8", "BF16", "F8_E4M3", "I8"])
+    names, codes = scancache._dtype_codes(col)
+    assert np.array_equal(np.array(names)[codes], col)
+    odd = np.array(["BF16", "Q4_K", "BF16"])          # not a safetensors dtype: factorized, still exact
+    names, codes = scancache._dtype_codes(odd)
+    assert np.array_equal(np.array(names)[codes], odd)
+    names, codes = scancache._dtype_codes(np.array([], dtype=str))
+    assert len(codes) == 0

@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import cachefile
 from .fast import exact_only
+from .header import _DTYPE_NAME_ARR
 from .namespans import PAD, NameSpans
 from .table import MAXDIM, TensorTable
 
@@ -140,8 +141,34 @@ def _compact_names(spans: NameSpans) -> tuple[bytes, np.ndarray, np.ndarray]:
         return PAD, np.zeros(0, np.int64), np.zeros(0, np.int64)
     new_start = np.cumsum(length) - length
     src = np.frombuffer(spans.buf, dtype=np.uint8)
-    idx = np.repeat(spans.start - new_start, length) + np.arange(int(length.sum()), dtype=np.int64)
+    start = spans.start
+    end = start + length
+    if int(length.min()) > 0 and (len(start) < 2 or bool(np.all(start[1:] >= end[:-1]))):
+        # non-empty spans in buffer order without overlap (a scan's rows): the buffer is runs of
+        # gap, name, gap, name, ..., gap, so a byte mask repeated from the run lengths keeps the names
+        # in order, at a byte per buffer byte rather than an int64 index per name byte (~90 -> ~35 ms
+        # on GLM-5.1)
+        n = len(start)
+        runs = np.empty(2 * n + 1, dtype=np.int64)
+        runs[0], runs[-1] = start[0], len(src) - end[-1]
+        runs[2:-1:2] = start[1:] - end[:-1]
+        runs[1::2] = length
+        is_name = np.zeros(2 * n + 1, dtype=bool)
+        is_name[1::2] = True
+        return src[np.repeat(is_name, runs)].tobytes() + PAD, new_start, length.copy()
+    idx = np.repeat(start - new_start, length) + np.arange(int(length.sum()), dtype=np.int64)
     return src[idx].tobytes() + PAD, new_start, length.copy()
+
+
+def _dtype_codes(dtype: np.ndarray) -> tuple[list, np.ndarray]:
+    """(names, int32 code per row) of the dtype column: a search of the header reader's sorted
+    dtype names (~17 ms on GLM-5.1's 177k rows, where a Python factorize takes ~50), checked
+    name for name; a table holding any other name is factorized."""
+    names = _DTYPE_NAME_ARR
+    codes = np.minimum(np.searchsorted(names, dtype), len(names) - 1).astype(np.int32)
+    if len(dtype) and np.array_equal(names[codes], dtype):
+        return names.tolist(), codes
+    return cachefile.factorize(np.asarray(dtype, dtype=object))
 
 
 def store(model_dir: Path, key: str, table: TensorTable, findings: list) -> None:
@@ -153,7 +180,7 @@ def _columns(table: TensorTable, findings: list) -> tuple[dict, dict[str, np.nda
     n = len(table)
     names_buf, start, length = _compact_names(table.name_spans)
     width = min(int(table.ndim.max(initial=0)), MAXDIM) if n else 0
-    dtype_names, codes = cachefile.factorize(np.asarray(table.dtype, dtype=object))
+    dtype_names, codes = _dtype_codes(table.dtype)
     arrays = {
         "names": np.frombuffer(names_buf, dtype=np.uint8), "name_start": start, "name_length": length,
         "dtype_code": codes, "file": np.asarray(table.file, dtype=np.int32), "ndim": np.asarray(table.ndim),
