@@ -345,8 +345,9 @@ def evaluate_program(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i:
     workload; return the phase time in seconds: ops, collectives and the host overhead of one step,
     serialised (no compute/communication overlap is assumed)."""
     st = stream_table(decode, tokens, context, batch, mtp)
-    total = ops_time(op_i, op_f, op_m, st, tp, mtp, dev, ALL_PARTS, True, op_out)
-    return colls_time(co_i, co_f, co_m, st, tp, mtp, grp, dev, True, co_out, total + host_time(decode, dev))
+    total = ops_time(op_i, op_f, op_m, st, tp, mtp, dev, np.int64(ALL_PARTS), True, op_out)
+    return colls_time(co_i, co_f, co_m, st, tp, mtp, grp, dev, True, co_out, total + host_time(decode, dev),
+                      np.int64(ALL_PARTS))
 
 
 @njit(cache=True)
@@ -359,7 +360,7 @@ def partial_time(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.
     st = stream_table(decode, tokens, context, batch, mtp)
     total = ops_time(op_i, op_f, op_m, st, tp, mtp, dev, part, False, st)    # st: an unused out array
     if part == CTX_PART:
-        return colls_time(co_i, co_f, co_m, st, tp, mtp, grp, dev, False, st, total, CTX_PART)
+        return colls_time(co_i, co_f, co_m, st, tp, mtp, grp, dev, False, st, total, part)
     return colls_time(co_i, co_f, co_m, st, tp, mtp, grp, dev, False, st, total + host_time(decode, dev), part)
 
 
@@ -373,8 +374,8 @@ def sweep_grid(op_i: np.ndarray, op_f: np.ndarray, op_m: np.ndarray, co_i: np.nd
     for u in prange(keys.shape[0]):
         tok, bat, mtp = keys[u, 0], keys[u, 1], keys[u, 2]
         fixed = partial_time(op_i, op_f, op_m, co_i, co_f, co_m, decode, tp, tok, 0.0, bat, mtp, dev, grp,
-                             REST_PART)
+                             np.int64(REST_PART))
         for c in range(contexts.shape[0]):
             out[u, c] = fixed + partial_time(op_i, op_f, op_m, co_i, co_f, co_m, decode, tp, tok, contexts[c],
-                                             bat, mtp, dev, grp, CTX_PART)
+                                             bat, mtp, dev, grp, np.int64(CTX_PART))
     return out

@@ -175,7 +175,7 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, bfix, kk, role, launches
     while done < n_req:
         # ---- client: send while a slot is free (request j is sent at max(arrival, slot free))
         # ---- choose the instance whose next step starts first
-        best = -1
+        best = np.int64(-1)
         tbest = INF
         for i in range(n_inst):
             s_i = INF
@@ -341,7 +341,7 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, bfix, kk, role, launches
         for r in range(ranks[i]):
             t_pre = 0.0
             pctx = 0.0
-            nd = 0
+            nd = np.int64(0)
             dtok = 0.0
             csum = 0.0
             for k in range(nrun[i, r]):
