@@ -18,6 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from .errors import AuditInputError
 from .hubcache import resolve_hub_dir
 from .inventory.access import check_model_dir_access
@@ -71,6 +73,11 @@ def _synthesized(spec: ModelSpec, recipe: str) -> tuple[TensorTable, QuantDescri
     recipe = check_recipe(recipe)
     rows = expected_tensors(spec, recipe)
     table = TensorTable.from_rows(rows, file="<synthesized>")
+    # shared by every caller from now on: a write into a column raises instead of changing another's answer
+    for col in (table.file, table.dtype, table.ndim, table.shape, table.nbytes, table.begin, table.end, table.loaded,
+                table.name_spans.start, table.name_spans.length):
+        if isinstance(col, np.ndarray):
+            col.setflags(write=False)
     desc_doc = expected_description(spec, recipe)
     desc = QuantDescription.from_dict(desc_doc, Path("<synthesized>")) if desc_doc is not None else None
     return table, desc

@@ -211,3 +211,17 @@ def test_cli_prints_one_line_summary(tmp_path):
     assert "61.02 GiB logical" in lines[0]
     r = runner.invoke(synth_command, [str(tmp_path / "c"), "--model", "dense-32b"])
     assert isinstance(r.exception, AuditInputError)
+
+
+def test_a_preset_inventory_is_built_once_and_cannot_be_changed():
+    """open_model shares one synthesized inventory per (spec, recipe) within a process; its columns are
+    read-only, so a caller writing into one raises instead of changing the next caller's answer."""
+    import numpy as np
+    from auditor.source import open_model
+    a, b = open_model("glm-5.1", "w8a8"), open_model("glm-5.1", "w8a8")
+    assert a.table is b.table
+    assert open_model("glm-5.1", "bf16").table is not a.table
+    for col in (a.table.nbytes, a.table.loaded, a.table.shape, a.table.name_spans.start):
+        with pytest.raises(ValueError):
+            col[0] = col[0]
+    assert int(np.sum(a.table.nbytes)) == int(np.sum(b.table.nbytes))
