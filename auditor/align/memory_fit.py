@@ -218,6 +218,8 @@ class RankBytes:
 
 
 def rank_bytes(mat: Materialization, pp: int, drop_causes: frozenset[str] = frozenset()) -> RankBytes:
+    """A materialization's bytes by placement; ``spread`` of them under a plan is what
+    ``build_ledger(...).total`` gives, without the per-category matrices."""
     stage = np.zeros(pp)
     experts = np.zeros(pp)
     owner: dict[tuple[int, int], float] = {}
@@ -265,12 +267,6 @@ def spread(rb: RankBytes, spec, plan: ParallelPlan) -> np.ndarray:
     per_stage[0] += rb.first
     per_stage[-1] += rb.last
     return per_stage.reshape(-1)
-
-
-def rank_totals(mat: Materialization, spec, plan: ParallelPlan, drop_causes: frozenset[str] = frozenset()) -> np.ndarray:
-    """Per-rank resident bytes of a materialization (what ``build_ledger(...).total`` gives, without
-    the per-category matrices)."""
-    return spread(rank_bytes(mat, plan.pp, drop_causes), spec, plan)
 
 
 def candidates(spec, base: ParallelPlan, pinned: dict, engines: tuple[str, ...] | None = None):
