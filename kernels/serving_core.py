@@ -129,10 +129,18 @@ def async_host(eager: bool, launches_draft: float, hp: np.ndarray) -> float:
 def simulate(n_inst, ranks, seqs, budget, blocks, btok, bfix, kk, role, launches_eager, launches_draft, token_split,
              ctx, tok, dec, pre_rest, pre_ctx, dec_ctx, hp,
              n_req, conc, isl, osl, hits, arrival, acc, xfer,
-             rq_send, rq_first, rq_done, step_log, warm, balance, seed, graph_tokens, preempts, async_sched, align):
+             rq_send, rq_first, rq_done, step_log, warm, balance, seed, graph_tokens, preempts, async_sched, align,
+             sla, gave_up):
     """Run the whole benchmark; fills ``rq_send/first/done`` (seconds), ``step_log[s] = (start,
     dt, decoding requests, instance, eager)`` and ``preempts[i]`` (requests instance i preempted for KV
-    blocks, each recomputed); returns the number of steps logged."""
+    blocks, each recomputed); returns the number of steps logged.
+
+    ``sla`` = (mean TTFT s, mean TPOT s), each <= 0 for none: the run stops (``gave_up[0] = 1``) once the
+    mean over all ``n_req`` requests is sure to exceed one of them. Why: ``audit plan`` bisects the
+    concurrency of a row, and most of its simulated time went to runs far over the SLA whose figures it
+    discards. Sure means a lower bound over the requests' final values: TTFT of those with a first token,
+    plus ``t - send`` for those sent and still waiting (and 0 for those not sent); TPOT likewise with
+    ``t - first`` for those decoding, where ``t`` is the start of the step just applied."""
     np.random.seed(seed)
     R = ranks.max()
     S = seqs.max()
@@ -171,6 +179,12 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, bfix, kk, role, launches
     done = 0
     nlog = 0
     t_free = 0.0                             # when the last client slot was freed
+    # the SLA bound's running sums (``sla``): waiting = sent without a first token, decoding = first token
+    # without done; ``s_*`` the sums of final TTFT / (done - first) over the requests past that stage
+    n_wait, sum_send, s_ttft = 0, 0.0, 0.0
+    n_dec, sum_first, s_span = 0, 0.0, 0.0
+    ttft_cap = sla[0] * n_req * (1.0 + 1e-9)
+    span_cap = sla[1] * max(osl - 1, 1) * n_req * (1.0 + 1e-9)
 
     while done < n_req:
         # ---- client: send while a slot is free (request j is sent at max(arrival, slot free))
@@ -205,6 +219,8 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, bfix, kk, role, launches
                 nxt += 1
                 inflight += 1
                 rq_send[j] = min(t, max(arrival[j], t_free))
+                n_wait += 1
+                sum_send += rq_send[j]
                 state[j] = 1
                 comp[j] = 0                 # the prefix lookup runs at admission
                 left[j] = isl
@@ -399,6 +415,11 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, bfix, kk, role, launches
                             out[j] = 1.0
                             comp[j] = isl
                             rq_first[j] = te
+                            n_wait -= 1
+                            sum_send -= rq_send[j]
+                            s_ttft += te - rq_send[j]
+                            n_dec += 1
+                            sum_first += te
                         else:
                             comp[j] += n
                             # rejection sampling accepts a chain of drafts: draft m with probability
@@ -421,6 +442,11 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, bfix, kk, role, launches
                                 out[j] += 1.0
                                 if rq_first[j] < 0:
                                     rq_first[j] = te
+                                    n_wait -= 1
+                                    sum_send -= rq_send[j]
+                                    s_ttft += te - rq_send[j]
+                                    n_dec += 1
+                                    sum_first += te
                     if out[j] >= osl:
                         fin = True
                 if fin or moved:
@@ -433,6 +459,9 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, bfix, kk, role, launches
                     if fin:
                         state[j] = 3
                         rq_done[j] = te
+                        n_dec -= 1
+                        sum_first -= rq_first[j]
+                        s_span += te - rq_first[j]
                         done += 1
                         inflight -= 1
                         t_free = te
@@ -465,4 +494,11 @@ def simulate(n_inst, ranks, seqs, budget, blocks, btok, bfix, kk, role, launches
                         wt[d, br] += 1
                 else:
                     k += 1
+        # steps run in start order (each iteration takes the instance whose next step starts first), so
+        # every later first token or finish ends a step that starts at t or after
+        if sla[0] > 0.0 or sla[1] > 0.0:
+            if (sla[0] > 0.0 and s_ttft + n_wait * t - sum_send > ttft_cap) or (
+                    sla[1] > 0.0 and s_span + n_dec * t - sum_first > span_cap):
+                gave_up[0] = 1
+                break
     return nlog

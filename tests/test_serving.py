@@ -7,6 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given as hgiven
+from hypothesis import settings
+from hypothesis import strategies as st
 
 from auditor.context import DeploymentContext
 from auditor.cli import main
@@ -16,7 +19,7 @@ ROWS = Path(__file__).parent / "data" / "serving_published.json"
 
 def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, ranks=1, hit=0, warm=-1, balance=0,
           arrival=None, seed=0, launches=0.0, hp=None, graph_tokens=-1, preempts=None, split=1.0, async_sched=0,
-          fixed=0, block_tokens=128):
+          fixed=0, block_tokens=128, sla=None, gave_up=None):
     """One instance with flat tables: decode step 10 ms, eager step 100 ms; no host time unless ``hp``
     (launch s, prefill-token s, decode-token s, step s) and ``launches`` per eager step are given."""
     from auditor_kernels.serving_core import simulate
@@ -38,7 +41,8 @@ def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, rank
                     osl, np.array([hit], np.int64), arr, np.atleast_1d(np.asarray(acc, dtype=np.float64)), 0.0, send,
                     first, done, log, warm, np.array([balance], np.int64), seed, np.array([graph_tokens], np.int64),
                     np.zeros(1, np.int64) if preempts is None else preempts, np.array([async_sched], np.int64),
-                    np.array([block_tokens], np.int64))
+                    np.array([block_tokens], np.int64), np.zeros(2) if sla is None else np.asarray(sla, np.float64),
+                    np.zeros(1, np.int64) if gave_up is None else gave_up)
     return send, first, done, log[:nlog]
 
 
@@ -55,7 +59,8 @@ def _pd_core(n, isl, osl, hit, xfer, budgets, blocks, block_tokens):
              np.array([0, 0]), np.array([0, 0]), np.array([1, 2]), np.zeros(2), np.zeros(2), np.ones(2), ctx, tok, dec, rest,
              np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(6), n, n, isl, osl, np.broadcast_to(np.asarray(hit, np.int64), (2,)).copy(),
              np.zeros(n), np.ones(1), xfer, send, first, done, np.zeros((1000, 5)), -1, np.array([0, 0], np.int64), 0,
-             np.array([-1, -1], np.int64), np.zeros(2, np.int64), np.zeros(2, np.int64), np.array(block_tokens, np.int64))
+             np.array([-1, -1], np.int64), np.zeros(2, np.int64), np.zeros(2, np.int64), np.array(block_tokens, np.int64),
+             np.zeros(2), np.zeros(1, np.int64))
     return first, done
 
 
@@ -586,3 +591,31 @@ def test_resampled_tables_are_kept_per_table_arrays_never_stale():
         sim._RESAMPLED.clear()
         assert all(np.array_equal(x, y) for x, y in zip(got, sim._resampled([d], 4)))
         del d
+
+
+@settings(max_examples=120, deadline=None)
+@hgiven(isl=st.integers(1, 600), osl=st.integers(1, 60), budget=st.integers(16, 512), k=st.integers(0, 3),
+        acc=st.floats(0.0, 1.0), conc=st.integers(1, 8), n=st.integers(1, 24), seqs=st.integers(1, 6),
+        blocks=st.integers(4, 400), rate=st.one_of(st.none(), st.floats(0.5, 200.0)),
+        ttft=st.floats(0.0, 3.0), tpot=st.floats(0.0, 0.06), seed=st.integers(0, 3))
+def test_a_run_gives_up_only_when_it_surely_misses_the_sla(isl, osl, budget, k, acc, conc, n, seqs, blocks, rate,
+                                                           ttft, tpot, seed):
+    # The early stop (kernel ``sla``) must change nothing but the length of a run that misses: a run that
+    # does not give up equals the full run exactly; one that gives up is a full run whose mean TTFT or TPOT
+    # (vllm bench serve's: over every request, TPOT over osl - 1 tokens) is over the SLA. 0 = no bound.
+    arrival = None if rate is None else np.cumsum(np.random.default_rng(seed).exponential(1.0 / rate, n))
+    kw = dict(isl=isl, osl=osl, budget=budget, k=k, acc=acc, conc=conc, n=n, seqs=seqs, blocks=blocks,
+              arrival=arrival, seed=seed, block_tokens=16)
+    full = _core(**kw)
+    gave_up = np.zeros(1, np.int64)
+    part = _core(**kw, sla=(ttft, tpot), gave_up=gave_up)
+    if not gave_up[0]:
+        for a, b in zip(full, part):
+            np.testing.assert_array_equal(a, b)
+        return
+    send, first, done, _ = full
+    if (done < 0).any():
+        return                          # a prompt larger than the pool: the full run fails the SLA too
+    mean_ttft = float((first - send).mean())
+    mean_tpot = float(((done - first) / max(osl - 1, 1)).mean())
+    assert (ttft > 0 and mean_ttft > ttft) or (tpot > 0 and mean_tpot > tpot), (mean_ttft, mean_tpot)

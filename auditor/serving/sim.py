@@ -106,6 +106,7 @@ class BenchRun:
     dies: int
     notes: list[str]
     preemptions: np.ndarray | None = None      # per instance: requests preempted for KV blocks (recomputed)
+    gave_up: bool = False                      # stopped once sure to miss ``simulate``'s ``give_up_sla``
 
 
 def _chain(acceptance: Any, k: int) -> np.ndarray:
@@ -181,7 +182,11 @@ def _resampled(costs: list[StepCosts], smax: int) -> tuple[np.ndarray, ...]:
     return out
 
 
-def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None) -> BenchRun:
+def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None,
+             give_up_sla: tuple[float, float] | None = None) -> BenchRun:
+    """The benchmark run of ``wl`` on ``dep``. ``give_up_sla`` = (mean TTFT ms, mean TPOT ms): stop as
+    soon as the run is sure to miss either (``BenchRun.gave_up``; its figures are then partial), for a
+    caller that only needs to know it misses (``audit plan``'s concurrency search)."""
     from auditor_kernels.serving_core import simulate as core
 
     costs = dep.costs()
@@ -218,6 +223,8 @@ def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None)
     # where a rank's cache holds a prefix the first request is still computing: whole hit alignments
     align = np.array([c.hit_alignment or int(c.block_tokens) for c in costs], np.int64)
     preempts = np.zeros(n, np.int64)
+    sla = np.zeros(2) if give_up_sla is None else np.array(give_up_sla, dtype=np.float64) * 1e-3
+    gave_up = np.zeros(1, np.int64)
     nlog = core(n, ranks, seqs, budget, blocks, btok, bfix, kk, role, le, ld, split, ctx, tok, dec, pre_rest, pre_ctx,
                 dec_ctx, hp,
                 N, wl.concurrency, wl.isl, wl.osl, hits, arrival, _chain(wl.acceptance, int(kk.max())), xfer, send,
@@ -225,16 +232,19 @@ def simulate(dep: Deployment, wl: BenchWorkload, host: np.ndarray | None = None)
                 -1 if wl.warm_ranks is None else int(wl.warm_ranks),
                 np.array([1 if getattr(c.inst, "balance_scheduling", False) else 0 for c in costs], np.int64),
                 int(wl.seed), np.array([graph_tokens(dep.engine, c.inst) for c in costs], np.int64), preempts,
-                np.array([1 if getattr(c.inst, "async_scheduling", False) else 0 for c in costs], np.int64), align)
+                np.array([1 if getattr(c.inst, "async_scheduling", False) else 0 for c in costs], np.int64), align,
+                sla, gave_up)
     notes = []
-    if (done < 0).any():
+    if gave_up[0]:
+        notes.append("stopped early: the run could no longer meet the mean TTFT / TPOT asked for")
+    elif (done < 0).any():
         notes.append(f"{int((done < 0).sum())} requests never finished: a prompt larger than the KV pool")
     for c, k in zip(costs, preempts):
         if k:
             notes.append(f"{int(k)} preemptions on the {c.inst.name} instance (each request recomputed): its KV pool "
                          f"({c.num_blocks:,} blocks of {c.block_tokens} tokens per rank) is smaller than its running "
                          "requests grow to, so throughput follows the pool (vLLM logs each preemption)")
-    return BenchRun(wl, send, first, done, log[:nlog], dep.dies, notes, preempts)
+    return BenchRun(wl, send, first, done, log[:nlog], dep.dies, notes, preempts, bool(gave_up[0]))
 
 
 #: a run is "at the KV edge" when +-EDGE_STEP of the KV blocks moves its output throughput by more than
