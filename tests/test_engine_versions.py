@@ -83,6 +83,21 @@ def test_unreadable_or_other_engine_is_an_error(text):
         resolve_engine(text)
 
 
+@pytest.mark.parametrize("text,main_offered", [("vllm@main", False), ("vllm@0.11", False), ("vllm-ascend@foo", True),
+                                               ("0.13.0", True)])
+def test_an_error_offers_main_only_where_the_family_models_it(text, main_offered):
+    """vLLM's CUDA profiles are releases only: its errors must not suggest vllm@main (which they refuse);
+    every version an error gives as an example resolves."""
+    import re
+    with pytest.raises(AuditInputError) as exc:
+        resolve_engine(text)
+    msg = exc.value.one_line()
+    assert bool(re.search(r"(or|and) [\w-]+@main", msg)) == main_offered, msg
+    for example in re.findall(r"e\.g\. ([^ ,)]+)(?:, ([^ ,)]+))?", msg)[0] if "e.g." in msg else ():
+        if example and not example.endswith("@main"):
+            assert resolve_engine(example)[0]
+
+
 def test_version_order_key():
     assert parse_version("0.26.0rc1") < parse_version("0.26.0")          # rc before release
     assert parse_version("0.26.0rc") < parse_version("0.26.0rc1")        # the series before rc1

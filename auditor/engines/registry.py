@@ -107,9 +107,12 @@ def _resolve_in(cls: type, raw: str, low: str, ver: str) -> tuple[str, str | Non
         return f"{name}@{ver}", None
     key = parse_version(ver)
     versioned = _versioned(cls)
+    # "@main" is offered only by a family that models its main branch (vLLM's CUDA profiles are releases)
+    has_main = "main" in cls.aliases or f"{name}@main" in cls.profiles
     if key is None:
+        examples = ", ".join(f"{name}@{p.version}" for _, p in versioned[-2:])
         raise AuditInputError("--engine", f"cannot read engine version {raw!r} (expected {name}@X.Y[.Z][rcN], "
-                                          f"e.g. {name}@0.23.0 or {name}@0.26.0rc1, or {name}@main)")
+                                          f"e.g. {examples}" + (f", or {name}@main)" if has_main else ")"))
     # a release candidate of a modelled release is that release's series (its features are in)
     series = [vp for vp in versioned if vp[0][:3] == key[:3]]
     if key[3] == 0 and series:
@@ -123,7 +126,7 @@ def _resolve_in(cls: type, raw: str, low: str, ver: str) -> tuple[str, str | Non
         known = ", ".join(p.version for _, p in versioned)
         raise AuditInputError("--engine", f"{raw} is older than the oldest modelled release: supported are "
                                           f"{name}@{oldest.version} and newer (profiles {known}; a version "
-                                          f"resolves to the newest profile at or below it) and {name}@main")
+                                          f"resolves to the newest profile at or below it)" + (f" and {name}@main" if has_main else ""))
     pv, prof = [vp for vp in versioned if vp[0] <= key][-1]
     rc_series = pv[3] == 0 and pv[4] == 0 and prof.version.endswith("rc")
     if key == pv or (rc_series and key[:4] == pv[:4]):
