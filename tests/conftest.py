@@ -62,6 +62,29 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
+def once_per_run(tmp_path_factory, worker_id):
+    """``once(name, compute)``: ``compute()``'s JSON value, computed by one worker of the run and read by the
+    others. Why: a module fixture runs once per xdist worker that gets one of its tests, and worksteal
+    spreads a module's tests over both workers (the serving fit's leave-one-out, ~19 s, ran twice)."""
+    import fcntl
+    import json
+    root = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        root = root.parent                      # the run's directory, shared by its workers
+
+    def once(name: str, compute):
+        path = root / f"once-{name}.json"
+        with open(root / f"once-{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if path.exists():
+                return json.loads(path.read_text())
+            value = compute()
+            path.write_text(json.dumps(value))
+            return json.loads(path.read_text())     # the value the other workers read, to the bit
+    return once
+
+
+@pytest.fixture(scope="session")
 def shared_dir() -> Path:
     """The read-only reference tree that CI places beside the checkout; skip when it is absent."""
     path = Path(__file__).resolve().parents[1].parent / "shared"

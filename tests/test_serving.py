@@ -341,15 +341,16 @@ def test_host_formula_in_numpy_matches_the_kernel():
 # -- fit and leave-one-out on the ten published rows -----------------------------------------------
 
 @pytest.fixture(scope="module")
-def fitted():
+def fitted(once_per_run):
     """Evidence built once (cost tables cached per deployment); the shipped constants are the full fit's
-    optimum (python -m auditor.serving.calibrate --write); each leave-one-out fold refits from there."""
+    optimum (python -m auditor.serving.calibrate --write); each leave-one-out fold refits from there (the
+    folds, ~19 s, once per run: ``once_per_run``)."""
     from auditor.devices.profiles import load_device
     from auditor.serving.calibrate import FIT_KEYS, errors, evidence, leave_one_out, load_rows
     ev = evidence(load_rows(ROWS))
     blk = load_device("a3-752t").serving
     x = np.array([blk[k] for k in FIT_KEYS])
-    return {"ev": ev, "x": x, "fit": errors(ev, x), "loo": leave_one_out(ev, x)}
+    return {"ev": ev, "x": x, "fit": errors(ev, x), "loo": once_per_run("serving-loo", lambda: leave_one_out(ev, x))}
 
 
 def test_shipped_constants_are_the_fit_optimum(fitted):
