@@ -4,6 +4,8 @@ layer walked module by module. Each pass here is compared with the same pass wal
 (every layer visited), row by row, with its findings, assumptions and missing modules."""
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from auditor.engines.materialize import Materializer
@@ -22,6 +24,8 @@ CASES = [
                                            max_num_batched_tokens=256)),
     ("glm-5.1", "w4a8", V023, ParallelPlan(tp=4, dp=4, ep=16, pp=2, mtp=True)),
     ("glm-5.1", "w8a8", MAIN, ParallelPlan(tp=4, dp=2)),
+    # fp8-block on vLLM-Ascend: every layer's kv_b_proj is an error finding named by its layer
+    ("glm-5.1", "fp8-block", MAIN, ParallelPlan(tp=16, dp=1, ep=16)),
     ("deepseek-v3.2", "w8a8", MAIN, ParallelPlan(tp=8, dp=2, ep=16, mtp=True)),
     ("deepseek-v3.2", "bf16", MAIN, ParallelPlan(tp=16, dp=1, ep=16, role="decode", max_num_batched_tokens=64)),
     ("deepseek-v3.2", "fp8-block", "vllm@0.19", ParallelPlan(tp=8, dp=1, ep=8)),
@@ -29,9 +33,13 @@ CASES = [
 ]
 
 
-def _walk(spec, recipe, engine, plan, memo: bool):
+def _walk(spec, recipe, engine, plan, memo: bool, drop=lambda key: False):
     eng = as_engine(engine)
     stored, desc = synthesized_stored(spec, recipe)
+    if drop is not None:
+        stored = copy.copy(stored)
+        stored.__dict__.pop("_layer_sigs", None)
+        stored.modules = {k: v for k, v in stored.modules.items() if not drop(k)}
     m = eng.materializer(spec, plan, eng.placement(spec, plan), stored, desc)      # no shared row cache
     if not memo:
         m.layer_signature = lambda layer: None
@@ -60,3 +68,18 @@ def test_layers_of_one_kind_are_copied_not_walked(monkeypatch):
     monkeypatch.setattr(Materializer, "attention", lambda self, layer, mtp: (calls.append(layer), real(self, layer, mtp)))
     _walk(spec, "w8a8", MAIN, ParallelPlan(tp=8, dp=2, ep=16), memo=True)
     assert 2 <= len(calls) <= 6 < spec.Lyr
+
+
+@pytest.mark.parametrize("what", ["everywhere", "one-layer"])
+def test_missing_modules_are_named_for_every_layer(what):
+    """A checkpoint without the indexer's k_norm in every layer (or in layer 5 only): each layer's missing
+    module is named with its own index, as the walk of every layer names it."""
+    spec = preset_spec("glm-5.1")
+    drop = (lambda k: k[1] == "self_attn.indexer.k_norm") if what == "everywhere" else (
+        lambda k: k == (5, "self_attn.indexer.k_norm"))
+    plan = ParallelPlan(tp=8, dp=2, ep=16)
+    fast, fm = _walk(spec, "w8a8", MAIN, plan, memo=True, drop=drop)
+    slow, sm = _walk(spec, "w8a8", MAIN, plan, memo=False, drop=drop)
+    assert fast.rows == slow.rows
+    assert fm._missing == sm._missing and "model.layers.5.self_attn.indexer.k_norm" in fm._missing
+    assert [f.__dict__ for f in fast.findings] == [f.__dict__ for f in slow.findings]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
+import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -84,6 +85,52 @@ def nz_nbytes(shape: tuple[int, ...], itemsize: float) -> int:
     return int(lead * (-(-n // c0) * c0) * (-(-m // 16) * 16) * itemsize)
 
 
+@dataclass(frozen=True)
+class _LayerCopy:
+    """What one decoder layer's walk emitted, to emit again for another layer of the same signature: its rows
+    without the index, and its findings and missing modules named by the layer (``model.layers.N.``)."""
+
+    rows: list[tuple]
+    findings: list[tuple[str, str | None, str]]
+    missing: list[str]
+    owned: tuple[int, ...]       # rows of placement "owner" (layer sharding: their owner is layer % ranks)
+    ranks: int
+
+    @staticmethod
+    def of(layer: int, rows: list[Resident], findings: list[Finding], missing: list[str], ranks: int
+           ) -> "_LayerCopy | None":
+        """The copy, or None when the walk emitted what renaming cannot move to another layer: a row of
+        another layer, an owner other than ``layer % ranks`` (the layer-sharding rule), or a finding that
+        names the layer other than by its ``model.layers.N.`` prefix."""
+        own = f"model.layers.{layer}."
+        mention = re.compile(rf"(?<![\w.]){layer}(?![\w])")
+        if any(r.layer != layer or (r.placement == "owner") != (r.owner >= 0) or
+               (r.placement == "owner" and r.owner != layer % ranks) for r in rows):
+            return None
+        out = []
+        for f in findings:
+            where = f.tensor or ""
+            if not where.startswith(own) or mention.search(where[len(own):]) or mention.search(f.message):
+                return None
+            out.append((f.severity, where[len(own):], f.message))
+        if any(not m.startswith(own) for m in missing):
+            return None
+        owned = tuple(i for i, r in enumerate(rows) if r.placement == "owner")
+        return _LayerCopy([astuple_shallow(r)[1:] for r in rows], out, [m[len(own):] for m in missing], owned,
+                          ranks)
+
+    def emit_as(self, m: "Materializer", layer: int) -> None:
+        own = f"model.layers.{layer}."
+        new = [Resident(layer, *f) for f in self.rows]
+        for i in self.owned:
+            new[i].owner = layer % self.ranks
+        m.rows.extend(new)
+        m.findings.extend([Finding(sev, own + rest, msg) for sev, rest, msg in self.findings])
+        for name in self.missing:
+            m._missing.add(own + name)
+            m._missing_order.append(own + name)
+
+
 class Materializer:
     """Walks the model's modules and emits every resident tensor of a rank through the engine's rules.
 
@@ -113,6 +160,7 @@ class Materializer:
         self.rot_used = bool(desc_globals.get("is_rot_used"))
         self.has_desc = desc is not None
         self._missing: set[str] = set()
+        self._missing_order: list[str] = []          # every lookup that missed, in order (``_LayerCopy``)
         self._o_pool_schemes: set[str] = set()
         self._fp8_noted = False
         self._switch_pools: dict[tuple[str, str], tuple[int, ...]] = {}
@@ -142,7 +190,9 @@ class Materializer:
     def lookup(self, layer: int, module: str) -> StoredModule | None:
         sm = self.stored.get(layer, module)
         if sm is None:
-            self._missing.add(f"{'model.layers.%d.' % layer if layer >= 0 else ''}{module}")
+            name = f"{'model.layers.%d.' % layer if layer >= 0 else ''}{module}"
+            self._missing.add(name)
+            self._missing_order.append(name)
         return sm
 
     def emit(self, rule_set, *, layer: int, block: str, module: str, env: dict, stored: list[StoredModule | None],
@@ -593,17 +643,17 @@ class Materializer:
         if fam is not None:
             self.walk_declared(fam, layers)
             return self
-        # rows of the first decoder layer of each signature, for the layers that repeat it (None: that layer
-        # said something about itself, a finding or a missing module, so every layer of it is walked)
-        memo: dict[tuple, list[tuple] | None] = {}
+        # what the first decoder layer of each signature emitted, for the layers that repeat it (None: that
+        # layer emitted what a copy could not rename, so every layer of it is walked)
+        memo: dict[tuple, _LayerCopy | None] = {}
         for layer in layers:
             mtp = layer >= s.Lyr
             sig = None if mtp else self.layer_signature(layer)
-            fields_ = memo.get(sig) if sig is not None else None
-            if fields_ is not None:
-                self.rows.extend([Resident(layer, *f) for f in fields_])
+            copy_ = memo.get(sig) if sig is not None else None
+            if copy_ is not None:
+                copy_.emit_as(self, layer)
                 continue
-            start, n_findings, n_missing = len(self.rows), len(self.findings), len(self._missing)
+            start, n_findings, n_missing = len(self.rows), len(self.findings), len(self._missing_order)
             self.norm(layer, "mtp" if mtp else "norm", "input_layernorm", s.H)
             self.norm(layer, "mtp" if mtp else "norm", "post_attention_layernorm", s.H)
             self.attention(layer, mtp)
@@ -611,20 +661,18 @@ class Materializer:
             if mtp:
                 self.mtp_extras(layer)
             if sig is not None and sig not in memo:
-                own = self.rows[start:]
-                clean = (len(self.findings) == n_findings and len(self._missing) == n_missing
-                         and all(r.layer == layer for r in own))
-                memo[sig] = [astuple_shallow(r)[1:] for r in own] if clean else None
+                memo[sig] = _LayerCopy.of(layer, self.rows[start:], self.findings[n_findings:],
+                                          self._missing_order[n_missing:], self.plan.ranks_per_stage)
         return self
 
     def layer_signature(self, layer: int) -> tuple | None:
         """What decoder layer ``layer``'s rows depend on besides its index, or None (walk it): the stored
-        modules, whether it is MoE and holds an indexer, and its owner under layer sharding. Why: a walk
-        visited all ~78 layers module by module (~25 ms), though they come in a handful of kinds, and plan
-        and align walk hundreds of plans. An engine whose hooks read the layer otherwise extends this."""
+        modules and whether it is MoE and holds an indexer (its owner under layer sharding is the index's
+        ``layer % ranks``, which the copy sets: ``_LayerCopy``). Why: a walk visited all ~78 layers module by
+        module (~25 ms), though they come in a handful of kinds, and plan and align walk hundreds of plans.
+        An engine whose hooks read the layer otherwise extends this."""
         s = self.spec
-        owner = layer % self.plan.ranks_per_stage if getattr(self.layout, "layer_sharding", ()) else -1
-        return (s.layer_is_moe(layer), s.layer_has_indexer(layer, self.index_cache()), owner,
+        return (s.layer_is_moe(layer), s.layer_has_indexer(layer, self.index_cache()),
                 self.stored.layer_signature(layer))
 
     def finish(self) -> Materialization:
