@@ -389,9 +389,10 @@ def _simulate_one(c: Config, base: DeploymentContext, wl: PlanWorkload, space: P
         ``give_up``: stop the run once it surely misses the SLA (its metrics are then partial)."""
         r = simulate(d, BenchWorkload(conc, wl.isl, wl.osl, 2 * conc, acceptance=space.acceptance,
                                       prefix_caching=False), give_up_sla=(ttft_ms, tpot_ms) if give_up else None)
+        if r.gave_up:
+            return False, {}            # a partial run: nothing reads its figures (``run``)
         m = metrics(r)
-        ok = (not r.gave_up and m["completed"] == m["num_prompts"] and m["mean_ttft_ms"] <= ttft_ms
-              and m["mean_tpot_ms"] <= tpot_ms)
+        ok = m["completed"] == m["num_prompts"] and m["mean_ttft_ms"] <= ttft_ms and m["mean_tpot_ms"] <= tpot_ms
         return ok, m
 
     def run(conc: int) -> tuple[bool, tuple[bool, dict]]:
