@@ -30,6 +30,15 @@ CASES = [
     ("deepseek-v3.2", "bf16", MAIN, ParallelPlan(tp=16, dp=1, ep=16, role="decode", max_num_batched_tokens=64)),
     ("deepseek-v3.2", "fp8-block", "vllm@0.19", ParallelPlan(tp=8, dp=1, ep=8)),
     ("glm-5.1", "bf16", "vllm@0.28", ParallelPlan(tp=8, dp=2, ep=16, mtp=True)),
+    # DeepSeek-V4 (the declared walk): a DSA-CP P node with the o_proj switch, a decode node, the HF release,
+    # a release branch, CUDA
+    ("deepseek-v4-flash", "w8a8", MAIN, ParallelPlan(tp=4, dp=4, ep=16, sp=True, dsa_cp=True, role="prefill",
+                                                     mtp=True)),
+    ("deepseek-v4-flash", "bf16", MAIN, ParallelPlan(tp=4, dp=4, ep=16, sp=True, dsa_cp=True, role="prefill")),
+    ("deepseek-v4-pro", "w4a8", MAIN, ParallelPlan(tp=16, dp=2, ep=32, role="decode", mtp=True)),
+    ("deepseek-v4-flash", "w8a8", "vllm-ascend@0.25.1rc1", ParallelPlan(tp=8, dp=1, ep=8, mtp=True)),
+    ("deepseek-v4-pro", "w4a8", "vllm-ascend@0.26", ParallelPlan(tp=16, dp=1, ep=16, sp=True, dsa_cp=True)),
+    ("deepseek-v4-flash", "fp8-block", "vllm@0.28", ParallelPlan(tp=4, dp=2, ep=8, mtp=True)),
 ]
 
 
@@ -83,3 +92,15 @@ def test_missing_modules_are_named_for_every_layer(what):
     assert fast.rows == slow.rows
     assert fm._missing == sm._missing and "model.layers.5.self_attn.indexer.k_norm" in fm._missing
     assert [f.__dict__ for f in fast.findings] == [f.__dict__ for f in slow.findings]
+
+
+def test_declared_layers_of_one_kind_are_copied_not_walked(monkeypatch):
+    """DeepSeek-V4-Flash's 43 layers are of a few kinds (window-only, compress-4 with an indexer, compress-128;
+    hash- or score-routed): the declared walk visits one layer of each, plus the MTP layer."""
+    spec = preset_spec("deepseek-v4-flash")
+    walked = set()
+    real = Materializer.declared
+    monkeypatch.setattr(Materializer, "declared", lambda self, layer, d: (walked.add(layer), real(self, layer, d)))
+    _walk(spec, "w8a8", MAIN, ParallelPlan(tp=4, dp=4, ep=16, mtp=True), memo=True)
+    kinds = {spec.layer_kind(i) for i in range(spec.Lyr)}
+    assert len(walked - {-1}) <= len(kinds) + spec.mtp_layers < spec.Lyr

@@ -523,9 +523,19 @@ class Materializer:
         """Emit every module a family declares (``model.families``: ``layer_modules``, ``global_modules``)
         through the engine's rules; the engine's hooks add what only it creates."""
         s = self.spec
+        memo: dict[tuple, _LayerCopy | None] = {}        # as in ``walk_layers``
         for layer in layers:
+            sig = self.layer_signature(layer)
+            copy_ = memo.get(sig) if sig is not None else None
+            if copy_ is not None:
+                copy_.emit_as(self, layer)
+                continue
+            start, n_findings, n_missing = len(self.rows), len(self.findings), len(self._missing_order)
             for d in fam.layer_modules(s, layer):
                 self.declared(layer, d)
+            if sig is not None and sig not in memo:
+                memo[sig] = _LayerCopy.of(layer, self.rows[start:], self.findings[n_findings:],
+                                          self._missing_order[n_missing:], self.plan.ranks_per_stage)
         for d in fam.global_modules(s):
             self.declared(-1, d)
         self.globals_()
@@ -648,7 +658,7 @@ class Materializer:
         memo: dict[tuple, _LayerCopy | None] = {}
         for layer in layers:
             mtp = layer >= s.Lyr
-            sig = None if mtp else self.layer_signature(layer)
+            sig = self.layer_signature(layer)
             copy_ = memo.get(sig) if sig is not None else None
             if copy_ is not None:
                 copy_.emit_as(self, layer)
@@ -672,6 +682,12 @@ class Materializer:
         module (~25 ms), though they come in a handful of kinds, and plan and align walk hundreds of plans.
         An engine whose hooks read the layer otherwise extends this."""
         s = self.spec
+        if layer >= s.Lyr:
+            return None                             # MTP / DSpark layers: walked
+        kind = s.layer_kind(layer)
+        if kind is not None:
+            # a declared family's main layer: its modules are a function of its kind (``layer_modules``)
+            return (kind, self.stored.layer_signature(layer))
         return (s.layer_is_moe(layer), s.layer_has_indexer(layer, self.index_cache()),
                 self.stored.layer_signature(layer))
 
