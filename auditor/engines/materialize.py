@@ -523,19 +523,13 @@ class Materializer:
         """Emit every module a family declares (``model.families``: ``layer_modules``, ``global_modules``)
         through the engine's rules; the engine's hooks add what only it creates."""
         s = self.spec
-        memo: dict[tuple, _LayerCopy | None] = {}        # as in ``walk_layers``
-        for layer in layers:
-            sig = self.layer_signature(layer)
-            copy_ = memo.get(sig) if sig is not None else None
-            if copy_ is not None:
-                copy_.emit_as(self, layer)
-                continue
-            start, n_findings, n_missing = len(self.rows), len(self.findings), len(self._missing_order)
+        def walk(layer: int) -> None:
             for d in fam.layer_modules(s, layer):
                 self.declared(layer, d)
-            if sig is not None and sig not in memo:
-                memo[sig] = _LayerCopy.of(layer, self.rows[start:], self.findings[n_findings:],
-                                          self._missing_order[n_missing:], self.plan.ranks_per_stage)
+
+        memo: dict[tuple, _LayerCopy | None] = {}
+        for layer in layers:
+            self._walk_once(layer, memo, walk)
         for d in fam.global_modules(s):
             self.declared(-1, d)
         self.globals_()
@@ -653,27 +647,36 @@ class Materializer:
         if fam is not None:
             self.walk_declared(fam, layers)
             return self
-        # what the first decoder layer of each signature emitted, for the layers that repeat it (None: that
-        # layer emitted what a copy could not rename, so every layer of it is walked)
         memo: dict[tuple, _LayerCopy | None] = {}
         for layer in layers:
-            mtp = layer >= s.Lyr
-            sig = self.layer_signature(layer)
-            copy_ = memo.get(sig) if sig is not None else None
-            if copy_ is not None:
-                copy_.emit_as(self, layer)
-                continue
-            start, n_findings, n_missing = len(self.rows), len(self.findings), len(self._missing_order)
-            self.norm(layer, "mtp" if mtp else "norm", "input_layernorm", s.H)
-            self.norm(layer, "mtp" if mtp else "norm", "post_attention_layernorm", s.H)
-            self.attention(layer, mtp)
-            self.mlp(layer, mtp)
-            if mtp:
-                self.mtp_extras(layer)
-            if sig is not None and sig not in memo:
-                memo[sig] = _LayerCopy.of(layer, self.rows[start:], self.findings[n_findings:],
-                                          self._missing_order[n_missing:], self.plan.ranks_per_stage)
+            self._walk_once(layer, memo, self._walk_layer)
         return self
+
+    def _walk_layer(self, layer: int) -> None:
+        """Every module of one decoder (or MTP) layer, in the engine's order."""
+        s = self.spec
+        mtp = layer >= s.Lyr
+        self.norm(layer, "mtp" if mtp else "norm", "input_layernorm", s.H)
+        self.norm(layer, "mtp" if mtp else "norm", "post_attention_layernorm", s.H)
+        self.attention(layer, mtp)
+        self.mlp(layer, mtp)
+        if mtp:
+            self.mtp_extras(layer)
+
+    def _walk_once(self, layer: int, memo: dict, walk: Any) -> None:
+        """``walk(layer)``, unless a layer of the same signature was walked: then its emissions copied.
+        ``memo`` holds what the first layer of each signature emitted (None: it emitted what a copy could not
+        rename, so every layer of that signature is walked)."""
+        sig = self.layer_signature(layer)
+        copy_ = memo.get(sig) if sig is not None else None
+        if copy_ is not None:
+            copy_.emit_as(self, layer)
+            return
+        start, n_findings, n_missing = len(self.rows), len(self.findings), len(self._missing_order)
+        walk(layer)
+        if sig is not None and sig not in memo:
+            memo[sig] = _LayerCopy.of(layer, self.rows[start:], self.findings[n_findings:],
+                                      self._missing_order[n_missing:], self.plan.ranks_per_stage)
 
     def layer_signature(self, layer: int) -> tuple | None:
         """What decoder layer ``layer``'s rows depend on besides its index, or None (walk it): the stored
