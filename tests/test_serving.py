@@ -46,22 +46,25 @@ def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, rank
     return send, first, done, log[:nlog]
 
 
-def _pd_core(n, isl, osl, hit, xfer, budgets, blocks, block_tokens):
-    """One P rank and one D rank (max_num_seqs 4, no MTP) with flat tables: eager step 100 ms, decode
-    step 10 ms; returns (first token, done) per request."""
+def _pd_core(n, isl, osl, hit, xfer, budgets, blocks, block_tokens, conc=None, ranks=(1, 1), k=0, acc=1.0,
+             sla=None, gave_up=None, full=False):
+    """P rank(s) and D rank(s) (max_num_seqs 4) with flat tables: eager step 100 ms, decode step 10 ms;
+    returns (first token, done) per request, or (send, first, done) with ``full``."""
     from auditor_kernels.serving_core import simulate
     ctx = np.array([0.0, 1e6])
     tok = np.array([1.0, 1e6])
     dec = np.full((2, 5, 2), 0.010)
     rest = np.full((2, 2), 0.100)
     send, first, done = np.full(n, -1.0), np.full(n, -1.0), np.full(n, -1.0)
-    simulate(2, np.array([1, 1]), np.array([4, 4]), np.array(budgets), np.array(blocks), np.array(block_tokens),
-             np.array([0, 0]), np.array([0, 0]), np.array([1, 2]), np.zeros(2), np.zeros(2), np.ones(2), ctx, tok, dec, rest,
-             np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(6), n, n, isl, osl, np.broadcast_to(np.asarray(hit, np.int64), (2,)).copy(),
-             np.zeros(n), np.ones(1), xfer, send, first, done, np.zeros((1000, 5)), -1, np.array([0, 0], np.int64), 0,
+    simulate(2, np.array(ranks), np.array([4, 4]), np.array(budgets), np.array(blocks), np.array(block_tokens),
+             np.array([0, 0]), np.array([0, k]), np.array([1, 2]), np.zeros(2), np.zeros(2), np.ones(2), ctx, tok, dec, rest,
+             np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(6), n, n if conc is None else conc, isl, osl,
+             np.broadcast_to(np.asarray(hit, np.int64), (2,)).copy(),
+             np.zeros(n), np.atleast_1d(np.asarray(acc, np.float64)), xfer, send, first, done, np.zeros((100000, 5)), -1,
+             np.array([0, 0], np.int64), 0,
              np.array([-1, -1], np.int64), np.zeros(2, np.int64), np.zeros(2, np.int64), np.array(block_tokens, np.int64),
-             np.zeros(2), np.zeros(1, np.int64))
-    return first, done
+             np.zeros(2) if sla is None else np.asarray(sla, np.float64), np.zeros(1, np.int64) if gave_up is None else gave_up)
+    return (send, first, done) if full else (first, done)
 
 
 def test_chunked_prefill_then_decode_by_hand():
@@ -620,3 +623,27 @@ def test_a_run_gives_up_only_when_it_surely_misses_the_sla(isl, osl, budget, k, 
     mean_ttft = float((first - send).mean())
     mean_tpot = float(((done - first) / max(osl - 1, 1)).mean())
     assert (ttft > 0 and mean_ttft > ttft) or (tpot > 0 and mean_tpot > tpot), (mean_ttft, mean_tpot)
+
+
+@settings(max_examples=80, deadline=None)
+@hgiven(n=st.integers(1, 20), conc=st.integers(1, 8), isl=st.integers(1, 400), osl=st.integers(1, 40),
+        xfer=st.floats(0.0, 0.5), ranks=st.tuples(st.integers(1, 3), st.integers(1, 3)), k=st.integers(0, 2),
+        acc=st.floats(0.0, 1.0), ttft=st.floats(0.0, 3.0), tpot=st.floats(0.0, 0.05))
+def test_a_pd_run_gives_up_only_when_it_surely_misses_the_sla(n, conc, isl, osl, xfer, ranks, k, acc, ttft, tpot):
+    # the same property across two instances, whose clocks differ: the bound's "now" must be a time no
+    # later first token or finish of either instance precedes
+    kw = dict(n=n, isl=isl, osl=osl, hit=0, xfer=xfer, budgets=(256, 64), blocks=(400, 400), block_tokens=(16, 16),
+              conc=conc, ranks=ranks, k=k, acc=acc, full=True)
+    full = _pd_core(**kw)
+    gave_up = np.zeros(1, np.int64)
+    part = _pd_core(**kw, sla=(ttft, tpot), gave_up=gave_up)
+    if not gave_up[0]:
+        for a, b in zip(full, part):
+            np.testing.assert_array_equal(a, b)
+        return
+    send, first, done = full
+    if (done < 0).any():
+        return
+    miss_ttft = ttft > 0 and float((first - send).mean()) > ttft
+    miss_tpot = tpot > 0 and float(((done - first) / max(osl - 1, 1)).mean()) > tpot
+    assert miss_ttft or miss_tpot
