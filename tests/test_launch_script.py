@@ -149,7 +149,7 @@ def test_glm51_two_node_script():
 DSV32_DCP = r"""
 # DeepSeek-V3.2 W8A8 on one A3 node, decode context parallel
 export VLLM_ASCEND_ENABLE_NZ=1 HCCL_BUFFSIZE=768 VLLM_ASCEND_ENABLE_MLAPO=0
-export ASCEND_LAUNCH_BLOCKING=0
+export ASCEND_LAUNCH_BLOCKING=0 TASK_QUEUE_ENABLE=1
 python3 -m vllm.entrypoints.openai.api_server --model=/models/DeepSeek-V3.2-W8A8 \
   -tp 16 -dcp=16 --cp-kv-cache-interleave-size 1 --block-size 128 \
   --data_parallel_size 1 --pipeline-parallel-size=1 --enable-expert-parallel \
@@ -171,9 +171,17 @@ def test_deepseek_dcp_api_server_script():
         compilation={"cudagraph_mode": "FULL_DECODE_ONLY", "cudagraph_capture_sizes": [4, 16, 64, 128]},
         block_size=128)
     # values equal to audit's assumption are ignored, others named
-    assert {"ASCEND_LAUNCH_BLOCKING", "--api-server-count"} <= named(opts.ignored)
+    assert {"ASCEND_LAUNCH_BLOCKING", "TASK_QUEUE_ENABLE", "--api-server-count"} <= named(opts.ignored)
     assert {"VLLM_ASCEND_ENABLE_MLAPO", "--enforce-eager", "--cp-kv-cache-interleave-size"} <= named(opts.unmodelled)
     assert opts.unknown == ()
+
+
+@pytest.mark.parametrize("level,where", [("1", "ignored"), ("2", "unmodelled"), ("0", "unmodelled")])
+def test_task_queue_level_other_than_the_default_is_named(level, where):
+    """TASK_QUEUE_ENABLE=1 is torch_npu's default and the level the host model was fitted at; 0 (off) and 2
+    (level 2) change the launch overhead, which audit does not model."""
+    opts = options(DSV32_DCP.replace("TASK_QUEUE_ENABLE=1", f"TASK_QUEUE_ENABLE={level}"))
+    assert "TASK_QUEUE_ENABLE" in named(getattr(opts, where))
 
 
 PD_PREFILL = r"""#!/usr/bin/env bash

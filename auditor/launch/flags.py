@@ -215,7 +215,11 @@ ENV_RULES_LIST: tuple[Rule, ...] = (
     U("HCCL_OP_EXPANSION_MODE", "env_str", "collective algorithm placement (AIV): communication time"),
     U("PYTORCH_NPU_ALLOC_CONF", "env_str", "caching-allocator behaviour (fragmentation) is not modelled"),
     U("ASCEND_LAUNCH_BLOCKING", "env_str", "synchronous kernel launch: host time", assumes=("0",)),
-    U("TASK_QUEUE_ENABLE", "env_str", "host task queue: launch overhead"),
+    # level 1 is torch_npu's default ("Ascend Extension for PyTorch" environment variable reference,
+    # TASK_QUEUE_ENABLE: "configured as 1 or not configured: task_queue Level 1"; "the default is 1"), the level
+    # every calibration row ran at (set or not): level 0 or 2 changes the launch overhead the host model prices
+    U("TASK_QUEUE_ENABLE", "env_str", "host task queue level: launch overhead (audit's host model is level 1, "
+      "the default)", assumes=("1",)),
     U("CPU_AFFINITY_CONF", "env_str", "host CPU binding: launch overhead"),
     U("ASCEND_ENABLE_USE_FABRIC_MEM", "env_str", "fabric memory for communication buffers"),
     U("ACL_OP_INIT_MODE", "env_str", "operator initialisation mode"),
