@@ -126,9 +126,7 @@ class _LayerCopy:
             new[i].owner = layer % self.ranks
         m.rows.extend(new)
         m.findings.extend([Finding(sev, own + rest, msg) for sev, rest, msg in self.findings])
-        for name in self.missing:
-            m._missing.add(own + name)
-            m._missing_order.append(own + name)
+        m._missing.extend([own + name for name in self.missing])
 
 
 class Materializer:
@@ -159,8 +157,7 @@ class Materializer:
         self.c8 = bool(desc_globals.get("indexer_quant_type"))
         self.rot_used = bool(desc_globals.get("is_rot_used"))
         self.has_desc = desc is not None
-        self._missing: set[str] = set()
-        self._missing_order: list[str] = []          # every lookup that missed, in order (``_LayerCopy``)
+        self._missing: list[str] = []                # every lookup that missed, in order (``_LayerCopy``)
         self._o_pool_schemes: set[str] = set()
         self._fp8_noted = False
         self._switch_pools: dict[tuple[str, str], tuple[int, ...]] = {}
@@ -190,9 +187,7 @@ class Materializer:
     def lookup(self, layer: int, module: str) -> StoredModule | None:
         sm = self.stored.get(layer, module)
         if sm is None:
-            name = f"{'model.layers.%d.' % layer if layer >= 0 else ''}{module}"
-            self._missing.add(name)
-            self._missing_order.append(name)
+            self._missing.append(f"{'model.layers.%d.' % layer if layer >= 0 else ''}{module}")
         return sm
 
     def emit(self, rule_set, *, layer: int, block: str, module: str, env: dict, stored: list[StoredModule | None],
@@ -672,11 +667,11 @@ class Materializer:
         if copy_ is not None:
             copy_.emit_as(self, layer)
             return
-        start, n_findings, n_missing = len(self.rows), len(self.findings), len(self._missing_order)
+        start, n_findings, n_missing = len(self.rows), len(self.findings), len(self._missing)
         walk(layer)
         if sig is not None and sig not in memo:
             memo[sig] = _LayerCopy.of(layer, self.rows[start:], self.findings[n_findings:],
-                                      self._missing_order[n_missing:], self.plan.ranks_per_stage)
+                                      self._missing[n_missing:], self.plan.ranks_per_stage)
 
     def layer_signature(self, layer: int) -> tuple | None:
         """What decoder layer ``layer``'s rows depend on besides its index, or None (walk it): the stored
@@ -715,8 +710,9 @@ class Materializer:
         return other
 
     def _done(self, stage_of: dict[int, int]) -> Materialization:
-        if self._missing:
-            sample = sorted(self._missing)[:3]
-            self.findings.append(Finding("warning", None, f"{len(self._missing)} engine modules have no stored "
+        missing = set(self._missing)
+        if missing:
+            sample = sorted(missing)[:3]
+            self.findings.append(Finding("warning", None, f"{len(missing)} engine modules have no stored "
                                                           f"tensors (e.g. {', '.join(sample)}); modelled from config"))
         return Materialization(self.rows, self.findings, self.assumptions, stage_of)

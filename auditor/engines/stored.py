@@ -5,6 +5,7 @@ Built with one bincount over (layer, module, suffix) codes, so it costs the same
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -89,12 +90,14 @@ class StoredIndex:
     def layer_signature(self, layer: int) -> tuple:
         """Everything stored under ``layer`` but the index: each module's name, scheme, weight dtype, bytes by
         suffix and expert count. Two layers with equal signatures hold the same modules at the same sizes, so
-        a walk may copy one's rows to the other (``Materializer.walk_layers``). Built once per index."""
-        sigs = self.__dict__.get("_layer_sigs")
-        if sigs is None:
-            by_layer: dict[int, list] = {}
-            for (ly, module), sm in self.modules.items():
-                by_layer.setdefault(ly, []).append((module, sm.scheme, sm.weight_dtype,
-                                                    tuple(sorted(sm.bytes_by_suffix.items())), sm.n_experts))
-            sigs = self._layer_sigs = {ly: tuple(sorted(v)) for ly, v in by_layer.items()}
-        return sigs.get(layer, ())
+        a walk may copy one's rows to the other (``Materializer.walk_layers``)."""
+        return self._layer_sigs.get(layer, ())
+
+    @functools.cached_property
+    def _layer_sigs(self) -> dict[int, tuple]:
+        """``layer_signature`` of every layer, built once per index."""
+        by_layer: dict[int, list] = {}
+        for (ly, module), sm in self.modules.items():
+            by_layer.setdefault(ly, []).append((module, sm.scheme, sm.weight_dtype,
+                                                tuple(sorted(sm.bytes_by_suffix.items())), sm.n_experts))
+        return {ly: tuple(sorted(v)) for ly, v in by_layer.items()}
