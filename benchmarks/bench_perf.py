@@ -118,7 +118,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    print(f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}")
+    from fresh import compile_package, machine_reference
+    compile_package()
+    print(f"machine: {os.cpu_count()} CPUs, python {sys.version.split()[0]}, "
+          f"reference sum(range(10**8)) {machine_reference():.2f} s")
     bench_compile()
     bench_evaluate(args.repeat)
     from bench_sweep import bench_sweep

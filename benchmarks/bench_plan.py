@@ -12,12 +12,19 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fresh import compile_package, machine_reference  # noqa: E402
 
 TARGET_S = 2.0           # one budget (issue 30: --dies 128 <= 2 s warm)
 TARGET_ALL_S = 5.0       # all four budgets in one run
 
 
 def bench_plan(verbose: bool = True) -> dict[str, float]:
+    compile_package()
+    if verbose:
+        print(f"machine reference (sum(range(10**8))): {machine_reference():.2f} s")
     out = {}
     for dies in ("16", "32", "64", "128", "16,32,64,128"):
         cmd = [sys.executable, "-m", "auditor", "plan", "glm-5.1", "--dies", dies, "--isl", "4096", "--osl", "1024",

@@ -64,3 +64,14 @@ def compile_package() -> None:
     import auditor
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(auditor.__file__).parent)],
                    check=True, capture_output=True)
+
+
+#: a fixed pure-Python loop, timed in a fresh process: this machine's speed swings ~2-4x over a day, so
+#: every timing benchmark prints it beside its figures (compare runs by their ratio to it, or side by side)
+MACHINE_REFERENCE = "import time; t = time.perf_counter(); sum(range(10**8)); print(time.perf_counter() - t)"
+
+
+def machine_reference() -> float:
+    """Seconds of ``MACHINE_REFERENCE`` (1.1-1.2 s on an idle machine of this kind, 2-4 s when it is loaded)."""
+    out = subprocess.run([sys.executable, "-c", MACHINE_REFERENCE], check=True, capture_output=True, text=True)
+    return float(out.stdout)
