@@ -107,11 +107,13 @@ def rank_time(i: int, eager: bool, t_pre: float, pre_ctx_s: float, nd: int, dtok
 def step_host(eager: bool, t_pre: float, dtok: float, launches_eager: float, launches_draft: float,
               hp: np.ndarray, token_split: float = 1.0) -> float:
     """Host seconds of one step: hp = (launch s, prefill-token s, decode-token s, step s, drafter launch
-    s); the per-prefill-token work is a rank's, so ``t_pre`` counts for ``t_pre / token_split`` (DSA-CP
-    splits a step's tokens over TP, ``auditor.perf.host``)."""
+    s, async share, DSA-CP prefill-token s); the per-prefill-token work is a rank's: a rank that splits
+    its step's tokens over TP (DSA-CP) runs ``t_pre / token_split`` of them at its own price ``hp[6]``
+    (``auditor.perf.host``)."""
     h = hp[3] + dtok * hp[2]
     if eager:
-        return h + launches_eager * hp[0] + t_pre / token_split * hp[1]
+        per = hp[6] if token_split > 1.0 else hp[1]
+        return h + launches_eager * hp[0] + t_pre / token_split * per
     return h + launches_draft * hp[4]
 
 

@@ -74,6 +74,11 @@ def _profile_doc() -> dict:
     (lambda d: d.update(hbm_bytes_per_s="fast"), "'hbm_bytes_per_s' must be a number"),
     (lambda d: d["tiers"].pop(), "one entry per grid dimension"),
     (lambda d: d["tiers"][0].update(topology="torus"), "topology 'TORUS' unknown"),
+    # every number of the serving block (the host model's constants) is checked, not the first four only
+    (lambda d: d["serving"].update(async_overlap=2.0), "'serving.async_overlap' must be a number from 0 to 1"),
+    (lambda d: d["serving"].update(draft_launch_us="fast"), "'serving.draft_launch_us' must be a number"),
+    (lambda d: d["serving"].update(cp_prefill_token_us=-1), "'serving.cp_prefill_token_us' must be a number"),
+    (lambda d: d["serving"].update(launch_us=True), "'serving.launch_us' must be a number"),
 ])
 def test_bad_profiles_one_line_naming_file(tmp_path, mutate, needle):
     doc = _profile_doc()

@@ -37,7 +37,7 @@ def _core(isl, osl, budget, k=0, acc=1.0, conc=1, n=1, seqs=4, blocks=1000, rank
     nlog = simulate(1, np.array([ranks]), np.array([seqs]), np.array([budget]), np.array([blocks]),
                     np.array([block_tokens]), np.array([fixed]), np.array([k]), np.array([0]), np.array([float(launches)]), np.zeros(1), np.array([float(split)]),
                     ctx, tok, dec, rest,
-                    pctx, dctx, np.zeros(6) if hp is None else full_host(hp), n, conc, isl,
+                    pctx, dctx, np.zeros(7) if hp is None else full_host(hp), n, conc, isl,
                     osl, np.array([hit], np.int64), arr, np.atleast_1d(np.asarray(acc, dtype=np.float64)), 0.0, send,
                     first, done, log, warm, np.array([balance], np.int64), seed, np.array([graph_tokens], np.int64),
                     np.zeros(1, np.int64) if preempts is None else preempts, np.array([async_sched], np.int64),
@@ -58,7 +58,7 @@ def _pd_core(n, isl, osl, hit, xfer, budgets, blocks, block_tokens, conc=None, r
     send, first, done = np.full(n, -1.0), np.full(n, -1.0), np.full(n, -1.0)
     simulate(2, np.array(ranks), np.array([4, 4]), np.array(budgets), np.array(blocks), np.array(block_tokens),
              np.array([0, 0]), np.array([0, k]), np.array([1, 2]), np.zeros(2), np.zeros(2), np.ones(2), ctx, tok, dec, rest,
-             np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(6), n, n if conc is None else conc, isl, osl,
+             np.zeros((2, 2, 2)), np.zeros((2, 2)), np.zeros(7), n, n if conc is None else conc, isl, osl,
              np.broadcast_to(np.asarray(hit, np.int64), (2,)).copy(),
              np.zeros(n), np.atleast_1d(np.asarray(acc, np.float64)), xfer, send, first, done, np.zeros((100000, 5)), -1,
              np.array([0, 0], np.int64), 0,
@@ -295,9 +295,10 @@ def test_perf_prefill_is_chunked_with_a_host_cost_per_step():
 
 def test_dsa_cp_prefill_pays_the_per_token_host_work_for_its_share_of_the_tokens():
     """Under DSA-CP each TP rank runs round_up(T, TP) / TP of a step's T tokens through the whole layer
-    (sfa_cp.py:147-153@182b75ea), so the per-prefill-token term is paid for T / TP; without it every
-    rank pays for all T. Host time of ``audit perf``'s prefill restated by hand from the launch count and
-    the device's constants, for the same DeepSeek-V3.2 prefill at TP8 with and without DSA-CP."""
+    (sfa_cp.py:147-153@182b75ea), so the per-prefill-token term is paid for T / TP, at the DSA-CP rank's own
+    price (``cp_prefill_token_us``, slot 6); without it every rank pays for all T at ``prefill_token_us``.
+    Host time of ``audit perf``'s prefill restated by hand from the launch count and the device's constants,
+    for the same DeepSeek-V3.2 prefill at TP8 with and without DSA-CP."""
     from auditor.devices.profiles import load_device
     from auditor.parallel import ParallelPlan
     from auditor.perf.api import Workload, cached_program, evaluate_phase
@@ -313,8 +314,8 @@ def test_dsa_cp_prefill_pays_the_per_token_host_work_for_its_share_of_the_tokens
         n_launch, _ = launch_counts(prog.arrays(), 1)
         ph = evaluate_phase(DeploymentContext(src.spec, plan, "vllm-ascend@main", src.scheme_recipe, dev),
                             Workload("prefill", 20000, 0, 1, 1))
-        share = 8 if sp else 1
-        assert ph.host_s == pytest.approx(sum(n_launch * hp[0] + s["tokens"] / share * hp[1] + hp[3]
+        share, per = (8, hp[6]) if sp else (1, hp[1])
+        assert ph.host_s == pytest.approx(sum(n_launch * hp[0] + s["tokens"] / share * per + hp[3]
                                               for s in ph.steps))
         host[sp] = ph.host_s
     assert host[True] < host[False]
@@ -322,23 +323,35 @@ def test_dsa_cp_prefill_pays_the_per_token_host_work_for_its_share_of_the_tokens
 
 def test_token_split_divides_the_prefill_token_host_work_in_the_simulation():
     """A 400-token prompt in one 100 ms eager step with 1 ms of host work per prefill token: 0.5 s to the
-    first token when the rank runs all 400 tokens, 0.2 s when DSA-CP splits them over 4 ranks."""
+    first token when the rank runs all 400 tokens, 0.2 s when DSA-CP splits them over 4 ranks (a vector
+    without the DSA-CP price prices them at the plain one), 0.15 s at a DSA-CP price of 0.5 ms."""
     for split, at in ((1.0, 0.5), (4.0, 0.2)):
         _, first, _, _ = _core(isl=400, osl=1, budget=1000, hp=[0.0, 1e-3, 0.0, 0.0, 0.0], split=split)
         assert first[0] == pytest.approx(at)
+    _, first, _, _ = _core(isl=400, osl=1, budget=1000, hp=[0.0, 1e-3, 0.0, 0.0, 0.0, 1.0, 5e-4], split=4.0)
+    assert first[0] == pytest.approx(0.15)
 
 
 def test_host_formula_in_numpy_matches_the_kernel():
     from auditor_kernels.serving_core import step_host
 
     from auditor.perf.host import HostModel
+    from auditor.perf.host import full_host
     hm = HostModel(2000.0, 120.0, np.array([2e-4, 1.3e-4, 1e-6, 0.0135, 1.5e-4]))    # its own drafter price
     for eager, t, d in ((True, 4096.0, 12.0), (False, 0.0, 64.0)):
-        assert float(hm.steps_s(eager, t, d)) == step_host(eager, t, d, 2000.0, 120.0, hm.hp)
+        assert float(hm.steps_s(eager, t, d)) == step_host(eager, t, d, 2000.0, 120.0, full_host(hm.hp))
     split = HostModel(2000.0, 120.0, hm.hp, token_split=8.0)
     assert float(split.steps_s(True, 4096.0, 12.0)) == pytest.approx(step_host(True, 4096.0, 12.0, 2000.0, 120.0,
-                                                                                 hm.hp, 8.0))
+                                                                                 full_host(hm.hp), 8.0))
+    # a vector without the DSA-CP price prices a DSA-CP rank's tokens at the plain one
     assert split.step_s(True, 4096.0, 12.0) == pytest.approx(hm.step_s(True, 512.0, 12.0))
+    # with its own price: 0.0135 + 12 x 1e-6 + 2000 x 2e-4 + 4096 / 8 x 2e-5 = 0.423752 s, by hand
+    cp = HostModel(2000.0, 120.0, np.array([2e-4, 1.3e-4, 1e-6, 0.0135, 1.5e-4, 1.0, 2e-5]), token_split=8.0)
+    assert cp.step_s(True, 4096.0, 12.0) == pytest.approx(0.423752)
+    assert float(cp.steps_s(True, 4096.0, 12.0)) == pytest.approx(0.423752)
+    # and a plain rank of the same vector pays prefill_token_us: 0.0135 + 12e-6 + 0.4 + 4096 x 1.3e-4
+    plain = HostModel(2000.0, 120.0, cp.hp)
+    assert plain.step_s(True, 4096.0, 12.0) == pytest.approx(0.0135 + 12e-6 + 0.4 + 4096 * 1.3e-4)
 
 
 # -- fit and leave-one-out on the ten published rows -----------------------------------------------

@@ -288,6 +288,12 @@ def derived_host_ms(serving: dict) -> dict:
             "decode": g["step_ms"] + REF_DRAFT_LAUNCHES * g["launch_us"] * 1e-3}
 
 
+#: the serving block's numbers (``auditor.perf.host.HOST_KEYS``) and their largest values: times in us / ms,
+#: and the share of step_ms that --async-scheduling hides
+_SERVING_NUMBERS = {"launch_us": 1e6, "prefill_token_us": 1e6, "decode_token_us": 1e6, "step_ms": 1e6,
+                    "draft_launch_us": 1e6, "cp_prefill_token_us": 1e6, "async_overlap": 1.0}
+
+
 def _serving_block(doc: dict, where: Any) -> dict:
     """The optional ``serving`` object: non-negative numbers (ms / us) plus free-text provenance."""
     blk = doc.get("serving", {})
@@ -295,9 +301,10 @@ def _serving_block(doc: dict, where: Any) -> dict:
         raise AuditInputError(where, "'serving' must be an object")
     out = {}
     for k, v in blk.items():
-        if k in ("launch_us", "prefill_token_us", "decode_token_us", "step_ms"):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1e6:
-                raise AuditInputError(where, f"'serving.{k}' must be a non-negative number, got {v!r}")
+        if k in _SERVING_NUMBERS:
+            top = _SERVING_NUMBERS[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= top:
+                raise AuditInputError(where, f"'serving.{k}' must be a number from 0 to {top:g}, got {v!r}")
             out[k] = float(v)
         else:
             out[k] = v

@@ -94,6 +94,8 @@ PARAMS: dict[str, Param] = {p.name: p for p in (
           "behind a replayed decode graph (GLM), us"),
     Param("async_overlap", 0.01, 1.0, "share of step_ms that --async-scheduling overlaps with the device step"),
     Param("prefill_token_us", 1.0, 1000.0, "host/uncounted time per prefill token of an eager step, us"),
+    Param("cp_prefill_token_us", 0.01, 1000.0, "the same per prefill token a DSA-CP rank runs (tokens / TP of the "
+                                              "step's), us"),
     Param("decode_token_us", 0.01, 5000.0, "time per decode token of any step, us"),
     Param("step_ms", 0.1, 500.0, "host time per engine step (graph replay, scheduling, sampling), ms"),
     Param("sort", 1e10, 1e13, "vector sort/merge element ops per second (the indexer's fused top-k)"),

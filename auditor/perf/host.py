@@ -7,9 +7,11 @@ What runs decides what the host pays (research/serving-facts.md §6; docs/long-c
   captured, ``graph_mode.md:14-45``; one eager DP rank makes every rank eager,
   ``model_runner_v1.py:4905-4911``) launches every kernel and collective of the program one by one:
   ``launches x launch_us``, plus ``prefill_token_us`` per prefill token a rank runs (work the roofline
-  misses in eager prefill: device work per token, so under DSA-CP, where each TP rank runs its share of
-  the step's tokens through the whole layer, ``sfa_cp.py:147-153``@182b75ea, a rank pays it for
-  tokens / TP), plus ``step_ms``;
+  misses in eager prefill), plus ``step_ms``. Under DSA-CP each TP rank runs its share of the step's
+  tokens through the whole layer with the attention weights whole (``sfa_cp.py:147-153``@182b75ea): a
+  rank runs tokens / TP of them, at its own price ``cp_prefill_token_us``, fitted apart on the CI rows
+  that run DSA-CP (``serving.calibrate``): the plain-TP rows that fix ``prefill_token_us`` run every
+  token through 1/TP-wide kernels, a different shape, so the plain-TP price says nothing about it;
 * a graph decode step pays ``step_ms`` (replay, scheduling, sampling) and, on GLM models, whose MTP
   drafter is forced eager (``llm_base_proposer.py:178-197``), the drafter's kernels K times at
   ``draft_launch_us``: a price of its own, since the drafter's small kernels are launched back to back
@@ -34,27 +36,34 @@ from auditor_kernels import kinds as K
 
 #: host-model constants when a device profile has no ``serving`` block (uncalibrated guesses)
 DEFAULT_HOST = {"launch_us": 30.0, "prefill_token_us": 0.0, "decode_token_us": 0.0, "step_ms": 10.0,
-                "draft_launch_us": 30.0, "async_overlap": 1.0}
-HOST_KEYS = ("launch_us", "prefill_token_us", "decode_token_us", "step_ms", "draft_launch_us", "async_overlap")
+                "draft_launch_us": 30.0, "async_overlap": 1.0, "cp_prefill_token_us": 0.0}
+HOST_KEYS = ("launch_us", "prefill_token_us", "decode_token_us", "step_ms", "draft_launch_us", "async_overlap",
+             "cp_prefill_token_us")
 
 
 def host_params(device: Any) -> np.ndarray:
-    """[launch s, prefill-token s, decode-token s, step s, drafter launch s] from the device profile's
-    serving block (a block without ``draft_launch_us`` prices the drafter's launches at ``launch_us``)."""
+    """[launch s, prefill-token s, decode-token s, step s, drafter launch s, async share, DSA-CP prefill-token
+    s] from the device profile's serving block (a block without ``draft_launch_us`` prices the drafter's
+    launches at ``launch_us``; one without ``cp_prefill_token_us`` prices a DSA-CP rank's tokens at
+    ``prefill_token_us``)."""
     own = getattr(device, "serving", None) or {}
     blk = {**DEFAULT_HOST, **own}
     draft = own.get("draft_launch_us", blk["launch_us"])
+    cp = own.get("cp_prefill_token_us", blk["prefill_token_us"])
     return np.array([blk["launch_us"] * 1e-6, blk["prefill_token_us"] * 1e-6, blk["decode_token_us"] * 1e-6,
-                     blk["step_ms"] * 1e-3, draft * 1e-6, blk["async_overlap"]])
+                     blk["step_ms"] * 1e-3, draft * 1e-6, blk["async_overlap"], cp * 1e-6])
 
 
 def full_host(hp: Any) -> np.ndarray:
-    """A host vector in the 6-slot form: a 4-slot one (no drafter price) prices the drafter at ``launch``; a
-    missing async overlap share is 1 (all of step_ms hidden under --async-scheduling)."""
+    """A host vector in the 7-slot form: a 4-slot one (no drafter price) prices the drafter at ``launch``; a
+    missing async overlap share is 1 (all of step_ms hidden under --async-scheduling); a missing DSA-CP
+    token price is the plain one."""
     hp = np.asarray(hp, dtype=np.float64)
     if hp.shape[0] < 5:
         hp = np.append(hp, hp[0])
-    return hp if hp.shape[0] >= 6 else np.append(hp, 1.0)
+    if hp.shape[0] < 6:
+        hp = np.append(hp, 1.0)
+    return hp if hp.shape[0] >= 7 else np.append(hp, hp[1])
 
 
 def _mult(mode: np.ndarray, mtp: int) -> np.ndarray:
@@ -95,7 +104,8 @@ class HostModel:
         hp = full_host(self.hp)
         h = hp[3] + np.asarray(decode_tokens, dtype=np.float64) * hp[2]
         if eager:
-            return h + self.launches_eager * hp[0] + np.asarray(prefill_tokens, dtype=np.float64) / self.token_split * hp[1]
+            per = hp[6] if self.token_split > 1.0 else hp[1]
+            return h + self.launches_eager * hp[0] + np.asarray(prefill_tokens, dtype=np.float64) / self.token_split * per
         return h + self.launches_draft * hp[4]
 
 
