@@ -4,8 +4,12 @@ Parses options (the same plan/runtime options as ``perf``/``memory``; a P/D depl
 option strings parsed by the same options), calls ``auditor.serving``, renders. No logic here."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shlex
+from contextvars import ContextVar
+from typing import Any
 
 import click
 
@@ -151,6 +155,10 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     wl = BenchWorkload(concurrency, isl, osl, num_prompts or 4 * concurrency,
                        float("inf") if request_rate is None else request_rate, prefix_ratio, acc,
                        prefix_caching, decode_prefix_caching=decode_prefix_caching, warm_ranks=prefix_warm_ranks)
+    box = _INPUTS.get()
+    if box is not None:             # bench_inputs: the deployment and client this run would simulate
+        box.append((dep, wl))
+        return
     announce_compiles()
     with stage(f"bench: simulating {wl.num_prompts} requests through the scheduler"):
         run = simulate(dep, wl)
@@ -187,6 +195,28 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
                 + f"output tokens/s per {engine.device_noun}: {m['output_throughput_per_die']:.2f}\n"
                 + "".join(f"note: {n}\n" for n in run.notes))
     emit(text, output)
+
+
+#: set by ``bench_inputs``: the command hands its deployment and client here instead of simulating
+_INPUTS: ContextVar[list | None] = ContextVar("audit_bench_inputs", default=None)
+
+
+def bench_inputs(argv: list[str]) -> tuple[Any, Any]:
+    """(``serving.sim.Deployment``, ``BenchWorkload``) that ``audit bench ARGV`` would simulate: a CI config
+    read through ``--launch`` exactly as the command reads it (the serving calibration's CI rows). Its notes
+    are dropped; bad input raises ``AuditInputError`` as the command would."""
+    box: list = []
+    token = _INPUTS.set(box)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            bench_command.main(args=list(argv), prog_name="audit bench", standalone_mode=False)
+    except click.ClickException as exc:
+        raise AuditInputError(" ".join(argv[:2]), exc.format_message()) from None
+    finally:
+        _INPUTS.reset(token)
+    if not box:
+        raise AuditInputError(" ".join(argv[:2]), "audit bench did not reach its simulation")
+    return box[0]
 
 
 #: a P/D launch (a nightly config) renders each instance for these options (``cli.deployment``)

@@ -123,7 +123,7 @@ def left_out(e: Evidence) -> str:
 #: what the joint fit varies (the serving block keys, in HOST_KEYS units: us, us, us, ms); decode_token_us
 #: stays at the profile's value (0: the step tables already count per-token decode work)
 FIT_KEYS = ("launch_us", "prefill_token_us", "step_ms", "draft_launch_us", "async_overlap")
-_SCALE = {"launch_us": 1e-6, "prefill_token_us": 1e-6, "decode_token_us": 1e-6, "step_ms": 1e-3,
+_SCALE = {"launch_us": 1e-6, "prefill_token_us": 1e-6, "cp_prefill_token_us": 1e-6, "decode_token_us": 1e-6, "step_ms": 1e-3,
           "draft_launch_us": 1e-6, "async_overlap": 1.0}
 LO = np.array([1.0, 1.0, 1.0, 1.0, 0.01])
 HI = np.array([1000.0, 1000.0, 200.0, 1000.0, 1.0])
@@ -138,6 +138,8 @@ def to_host(x: np.ndarray, base: np.ndarray | None = None, keys: tuple = FIT_KEY
         h[HOST_KEYS.index("draft_launch_us")] = h[HOST_KEYS.index("launch_us")]    # host_params' rule
     if "async_overlap" not in keys and base is None:
         h[HOST_KEYS.index("async_overlap")] = 1.0
+    if "cp_prefill_token_us" not in keys and base is None:
+        h[HOST_KEYS.index("cp_prefill_token_us")] = h[HOST_KEYS.index("prefill_token_us")]
     return h
 
 
@@ -255,8 +257,59 @@ def leave_one_out(ev: list[Evidence], x: np.ndarray, base: np.ndarray | None = N
     return out
 
 
+# -- the DSA-CP prefill price, fitted apart (stage 2) ------------------------------------------------------
+#: none of the joint fit's rows runs DSA-CP (P8, the one that does, sits at the KV edge), so its price per
+#: prefill token of a DSA-CP rank is fitted on the CI rows that run it, with the joint fit's constants held
+CP_KEY = "cp_prefill_token_us"
+#: the 1-D search's grid, us per prefill token of a DSA-CP rank (its floor: the Param's lower bound); the best
+#: grid point is refined by golden section between its neighbours (the objective is piecewise: schedules flip)
+CP_GRID = (0.01, 2.0, 5.0, 10.0, 20.0, 35.0, 50.0, 75.0, 100.0, 150.0, 200.0, 300.0)
+
+
+def with_cp(host: np.ndarray, value_us: float) -> np.ndarray:
+    """``host`` (a 7-slot vector) with the DSA-CP prefill price set to ``value_us``."""
+    h = np.array(host, dtype=np.float64)
+    h[HOST_KEYS.index(CP_KEY)] = value_us * _SCALE[CP_KEY]
+    return h
+
+
+def cp_msle(ev: list[Evidence], host: np.ndarray, value_us: float) -> float:
+    h = with_cp(host, value_us)
+    return float(np.mean([math.log(max(e.predict(h), 1e-12) / e.measured) ** 2 for e in ev]))
+
+
+def fit_cp(ev: list[Evidence], host: np.ndarray, grid: tuple[float, ...] = CP_GRID, rounds: int = 8) -> float:
+    """The DSA-CP price (us) of least mean squared log error over ``ev`` (the rows not at the KV edge), the
+    other constants held at ``host``: the best of ``grid``, then golden section between its neighbours."""
+    used = [e for e in ev if not e.edge]
+    vals = [cp_msle(used, host, v) for v in grid]
+    i = int(np.argmin(vals))
+    a, b = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    best, fbest = grid[i], vals[i]
+    g = (math.sqrt(5) - 1) / 2
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = cp_msle(used, host, c), cp_msle(used, host, d)
+    for _ in range(rounds):
+        for v, f in ((c, fc), (d, fd)):
+            if f < fbest:
+                best, fbest = v, f
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = cp_msle(used, host, c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = cp_msle(used, host, d)
+    for v, f in ((c, fc), (d, fd)):
+        if f < fbest:
+            best, fbest = v, f
+    return float(best)
+
+
 __all__ = ["fit", "msle", "leave_one_out", "errors", "evidence", "load_rows", "deployment", "workload", "step_ms",
-           "linearize", "to_host", "fitted_rows", "left_out", "FIT_KEYS", "HOST_KEYS", "ROLE"]
+           "linearize", "to_host", "fitted_rows", "left_out", "FIT_KEYS", "HOST_KEYS", "ROLE", "CP_KEY",
+           "fit_cp", "cp_msle", "with_cp", "cp_block"]
 
 
 def calibration_block(ev: list[Evidence], x: np.ndarray, loo: dict[str, float], base_device: Any,
@@ -292,8 +345,9 @@ def calibration_block(ev: list[Evidence], x: np.ndarray, loo: dict[str, float], 
                          "measured defaults; every row is predicted, the ones not fitted say why",
             "fitted": fitted, "scenarios": scen, "throughput_rows": rows,
             "note": "Host model shared by audit perf, sweep and bench (auditor/perf/host.py): an eager step pays "
-                    "launch_us per kernel and collective and prefill_token_us per prefill token a rank runs (1/TP "
-                    "of the step's under DSA-CP); a graph decode "
+                    "launch_us per kernel and collective and prefill_token_us per prefill token a rank runs "
+                    "(cp_prefill_token_us per token of a DSA-CP rank, which runs 1/TP of the step's: fitted apart, "
+                    "cp_stage); a graph decode "
                     "step pays step_ms (overlapped with the device step under --async-scheduling) and, on GLM (drafter "
                     "forced eager), the drafter's launches at draft_launch_us. What they "
                     "absorb: launch_us the host launch of each eager kernel not hidden behind device work (and "
@@ -308,9 +362,26 @@ def calibration_block(ev: list[Evidence], x: np.ndarray, loo: dict[str, float], 
                     "changes."}
 
 
+def cp_block(ev: list[Evidence], x: np.ndarray, cp: float) -> dict:
+    """The calibration block's record of the DSA-CP stage: the value, its rows and their ratios."""
+    from ..perf.calibrate import PARAMS
+    h = with_cp(to_host(x), cp)
+    return {"fitted": {CP_KEY: {"value": round(cp, 4), "bounds": [PARAMS[CP_KEY].lo, PARAMS[CP_KEY].hi],
+                                "doc": PARAMS[CP_KEY].doc}},
+            "objective": "mean squared log error of output throughput over the CI rows of the published README's "
+                         "sections B, E and F (auditor/serving/ci_rows.py, read as audit bench --launch reads them) "
+                         "that run DSA-CP on a3-752t and are not at the KV edge; the joint fit's constants held; "
+                         "grid then golden section (CP_GRID)",
+            "rows": [{"id": e.name, "measured_output_tok_s": e.measured,
+                      "after_output_tok_s": round(e.predict(h), 2), "ratio": round(e.predict(h) / e.measured, 3),
+                      "fitted": not e.edge, **({"not_fitted": left_out(e)} if e.edge else {})} for e in ev]}
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m auditor.serving.calibrate [--write]``: the joint fit, its table and leave-one-out; with
-    ``--write`` the serving block and calibration block of the shipped A3 and A2 profiles."""
+    ``--write`` the serving block and calibration block of the shipped A3 and A2 profiles. The DSA-CP price
+    and its record are kept as shipped: ``python -m auditor.ci_calibration --write`` refits them on the CI
+    configs (it reads them as ``audit bench --launch`` does, so it lives above the CLI)."""
     import argparse
 
     from ..devices.profiles import load_device
@@ -333,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
               + (f"  not fitted: {why}" if why else ""))
     if a.write:
         import json as _json
+
+        from ..outputs import write_output
         src = ("four single-request latency rows (" + rows["latency_source"] + ") and six serving throughputs ("
                + rows["source"][:160] + "...); MTP acceptance held at each family's measured default "
                "(auditor/perf/acceptance.py: GLM 3.16 tokens/step at MTP 3, vLLM-Ascend #9803; DeepSeek 0.7, "
@@ -341,15 +414,22 @@ def main(argv: list[str] | None = None) -> int:
             path = Path(__file__).resolve().parents[1] / "devices" / f"{name}.json"
             doc = _json.loads(path.read_text(encoding="utf-8"))
             doc.pop("host_ms", None)
+            old = doc.get("serving", {})
             doc["serving"] = {**{k: round(float(v), 4) for k, v in zip(FIT_KEYS, x)},
-                              "decode_token_us": doc.get("serving", {}).get("decode_token_us", 0.0),
+                              "decode_token_us": old.get("decode_token_us", 0.0),
+                              **({CP_KEY: old[CP_KEY]} if CP_KEY in old else {}),
                               "source": "joint fit, auditor/serving/calibrate.py (one host model for A3 and A2); "
                                         "see the a3-752t calibration block for the rows"}
             if name == "a3-752t":
+                stage = doc.get("calibration", {}).get("cp_stage")
                 doc["calibration"] = calibration_block(ev, x, loo, load_device(name), src)
-            from ..outputs import write_output
+                if stage:
+                    doc["calibration"]["cp_stage"] = stage
             write_output(path, _json.dumps(doc, indent=2) + "\n", "--write")      # the one writer
             print(f"wrote {path}")
+        if CP_KEY in own:
+            print(f"note: {CP_KEY} kept at {own[CP_KEY]:g}: refit it on the new constants with "
+                  "python -m auditor.ci_calibration --write")
     return 0
 
 
