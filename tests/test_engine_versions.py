@@ -153,3 +153,41 @@ def test_indexcache_model_on_a_version_without_it_is_flagged(capsys):
     assert main(args + ["--engine", "vllm-ascend@0.23"]) in (0, 3)
     new = json.dumps(json.loads(capsys.readouterr().out)["findings"])
     assert "no IndexCache" in old and "no IndexCache" not in new
+
+
+@pytest.mark.parametrize("engine,model,async_sched,eager", [
+    # v0.18: the MTP drafter is captured only without --async-scheduling (eagle_proposer.py:136-142@v0.18.0)
+    ("vllm-ascend@0.18.0", "glm-5.1", False, False), ("vllm-ascend@0.18.0", "glm-5.1", True, True),
+    ("vllm-ascend@0.18.0", "deepseek-v3.2", True, True), ("vllm-ascend@0.18.0", "deepseek-v3.2", False, False),
+    # v0.19-v0.22: only enforce_eager (read from the launch, not the engine's rule) makes it eager
+    ("vllm-ascend@0.22.1rc1", "glm-5.1", True, False), ("vllm-ascend@0.21.0rc1", "glm-5.1", False, False),
+    # v0.23.0rc1 on: every GLM model's drafter is forced eager (#11327), async or not; DeepSeek's is captured
+    ("vllm-ascend@0.23.0rc1", "glm-5.1", False, True), ("vllm-ascend@main", "glm-5.1", True, True),
+    ("vllm-ascend@main", "deepseek-v3.2", True, False), ("vllm-ascend@0.26", "glm-5", False, True),
+])
+def test_the_drafter_runs_eager_by_the_versions_rule(engine, model, async_sched, eager):
+    from auditor.model.presets import preset_spec
+    from auditor.engines.registry import as_engine
+    assert as_engine(engine).drafter_eager(preset_spec(model), async_sched) is eager
+
+
+def test_the_versions_drafter_rule_reaches_the_decode_step_host_time():
+    """A GLM-5.1 decode instance on v0.18 pays the drafter's launches only under --async-scheduling (the
+    bench host model, ``serving.costs``): the same instance's decode host time, by hand from the two
+    HostModels' launch counts and the profile's constants."""
+    from auditor.context import DeploymentContext
+    from auditor.deployment import InstancePlan
+    from auditor.devices.profiles import load_device
+    from auditor.serving.sim import Deployment
+    from auditor.source import open_model
+    src = open_model("glm-5.1", "w8a8", tables=False)
+    costs = {}
+    for a in (False, True):
+        inst = InstancePlan(name="aggregated", count=1, tp=16, dp=1, ep=16, sp=False, max_num_seqs=8,
+                            max_num_batched_tokens=4096, max_model_len=8192, gpu_memory_utilization=0.9, mtp=3,
+                            async_scheduling=a)
+        dep = Deployment(DeploymentContext(src.spec, None, "vllm-ascend@0.18.0", src.scheme_recipe,
+                                           load_device("a3-752t")), [inst])
+        costs[a] = dep.costs()[0]
+    assert costs[False].launches_draft == 0.0
+    assert costs[True].launches_draft > 100        # K = 3 passes of one decoder layer + head, op by op

@@ -266,9 +266,10 @@ class Engine:
         grid must build weights per K. Default: no (the drafter's weights are one layer whatever K)."""
         return False
 
-    def drafter_eager(self, spec: Any) -> bool:
+    def drafter_eager(self, spec: Any, async_scheduling: bool = False) -> bool:
         """Whether the MTP drafter of ``spec`` runs eager behind a replayed decode graph (its launches are
-        then host time of every decode step, ``perf.host``). Default: it is captured with the step."""
+        then host time of every decode step, ``perf.host``), on an instance with or without
+        --async-scheduling. Default: it is captured with the step."""
         return False
 
     def recipe_refusal(self, spec: Any, kv_b_schemes: Sequence[str]) -> str | None:

@@ -110,15 +110,15 @@ class HostModel:
 
 
 def host_model(spec: Any, pre: Any, dec: Any, mtp: int, device: Any, hp: np.ndarray | None = None,
-               engine: Any = None, draft_eager: bool = False) -> HostModel:
+               engine: Any = None, draft_eager: bool = False, async_scheduling: bool = False) -> HostModel:
     """The host model of a deployment from its prefill and decode ``Program``s; the drafter runs eager when
     the launch says so (``draft_eager``: speculative_config enforce_eager, ``llm_base_proposer.py:178``@182b75ea
-    ``use_cuda_graph = ... and not enforce_eager``) or the engine forces it (``Engine.drafter_eager``; None:
-    the default engine's)."""
+    ``use_cuda_graph = ... and not enforce_eager``) or the engine's version forces it, for the model or with
+    ``async_scheduling`` (``Engine.drafter_eager``; None: the default engine's)."""
     n_eager, _ = launch_counts(pre.arrays(), mtp)
     _, n_draft = launch_counts(dec.arrays(), mtp)
     from ..engines.registry import as_engine
-    eager = bool(draft_eager) or as_engine(engine).drafter_eager(spec)
+    eager = bool(draft_eager) or as_engine(engine).drafter_eager(spec, async_scheduling)
     return HostModel(n_eager, n_draft if eager else 0.0,
                      host_params(device) if hp is None else full_host(hp),
                      float(pre.token_split))

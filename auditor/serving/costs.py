@@ -109,7 +109,8 @@ def step_costs(base: DeploymentContext, inst: InstancePlan) -> StepCosts:
                      for t in tok])
     dctx = np.array([partial_time(*da, 1, float(plan.tp), 1.0, c, 1.0, float(k), dv, grp, CTX_PART) for c in ctx])
     # launches (the drafter eager: the launch's enforce_eager or the engine's rule, GLM; serving-facts §6), split
-    hm = host_model(spec, pre, dec, k, device, engine=eng, draft_eager=bool(getattr(inst, "draft_eager", False)))
+    hm = host_model(spec, pre, dec, k, device, engine=eng, draft_eager=bool(getattr(inst, "draft_eager", False)),
+                    async_scheduling=bool(getattr(inst, "async_scheduling", False)))
     # the KV pool of this one instance: the same budget as `audit memory` for these flags (workload_fit ->
     # rank_budget; the grid form approximates the communicators for many plans at once)
     b = workload_fit(dep, batch=S, request_tokens=inst.max_model_len,

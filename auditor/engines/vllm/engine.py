@@ -165,7 +165,7 @@ class Vllm(Engine):
             return estimates.GLM_MTP_CUDA_LENGTH, estimates.GLM_MTP_CUDA_K, estimates.GLM_MTP_CUDA_SOURCE
         return None, 0, "no measurement on upstream vLLM"
 
-    def drafter_eager(self, spec: Any) -> bool:
+    def drafter_eager(self, spec: Any, async_scheduling: bool = False) -> bool:
         """Upstream's MTP proposer (EagleProposer, method "mtp") runs its passes under the CUDA graphs of the
         decode step when graphs are on (UNCONFIRMED in code here: no file:line in the spec); no GLM
         exception as on vLLM-Ascend."""

@@ -195,13 +195,17 @@ class VllmAscend(Engine):
         from . import compressed
         return compressed.has_compressed_layers(spec)
 
-    def drafter_eager(self, spec: Any) -> bool:
-        """vLLM-Ascend forces the MTP drafter of any GLM model eager (``llm_base_proposer.py:178-197``), and
-        the DSpark proposer never captures a graph (``spec_decode/dspark_proposer.py:76``@182b75ea
-        ``self.use_cuda_graph = False``)."""
+    def drafter_eager(self, spec: Any, async_scheduling: bool = False) -> bool:
+        """The DSpark proposer never captures a graph (``spec_decode/dspark_proposer.py:76``@182b75ea
+        ``self.use_cuda_graph = False``); the MTP drafter by the version's rule (``EngineProfile.drafter_graph``):
+        from v0.23.0rc1 vLLM-Ascend forces any GLM model's eager (``llm_base_proposer.py:178-197``@182b75ea), on
+        v0.18 --async-scheduling makes every MTP drafter eager, on v0.19-v0.22 neither does."""
         if getattr(spec, "drafter", "mtp") == "dspark":
             return True
-        return str(getattr(spec, "name", "")).lower().startswith("glm")
+        rule = self.profile.drafter_graph
+        if rule == "async":
+            return bool(async_scheduling)
+        return rule == "glm" and str(getattr(spec, "name", "")).lower().startswith("glm")
 
     def recipe_refusal(self, spec: Any, kv_b_schemes: Sequence[str]) -> str | None:
         """The SFA backend asserts an unquantized kv_b_proj (``engines/materialize.py``, ``kv_b``)."""
