@@ -653,3 +653,38 @@ def test_a_pd_run_gives_up_only_when_it_surely_misses_the_sla(n, conc, isl, osl,
     gave_up = np.zeros(1, np.int64)
     _gives_up_only_on_a_miss(_pd_core(**kw), _pd_core(**kw, sla=(ttft, tpot), gave_up=gave_up), gave_up, osl, ttft,
                              tpot)
+
+
+def test_perf_reads_the_drafter_and_async_flags_as_bench_does(capsys):
+    """``audit perf --draft-eager`` adds the drafter's launches to a graph decode step at draft_launch_us, and
+    ``--async-scheduling`` hides the async_overlap share of what may overlap (step_ms plus those launches), at
+    most the device time: the host time by hand from the program's launch count and the profile's constants
+    (DeepSeek-V3.2 on main, whose drafter is captured with the step unless the launch says otherwise)."""
+    import json
+
+    from auditor.cli import main
+    from auditor.devices.profiles import load_device
+    from auditor.parallel import ParallelPlan
+    from auditor.perf.api import cached_program
+    from auditor.perf.host import host_params, launch_counts
+    from auditor.source import open_model
+    base = ["perf", "deepseek-v3.2", "--tp", "8", "--dp", "2", "--ep", "16", "--phase", "decode", "--batch", "2",
+            "--context", "4096", "--mtp", "2", "--format", "json"]
+    got = {}
+    for extra in ((), ("--draft-eager",), ("--draft-eager", "--async-scheduling")):
+        assert main(base + list(extra)) == 0
+        got[extra] = json.loads(capsys.readouterr().out)["steps"][0]
+    hp = host_params(load_device("a3-752t"))
+    src = open_model("deepseek-v3.2", None, tables=False)
+    plan = ParallelPlan(tp=8, dp=2, ep=16, mtp=True)
+    dec = cached_program(DeploymentContext(src.spec, plan, "vllm-ascend@main", src.scheme_recipe), "decode",
+                         "expanded", True)
+    _, n_draft = launch_counts(dec.arrays(), 2)
+    assert n_draft > 50
+    plain = got[()]["host_ms"]
+    assert plain == pytest.approx((hp[3] + 2 * 3 * hp[2]) * 1e3)
+    eager = got[("--draft-eager",)]["host_ms"]
+    assert eager == pytest.approx(plain + n_draft * hp[4] * 1e3)
+    dev = got[("--draft-eager", "--async-scheduling")]["device_ms"]
+    hidden = hp[5] * min((hp[3] + n_draft * hp[4]) * 1e3, dev)
+    assert got[("--draft-eager", "--async-scheduling")]["host_ms"] == pytest.approx(eager - hidden)

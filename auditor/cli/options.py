@@ -250,18 +250,18 @@ def refuse_model_dir(output: Path, model: str | None) -> None:
 
 
 def async_option(f: Any) -> Any:
-    """``--async-scheduling``: vLLM's async scheduler, the per-step host work overlapped (bench)."""
+    """``--async-scheduling``: vLLM's async scheduler, the per-step host work overlapped (bench, perf)."""
     return click.option("--async-scheduling/--no-async-scheduling", "async_scheduling", default=False,
                         help="vLLM --async-scheduling: each step's scheduling and input preparation (step_ms) "
-                             "overlap the device step (bench)")(f)
+                             "overlap the device step by the profile's async_overlap share (bench, perf)")(f)
 
 
 def draft_eager_option(f: Any) -> Any:
-    """``--draft-eager``: the MTP drafter runs eager behind a replayed decode graph (bench)."""
+    """``--draft-eager``: the MTP drafter runs eager behind a replayed decode graph (bench, perf)."""
     return click.option("--draft-eager/--no-draft-eager", "draft_eager", default=False,
                         help="the MTP drafter runs eager (speculative_config enforce_eager: true, read from a launch): "
-                             "a graph decode step also launches the drafter's kernels one by one (bench; GLM's "
-                             "drafter is eager either way)")(f)
+                             "a graph decode step also launches the drafter's kernels one by one (bench, perf; "
+                             "GLM's drafter is eager either way from vLLM-Ascend v0.23)")(f)
 
 
 def graph_option(f: Any) -> Any:

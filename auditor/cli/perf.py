@@ -16,8 +16,9 @@ from .deployment import DeploymentCommand, launch_option
 from .feedback import announce_compiles, on_terminal, stage
 from .refusal import refuse_kv, warn_device, warn_refusal
 from ..switches import BY_FIELD
-from .options import (acceptance_option, batched_tokens_option, capped, emit, engine_option, finegrained_option,
-                      graph_option, guard_output, output_options, plan_options, recipe_option, switch_option)
+from .options import (acceptance_option, async_option, batched_tokens_option, capped, draft_eager_option, emit,
+                      engine_option, finegrained_option, graph_option, guard_output, output_options, plan_options,
+                      recipe_option, switch_option)
 from .runtime_options import hf_overrides_option, runtime_options
 from .vocabulary import ExpertParallel, Length, parse_length_list
 
@@ -58,10 +59,13 @@ def _phases(phase: str) -> list[str]:
 @click.option("--measured", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="measured kernel table CSV (ops it covers are tagged measured/interpolated)")
 @graph_option
+@async_option
+@draft_eager_option
 @hf_overrides_option
 @output_options
 def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tokens, context, batch, mtp, acceptance,
-                 contexts, device_name, runtime, recipe, graph, trace, png, measured, graph_tokens, fmt, output) -> None:
+                 contexts, device_name, runtime, recipe, graph, trace, png, measured, graph_tokens, async_scheduling,
+                 draft_eager, fmt, output) -> None:
     """Per-op time model: token layout, FLOPs, bytes, collectives and time of every op of every layer."""
     from ..context import DeploymentContext
     from ..devices.profiles import load_device
@@ -99,7 +103,8 @@ def perf_command(model, plan: ParallelPlan, engine: str, mtp_drafter, phase, tok
             ctx = context if context is not None else (tokens if ph == "decode" else 0)
             wl = Workload(ph, tokens, ctx, batch, mtp, acc.equivalent(mtp))
             phases[ph] = evaluate_phase(dep, wl, graph=graph, table=table, cache=kv_cache_dtype,
-                                        graph_tokens=graph_tokens)
+                                        graph_tokens=graph_tokens, draft_eager=draft_eager,
+                                        async_scheduling=async_scheduling)
     first = next(iter(phases.values()))
     res = PerfResult(spec.name, plan, dep.engine.key, dep.recipe, dep.device_name, graph, phases,
                      result_notes(first.program, plan, mtp, dep.engine))

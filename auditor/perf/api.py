@@ -313,7 +313,7 @@ _ADD_CO = [K.CO_BYTES, K.CO_TIME]
 
 def evaluate_phase(dep: DeploymentContext, workload: Workload, graph: str = "expanded", table: Any = None,
                    cache: Any = "bf16", chunk: int | None = None, host: np.ndarray | None = None,
-                   graph_tokens: int = -1) -> PhaseResult:
+                   graph_tokens: int = -1, draft_eager: bool = False, async_scheduling: bool = False) -> PhaseResult:
     """One phase: decode = one graph step (eager when its ``batch x (1 + K)`` tokens exceed
     ``graph_tokens``, the largest captured size; -1 = no limit); prefill = its chunk steps (``chunk``
     tokens per step, by default the plan's ``max_num_batched_tokens``), each an eager step with its own
@@ -334,7 +334,9 @@ def evaluate_phase(dep: DeploymentContext, workload: Workload, graph: str = "exp
     prog = cached_program(dep, workload.phase, graph, True, cache)
     other = cached_program(dep, "decode" if workload.phase == "prefill" else "prefill", graph, True, cache)
     pre, dec = (prog, other) if workload.phase == "prefill" else (other, prog)
-    hm = host_model(spec, pre, dec, workload.mtp, device, host, engine=engine)
+    # the launch's speculative_config enforce_eager and --async-scheduling, as bench's host model reads them
+    hm = host_model(spec, pre, dec, workload.mtp, device, host, engine=engine, draft_eager=draft_eager,
+                    async_scheduling=async_scheduling)
     dv, grp = kernel_vector(device), group_table(device, plan)
     steps = prefill_chunks(workload, int(chunk or plan.max_num_batched_tokens))
     res = None
@@ -343,10 +345,14 @@ def evaluate_phase(dep: DeploymentContext, workload: Workload, graph: str = "exp
         wl = Workload(workload.phase, tokens, context, batch, workload.mtp, workload.acceptance)
         one = _one_step(prog, plan, wl, device, table, dv, grp)
         if workload.phase == "prefill":
+            eager = True
             h = hm.step_s(True, tokens * batch, 0.0)
         else:
             dtok = batch * (1 + workload.mtp)
-            h = hm.step_s(0 <= graph_tokens < dtok, 0.0, dtok)
+            eager = 0 <= graph_tokens < dtok
+            h = hm.step_s(eager, 0.0, dtok)
+        if async_scheduling:
+            h -= hm.overlap_s(eager, one.time_s)
         log.append({"tokens": tokens, "context": context, "batch": batch, "repeats": rep,
                     "device_ms": one.time_s * 1e3, "host_ms": h * 1e3})
         if res is None:

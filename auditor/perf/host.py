@@ -98,6 +98,14 @@ class HostModel:
         return float(step_host(eager, float(prefill_tokens), float(decode_tokens), self.launches_eager,
                                self.launches_draft, full_host(self.hp), self.token_split))
 
+    def overlap_s(self, eager: bool, device_s: float) -> float:
+        """Host seconds of one step that ``--async-scheduling`` hides behind its ``device_s`` of device work:
+        the share ``async_overlap`` of what may overlap (``serving_core.async_host``), at most the device
+        time; the simulation subtracts the same from each step (``serving_core.simulate``)."""
+        from auditor_kernels.serving_core import async_host
+        hp = full_host(self.hp)
+        return float(hp[5] * min(async_host(eager, self.launches_draft, hp), device_s))
+
     def steps_s(self, eager: bool, prefill_tokens: np.ndarray, decode_tokens: np.ndarray) -> np.ndarray:
         """``step_s`` over arrays (the sweep's rows); the same formula as ``serving_core.step_host``
         (a test checks them against each other)."""
