@@ -230,3 +230,22 @@ def test_calibrate_command_writes_loadable_profile(tmp_path):
     r = CliRunner().invoke(calibrate_command, [str(SHARED_CSV), "--fit", "compute,memory,comm,static",
                                                "--tp", "16", "--ep", "16", "-o", str(out)])
     assert r.exit_code != 0 and "fit fewer constants" in str(r.exception)
+
+
+def test_the_dsa_cp_price_reads_as_the_host_model_reads_it():
+    """``audit calibrate``'s view of cp_prefill_token_us is host_params': the profile's value, or the plain-TP
+    prefill_token_us where a profile has none (and setting it writes the key)."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from auditor.perf.calibrate import PARAMS
+    from auditor.perf.host import HOST_KEYS, host_params
+    dev = load_device("a3-752t")
+    p = PARAMS["cp_prefill_token_us"]
+    assert p.get(dev, dev) == dev.serving["cp_prefill_token_us"]
+    bare = replace(dev, serving={k: v for k, v in dev.serving.items() if k != "cp_prefill_token_us"})
+    assert p.get(bare, bare) == bare.serving["prefill_token_us"]
+    i = HOST_KEYS.index("cp_prefill_token_us")
+    assert host_params(bare)[i] == np.float64(bare.serving["prefill_token_us"] * 1e-6)
+    assert p.set(bare, 42.0, bare).serving["cp_prefill_token_us"] == 42.0

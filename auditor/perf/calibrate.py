@@ -65,7 +65,10 @@ class Param:
         if self.name == "static":
             return dev.static_us["mma"] / base.static_us["mma"] if base.static_us["mma"] else 1.0
         if self.name in HOST_KEYS:
-            return float({**DEFAULT_HOST, **(dev.serving or {})}[self.name])
+            blk = {**DEFAULT_HOST, **(dev.serving or {})}
+            if self.name == "cp_prefill_token_us" and self.name not in (dev.serving or {}):
+                return float(blk["prefill_token_us"])       # host_params' rule: the plain price
+            return float(blk[self.name])
         if self.name == "sort":
             return dev.sort_rate
         return dev.efficiency[self.name]
