@@ -10,7 +10,7 @@ What runs decides what the host pays (research/serving-facts.md §6; docs/long-c
   misses in eager prefill), plus ``step_ms``. Under DSA-CP each TP rank runs its share of the step's
   tokens through the whole layer with the attention weights whole (``sfa_cp.py:147-153``@182b75ea): a
   rank runs tokens / TP of them, at its own price ``cp_prefill_token_us``, fitted apart on the CI rows
-  that run DSA-CP (``serving.calibrate``): the plain-TP rows that fix ``prefill_token_us`` run every
+  that run DSA-CP (``auditor.ci_calibration``): the plain-TP rows that fix ``prefill_token_us`` run every
   token through 1/TP-wide kernels, a different shape, so the plain-TP price says nothing about it;
 * a graph decode step pays ``step_ms`` (replay, scheduling, sampling) and, on GLM models, whose MTP
   drafter is forced eager (``llm_base_proposer.py:178-197``), the drafter's kernels K times at
