@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from auditor.devices.profiles import DEFAULT_DEVICE, device_names, load_device, write_device
 from auditor.errors import AuditInputError
@@ -144,3 +146,34 @@ def test_h200_is_what_the_engine_sees_not_nvidia_smi():
     assert 143_771 * 2 ** 20 / GiB == pytest.approx(140.40, abs=0.005)
     assert h.hbm_usable_bytes < 143_771 * 2 ** 20 - GiB // 2
     assert 139.795 <= h.hbm_usable_bytes / GiB < 139.815
+
+
+_SERVING_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-10**7, 10**7),
+                            st.floats(allow_nan=False, allow_infinity=False, width=64), st.text(max_size=5),
+                            st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=1))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.sampled_from(["launch_us", "prefill_token_us", "decode_token_us", "step_ms", "draft_launch_us",
+                            "async_overlap", "cp_prefill_token_us"]), value=_SERVING_VALUES)
+def test_a_serving_block_number_is_taken_in_range_or_refused_in_one_line(tmp_path, key, value):
+    """Whatever a profile's serving block holds (a profile is user input): the host constant is loaded as a
+    float within its range and read by the host model, or the profile is refused with one line naming the
+    file and the key; never another error."""
+    from auditor.perf.host import HOST_KEYS, host_params
+    doc = _profile_doc()
+    doc["serving"][key] = value
+    p = tmp_path / "serving.json"
+    p.write_text(json.dumps(doc))
+    top = 1.0 if key == "async_overlap" else 1e6
+    ok = (not isinstance(value, bool) and isinstance(value, (int, float)) and 0 <= value <= top)
+    if ok:
+        dev = load_device(p)
+        assert dev.serving[key] == float(value)
+        scale = {"step_ms": 1e-3, "async_overlap": 1.0}.get(key, 1e-6)
+        assert host_params(dev)[HOST_KEYS.index(key)] == pytest.approx(float(value) * scale)
+    else:
+        with pytest.raises(AuditInputError) as ei:
+            load_device(p)
+        msg = ei.value.one_line()
+        assert str(p) in msg and f"serving.{key}" in msg and "\n" not in msg
