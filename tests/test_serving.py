@@ -683,6 +683,7 @@ def test_perf_reads_the_drafter_and_async_flags_as_bench_does(capsys):
     assert n_draft > 50
     plain = got[()]["host_ms"]
     assert plain == pytest.approx((hp[3] + 2 * 3 * hp[2]) * 1e3)
+    assert got[()]["tokens"] == 3 and got[()]["batch"] == 2         # a decode step: 1 + K tokens per request
     eager = got[("--draft-eager",)]["host_ms"]
     assert eager == pytest.approx(plain + n_draft * hp[4] * 1e3)
     dev = got[("--draft-eager", "--async-scheduling")]["device_ms"]

@@ -353,7 +353,9 @@ def evaluate_phase(dep: DeploymentContext, workload: Workload, graph: str = "exp
             h = hm.step_s(eager, 0.0, dtok)
         if async_scheduling:
             h -= hm.overlap_s(eager, one.time_s)
-        log.append({"tokens": tokens, "context": context, "batch": batch, "repeats": rep,
+        # a decode step's tokens are its 1 + K per request (Workload.tokens is the prompt length there)
+        log.append({"tokens": tokens if workload.phase == "prefill" else 1 + workload.mtp, "context": context,
+                    "batch": batch, "repeats": rep,
                     "device_ms": one.time_s * 1e3, "host_ms": h * 1e3})
         if res is None:
             res = one
