@@ -689,3 +689,33 @@ def test_perf_reads_the_drafter_and_async_flags_as_bench_does(capsys):
     dev = got[("--draft-eager", "--async-scheduling")]["device_ms"]
     hidden = hp[5] * min((hp[3] + n_draft * hp[4]) * 1e3, dev)
     assert got[("--draft-eager", "--async-scheduling")]["host_ms"] == pytest.approx(eager - hidden)
+
+
+def test_the_calibration_says_how_far_the_rows_tell_acceptance_from_the_host_constants(fitted):
+    """Per model family, the host constants refitted at a 10% higher and a 10% lower acceptance: each record's
+    objective is what its constants give on rows built at that acceptance (recomputed here), the base is the
+    shipped fit's, and the verdict follows the stated rule from those numbers."""
+    import math
+
+    from auditor.perf.acceptance import given, resolve
+    from auditor.serving.calibrate import (ACCEPTANCE_STEP, FIT_KEYS, SEPARABLE_RATIO, acceptance_separation,
+                                           evidence, fitted_rows, load_rows, msle)
+    rows = load_rows(ROWS)
+    got = acceptance_separation(rows, fitted["x"], fitted["ev"], iters=1)
+    by_id = {r["id"]: r for r in rows["rows"]}
+    assert {tuple(g["rows"]) for g in got} == {("P1", "P3a"), ("P4", "P6")}     # DeepSeek's default, GLM's
+    for g in got:
+        assert g["msle"] == pytest.approx(msle(fitted_rows(fitted["ev"]), fitted["x"]), abs=1e-5)
+        for label, sign in (("higher", 1.0), ("lower", -1.0)):
+            over = {}
+            for n in g["rows"]:
+                k = max(int(i.get("mtp", 0)) for i in by_id[n]["instances"])       # the row's own K
+                a = resolve(by_id[n]["model"]).equivalent(k)
+                over[n] = given(min(a * math.exp(sign * ACCEPTANCE_STEP), 0.99))
+            ev = fitted_rows(evidence(rows, overrides=over))
+            x = np.array([g[label]["constants"][k] for k in FIT_KEYS])
+            assert msle(ev, x) == pytest.approx(g[label]["msle"], rel=1e-3, abs=1e-5)
+        up, down = g["higher"]["msle"] / g["msle"], g["lower"]["msle"] / g["msle"]
+        flat = 1 / SEPARABLE_RATIO <= min(up, down) <= SEPARABLE_RATIO
+        assert g["separable"] is (not flat)
+        assert ("cannot separate" in g["verdict"]) is flat

@@ -87,7 +87,9 @@ class Evidence:
     device: str = CALIBRATED_DEVICE
 
 
-def evidence(rows: dict, acceptance: Any = None) -> list[Evidence]:
+def evidence(rows: dict, acceptance: Any = None, overrides: dict[str, Any] | None = None) -> list[Evidence]:
+    """The fit's rows: the latency rows and the throughput rows (``acceptance`` for every row, or per row id
+    in ``overrides``; None: the family's measured default)."""
     out = []
     lat_dep = deployment({"model": "glm-5.1", "recipe": "w4a8", "instances": [LATENCY_PLAN]})
     for r in rows["latency"]:
@@ -97,7 +99,7 @@ def evidence(rows: dict, acceptance: Any = None) -> list[Evidence]:
     from .sim import at_kv_edge, kv_sensitivity
     for r in rows["rows"]:
         dep = deployment(r)
-        wl = workload(r, acceptance)
+        wl = workload(r, (overrides or {}).get(r["id"], acceptance))
         lo, hi = kv_sensitivity(dep, wl)
         out.append(Evidence(r["id"], "throughput", r["measured_output_tok_s"],
                             lambda h, dep=dep, wl=wl: metrics(simulate(dep, wl, h))["output_throughput"],
@@ -257,6 +259,56 @@ def leave_one_out(ev: list[Evidence], x: np.ndarray, base: np.ndarray | None = N
     return out
 
 
+# -- can the rows tell MTP acceptance from the host constants? ---------------------------------------------
+#: the acceptance change asked about: 10% in log, either way (GLM's 0.845 per draft -> 0.93 / 0.77)
+ACCEPTANCE_STEP = math.log(1.1)
+#: a refit at the changed acceptance whose objective is within this factor of the shipped fit's explains the
+#: rows as well: they cannot tell that acceptance from the default
+SEPARABLE_RATIO = 1.25
+
+
+def acceptance_separation(rows: dict, x: np.ndarray, ev: list[Evidence] | None = None, iters: int = 3) -> list[dict]:
+    """Whether the fitted rows can tell each model family's MTP acceptance from the host constants (issue 29).
+    The fit holds acceptance at each family's measured default (``workload``), so it must say when the rows
+    could not have told it otherwise, or that they lean away from it. Per family (the rows sharing one default),
+    the host constants are refitted (``fit``, from ``x``) with that family's per-draft acceptance
+    ``ACCEPTANCE_STEP`` higher and lower: both refits within ``SEPARABLE_RATIO`` of ``x``'s objective, the rows
+    cannot separate acceptance from the host constants; one much better, they prefer that acceptance; both
+    worse, they support the default. Acceptance itself is never fitted (issue 29: defaults from public
+    measurements); this says how far the rows agree."""
+    from ..perf.acceptance import given, resolve
+    ev = evidence(rows) if ev is None else ev
+    used = fitted_rows(ev)
+    base = msle(used, x)
+    by_id = {r["id"]: r for r in rows["rows"]}
+    groups: dict[str, list[str]] = {}
+    for e in used:
+        if e.kind == "throughput":
+            groups.setdefault(resolve(by_id[e.name]["model"]).source, []).append(e.name)
+    out = []
+    for source, names in groups.items():
+        res = {}
+        for label, sign in (("higher", 1.0), ("lower", -1.0)):
+            changed = {}
+            for n in names:
+                r = by_id[n]
+                k = max(int(inst.get("mtp", 0)) for inst in r["instances"])
+                changed[n] = given(min(resolve(r["model"]).equivalent(k) * math.exp(sign * ACCEPTANCE_STEP), 0.99))
+            ev2 = fitted_rows(evidence(rows, overrides=changed))
+            x2 = fit(ev2, tuple(x), iters=iters)
+            res[label] = {"msle": round(msle(ev2, x2), 5), "constants": {k: round(float(v), 4) for k, v in zip(FIT_KEYS, x2)}}
+        up, down = res["higher"]["msle"] / base, res["lower"]["msle"] / base
+        if min(up, down) < 1 / SEPARABLE_RATIO:
+            verdict = "the rows prefer a " + ("higher" if up < down else "lower") + " acceptance than the default"
+        elif min(up, down) > SEPARABLE_RATIO:
+            verdict = "the rows support the default against both"
+        else:
+            verdict = "the rows cannot separate it from the host constants"
+        out.append({"acceptance": source, "rows": names, "msle": round(base, 5), **res, "verdict": verdict,
+                    "separable": not verdict.endswith("host constants")})
+    return out
+
+
 # -- the DSA-CP prefill price, fitted apart (stage 2) ------------------------------------------------------
 #: none of the joint fit's rows runs DSA-CP (P8, the one that does, sits at the KV edge), so its price per
 #: prefill token of a DSA-CP rank is fitted on the CI rows that run it, with the joint fit's constants held
@@ -309,7 +361,8 @@ def fit_cp(ev: list[Evidence], host: np.ndarray, grid: tuple[float, ...] = CP_GR
 
 __all__ = ["fit", "msle", "leave_one_out", "errors", "evidence", "load_rows", "deployment", "workload", "step_ms",
            "linearize", "to_host", "fitted_rows", "left_out", "FIT_KEYS", "HOST_KEYS", "ROLE", "CP_KEY",
-           "fit_cp", "cp_msle", "with_cp", "cp_block"]
+           "fit_cp", "cp_msle", "with_cp", "cp_block", "acceptance_separation",
+           "SEPARABLE_RATIO", "ACCEPTANCE_STEP"]
 
 
 def calibration_block(ev: list[Evidence], x: np.ndarray, loo: dict[str, float], base_device: Any,
@@ -402,6 +455,10 @@ def main(argv: list[str] | None = None) -> int:
         why = left_out(e)
         print(f"{e.name:14s} {e.measured:10.2f} {err[e.name]:7.3f} {loo[e.name]:7.3f}"
               + (f"  not fitted: {why}" if why else ""))
+    sep = acceptance_separation(rows, x, ev)
+    for g in sep:
+        print(f"acceptance held at {g['acceptance']} (rows {', '.join(g['rows'])}): objective {g['msle']:.4f}; "
+              f"refitted at 10% higher {g['higher']['msle']:.4f}, 10% lower {g['lower']['msle']:.4f}: {g['verdict']}")
     if a.write:
         import json as _json
 
@@ -423,6 +480,7 @@ def main(argv: list[str] | None = None) -> int:
             if name == "a3-752t":
                 stage = doc.get("calibration", {}).get("cp_stage")
                 doc["calibration"] = calibration_block(ev, x, loo, load_device(name), src)
+                doc["calibration"]["acceptance_separation"] = sep
                 if stage:
                     doc["calibration"]["cp_stage"] = stage
             write_output(path, _json.dumps(doc, indent=2) + "\n", "--write")      # the one writer
