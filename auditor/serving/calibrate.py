@@ -131,8 +131,9 @@ LO = np.array([1.0, 1.0, 1.0, 1.0, 0.01])
 HI = np.array([1000.0, 1000.0, 200.0, 1000.0, 1.0])
 
 
-def to_host(x: np.ndarray, base: np.ndarray | None = None, keys: tuple = FIT_KEYS) -> np.ndarray:
-    """Fitted values (us / ms) -> the host vector ``host_params`` returns."""
+def to_host(x: np.ndarray, base: np.ndarray | None = None, keys: tuple | None = None) -> np.ndarray:
+    """Fitted values (us / ms) -> the host vector ``host_params`` returns (``keys``: FIT_KEYS as it is now)."""
+    keys = FIT_KEYS if keys is None else keys
     h = np.zeros(len(HOST_KEYS)) if base is None else np.array(base, dtype=np.float64)
     for v, k in zip(x, keys):
         h[HOST_KEYS.index(k)] = v * _SCALE[k]
