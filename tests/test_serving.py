@@ -508,6 +508,23 @@ def test_decode_instance_blocks_hold_dcp_times_the_tokens():
     assert first[0] == pytest.approx(0.100 + 0.010) and done[0] == pytest.approx(0.100 + 3 * 0.010)
 
 
+def test_prefix_hits_are_whole_scheduler_blocks_of_bs_times_dcp():
+    """Under DCP the scheduler's (hashed) block is block_size x DCP tokens (patch_kv_cache_utils.py:41-43):
+    a 10,000-token prompt with half of it shared hits in whole 128 x 16 = 2,048-token blocks at DCP 16 (4,096
+    tokens), in 128-token ones without DCP (4,992); the simulation's own hit alignment is the same block."""
+    from types import SimpleNamespace
+
+    from auditor.serving.sim import BenchWorkload, hit_alignment
+    wl = BenchWorkload(concurrency=1, isl=10_000, osl=1, num_prompts=1, prefix_ratio=0.5)
+    for dcp, want in ((16, 4096), (1, 4992)):
+        cost = SimpleNamespace(hit_alignment=0, block_tokens=128 * dcp, inst=SimpleNamespace(dcp=dcp))
+        align = hit_alignment("vllm-ascend@main", cost)
+        assert align == 128 * dcp == cost.block_tokens
+        assert wl.hit_tokens_at(align) == want
+    pooled = SimpleNamespace(hit_alignment=16_384, block_tokens=128, inst=SimpleNamespace(dcp=1))
+    assert hit_alignment("vllm-ascend@main", pooled) == 16_384      # a pool's lcm (DeepSeek-V4) is its own
+
+
 @pytest.mark.parametrize("seqs, k, budget, want", [(43, 3, 4096, 172), (256, 3, 8192, 512), (14, 2, 42, 42),
                                                    (4, 2, 8, 8)])
 def test_default_graph_size_is_the_engines(seqs, k, budget, want):

@@ -127,9 +127,12 @@ def graph_tokens(engine: Any, inst: Any) -> int:
 def hit_alignment(engine: Any, cost: StepCosts) -> int:
     """Tokens a prefix hit on this instance is a multiple of: its pool's (``StepCosts.hit_alignment``, the
     lcm of the groups' block sizes of a pool sharing block ids) or, for one block table, the engine's
-    ``prefix_block_tokens``."""
+    ``prefix_block_tokens`` times DCP: under decode context parallel the scheduler's (hashed) block is
+    ``bs x DCP`` tokens, its hash block too (``patch/platform/patch_kv_cache_utils.py:41-43``@182b75ea, one
+    group: ``bs = cache_config.block_size * dcp``; engine-vllm-ascend-runtime.md §1.3), each rank storing ``bs``
+    of them."""
     from ..engines.registry import as_engine
-    return int(cost.hit_alignment) or int(as_engine(engine).prefix_block_tokens)
+    return int(cost.hit_alignment) or int(as_engine(engine).prefix_block_tokens) * max(int(cost.inst.dcp), 1)
 
 
 def prefix_hits(dep: Deployment, wl: BenchWorkload) -> np.ndarray:
