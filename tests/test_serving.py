@@ -736,3 +736,18 @@ def test_the_calibration_says_how_far_the_rows_tell_acceptance_from_the_host_con
         flat = 1 / SEPARABLE_RATIO <= min(up, down) <= SEPARABLE_RATIO
         assert g["separable"] is (not flat)
         assert ("cannot separate" in g["verdict"]) is flat
+
+
+def test_the_runs_side_by_side_are_the_runs_one_after_another():
+    """bench's run and its two KV-edge runs on threads (``run_with_sensitivity``) give, bit for bit, what the
+    same simulations give one after another on one thread."""
+    from auditor.serving.bench import metrics
+    from auditor.serving.calibrate import deployment, load_rows, workload
+    from auditor.serving.sim import run_with_sensitivity, scaled_pool, simulate
+    rows = {r["id"]: r for r in load_rows(ROWS)["rows"]}
+    for rid in ("P4", "P3a"):                       # aggregated; P/D
+        dep, wl = deployment(rows[rid]), workload(rows[rid])
+        run, lo, hi = run_with_sensitivity(dep, wl)
+        assert metrics(run) == metrics(simulate(dep, wl))
+        serial = [metrics(simulate(scaled_pool(dep, f), wl))["output_throughput"] for f in (0.95, 1.05)]
+        assert [lo, hi] == serial

@@ -116,7 +116,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
     from ..devices.profiles import load_device
     from ..serving.bench import metrics, render_block
     from ..context import DeploymentContext
-    from ..serving.sim import BenchWorkload, Deployment, at_kv_edge, kv_edge_text, kv_sensitivity, prefix_hits, simulate
+    from ..serving.sim import BenchWorkload, Deployment, at_kv_edge, kv_edge_text, prefix_hits, run_with_sensitivity
     from ..source import open_model
 
     guard_output(output, model, "--output")
@@ -161,8 +161,7 @@ def bench_command(model, plan, engine, mtp_drafter, runtime, mtp, recipe, device
         return
     announce_compiles()
     with stage(f"bench: simulating {wl.num_prompts} requests through the scheduler"):
-        run = simulate(dep, wl)
-        lo, hi = kv_sensitivity(dep, wl)
+        run, lo, hi = run_with_sensitivity(dep, wl)
     if at_kv_edge(lo, hi):
         run.notes.append(kv_edge_text(lo, hi) + "; the memory model's uncertainty decides this answer "
                          "(check the KV line of `audit memory` against the engine's log)")
