@@ -169,7 +169,8 @@ def _check_observed(obs: dict, where: str) -> None:
 
 
 def predict(row: Row) -> dict[str, Any] | None:
-    """audit's budget for a row's launch (None for a row outside the model family)."""
+    """audit's budget for a row's launch (None for a row audit does not predict: its model or version is not
+    modelled, the row's ``model`` is null and its source says why)."""
     if row.model is None:
         return None
     from ..devices.profiles import load_device
@@ -386,7 +387,7 @@ def render(results: list[dict[str, Any]], fmt: str = "table", width: int | None 
         if "kv_arithmetic_gib" in e:
             errs.append(f"line arith {e['kv_arithmetic_gib']:+.2f}")
         if p is None:
-            pred = ["(outside family)", "-", "-", _g(bd["non_torch_gib"]) if bd else "-", "-", "-", "-"]
+            pred = ["(not modelled)", "-", "-", _g(bd["non_torch_gib"]) if bd else "-", "-", "-", "-"]
             ok = "ok" if abs(e.get("non_torch_abs_gib", 0)) < 0.2 else "off"
         else:
             pred = ["fits" if p["fits"] else "DOES NOT FIT", _g(p["weights_gib"]), _g(p["activation_gib"]),
