@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import threading
+
 import numpy as np
 
 from ..context import DeploymentContext
@@ -146,6 +148,7 @@ def prefix_hits(dep: Deployment, wl: BenchWorkload) -> np.ndarray:
 #: the resampled tables of the last few cost-table sets (``_resampled``): (the arrays they were read from, tables)
 _RESAMPLED: dict[tuple, tuple] = {}
 _RESAMPLED_MAX = 64
+_RESAMPLED_LOCK = threading.Lock()
 
 
 def _resampled(costs: list[StepCosts], smax: int) -> tuple[np.ndarray, ...]:
@@ -179,9 +182,10 @@ def _resampled(costs: list[StepCosts], smax: int) -> tuple[np.ndarray, ...]:
         pre_ctx[i] = np.array([np.interp(tok, c.tok, tmp[:, q]) for q in range(len(ctx))]).T
         dec_ctx[i] = np.interp(ctx, c.ctx, c.dec_ctx)
     out = (ctx, tok, dec, pre_rest, pre_ctx, dec_ctx)
-    if len(_RESAMPLED) >= _RESAMPLED_MAX:
-        _RESAMPLED.pop(next(iter(_RESAMPLED)))
-    _RESAMPLED[key] = (src, out)
+    with _RESAMPLED_LOCK:           # plan and bench simulate on threads: two evictions must not pop one key
+        if len(_RESAMPLED) >= _RESAMPLED_MAX:
+            _RESAMPLED.pop(next(iter(_RESAMPLED)), None)
+        _RESAMPLED[key] = (src, out)
     return out
 
 
