@@ -124,6 +124,22 @@ def _module_bytes(dep: DeploymentContext, rank: int) -> dict[tuple[int, str], in
     if placement_key(spec, norm, engine) == placement_key(spec, plan, engine):
         plan = norm
     ref = reference_of(dep.with_plan(plan))
+    # the column depends on the plan only through what rank_multipliers reads: plans of one pass that differ
+    # elsewhere (role, max_num_batched_tokens, ...: a 128-die plan asks 109 times for 52 columns) share it
+    key = (ref, plan.ranks_per_stage, plan.pp, plan.redundant_experts, plan.ep, rank)
+    hit = _COLUMNS.get(key)
+    if hit is None:
+        hit = _COLUMNS[key] = _module_column(ref, spec, plan, rank)
+        if len(_COLUMNS) > 256:
+            _COLUMNS.pop(next(iter(_COLUMNS)), None)
+    return hit
+
+
+#: module_bytes' columns by (reference pass, the plan fields rank_multipliers reads, rank)
+_COLUMNS: dict[tuple, dict[tuple[int, str], int]] = {}
+
+
+def _module_column(ref: DeploymentContext, spec: ModelSpec, plan: ParallelPlan, rank: int) -> dict[tuple[int, str], int]:
     _, arrays = _materialize(ref)
     keys, row_i, key_i, num, den = _module_table(ref)
     col = rank_multipliers(arrays, spec, plan, np.array([rank]))[0][:, 0]
