@@ -137,6 +137,16 @@ def _module_bytes(dep: DeploymentContext, rank: int) -> dict[tuple[int, str], in
 
 #: module_bytes' columns by (reference pass, the plan fields rank_multipliers reads, rank)
 _COLUMNS: dict[tuple, dict[tuple[int, str], int]] = {}
+_lru_clear = _module_bytes.cache_clear
+
+
+def _clear_module_bytes() -> None:
+    """Both caches of module_bytes (a cold start: a caller that counts the passes built)."""
+    _lru_clear()
+    _COLUMNS.clear()
+
+
+_module_bytes.cache_clear = _clear_module_bytes         # type: ignore[attr-defined]
 
 
 def _module_column(ref: DeploymentContext, spec: ModelSpec, plan: ParallelPlan, rank: int) -> dict[tuple[int, str], int]:
