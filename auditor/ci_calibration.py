@@ -15,24 +15,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from .serving.calibrate import CALIBRATED_DEVICE, CP_KEY, FIT_KEYS, Evidence, cp_block, fit_cp, left_out, to_host, \
-    with_cp
+    throughput_evidence, with_cp
 
 
 def cp_evidence(published: Path, device: str = CALIBRATED_DEVICE) -> list[Evidence]:
     """The CI rows that inform the DSA-CP price (the KV-edge ones are returned too, marked ``edge``)."""
     from .cli.bench import bench_inputs
-    from .serving.bench import metrics
     from .serving.ci_rows import CI_ROWS
-    from .serving.sim import at_kv_edge, kv_sensitivity, simulate
     out = []
     for r in CI_ROWS:
         dep, wl = bench_inputs(r.argv(published))
-        if dep.device.name != device or not any(c.token_split > 1 for c in dep.costs()):
-            continue
-        lo, hi = kv_sensitivity(dep, wl)
-        out.append(Evidence(r.id, "throughput", r.measured,
-                            lambda h, dep=dep, wl=wl: metrics(simulate(dep, wl, h))["output_throughput"],
-                            at_kv_edge(lo, hi), (lo, hi), dep.device.name))
+        if dep.device.name == device and any(c.token_split > 1 for c in dep.costs()):
+            out.append(throughput_evidence(r.id, r.measured, dep, wl))
     return out
 
 

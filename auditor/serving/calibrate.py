@@ -95,16 +95,20 @@ def evidence(rows: dict, acceptance: Any = None, overrides: dict[str, Any] | Non
     for r in rows["latency"]:
         out.append(Evidence(r["scenario"], "latency", r["measured_ms"],
                             lambda h, r=r: step_ms(lat_dep, r["phase"], r["query_len"], r["context_len"], h)))
+    for r in rows["rows"]:
+        out.append(throughput_evidence(r["id"], r["measured_output_tok_s"], deployment(r),
+                                       workload(r, (overrides or {}).get(r["id"], acceptance))))
+    return out
+
+
+def throughput_evidence(name: str, measured: float, dep: Deployment, wl: BenchWorkload) -> Evidence:
+    """One throughput row: the simulated output tok/s under a host vector as its prediction, its KV-edge
+    spread (``kv_sensitivity``) and its device (the calibration rows and the CI rows alike)."""
     from .bench import metrics
     from .sim import at_kv_edge, kv_sensitivity
-    for r in rows["rows"]:
-        dep = deployment(r)
-        wl = workload(r, (overrides or {}).get(r["id"], acceptance))
-        lo, hi = kv_sensitivity(dep, wl)
-        out.append(Evidence(r["id"], "throughput", r["measured_output_tok_s"],
-                            lambda h, dep=dep, wl=wl: metrics(simulate(dep, wl, h))["output_throughput"],
-                            at_kv_edge(lo, hi), (lo, hi), r.get("device", CALIBRATED_DEVICE)))
-    return out
+    lo, hi = kv_sensitivity(dep, wl)
+    return Evidence(name, "throughput", measured, lambda h: metrics(simulate(dep, wl, h))["output_throughput"],
+                    at_kv_edge(lo, hi), (lo, hi), dep.device.name)
 
 
 def fitted_rows(ev: list[Evidence]) -> list[Evidence]:
@@ -187,7 +191,11 @@ def _solve(lin: Linear, rows: np.ndarray) -> np.ndarray:
 
 
 def msle(ev: list[Evidence], x: np.ndarray, base: np.ndarray | None = None) -> float:
-    h = to_host(x, base)
+    return msle_at(ev, to_host(x, base))
+
+
+def msle_at(ev: list[Evidence], h: np.ndarray) -> float:
+    """Mean squared log error of ``ev``'s predictions under the host vector ``h``."""
     return float(np.mean([math.log(max(e.predict(h), 1e-12) / e.measured) ** 2 for e in ev]))
 
 
@@ -327,8 +335,7 @@ def with_cp(host: np.ndarray, value_us: float) -> np.ndarray:
 
 
 def cp_msle(ev: list[Evidence], host: np.ndarray, value_us: float) -> float:
-    h = with_cp(host, value_us)
-    return float(np.mean([math.log(max(e.predict(h), 1e-12) / e.measured) ** 2 for e in ev]))
+    return msle_at(ev, with_cp(host, value_us))
 
 
 def fit_cp(ev: list[Evidence], host: np.ndarray, grid: tuple[float, ...] = CP_GRID, rounds: int = 8) -> float:
@@ -362,7 +369,7 @@ def fit_cp(ev: list[Evidence], host: np.ndarray, grid: tuple[float, ...] = CP_GR
 
 __all__ = ["fit", "msle", "leave_one_out", "errors", "evidence", "load_rows", "deployment", "workload", "step_ms",
            "linearize", "to_host", "fitted_rows", "left_out", "FIT_KEYS", "HOST_KEYS", "ROLE", "CP_KEY",
-           "fit_cp", "cp_msle", "with_cp", "cp_block", "acceptance_separation",
+           "fit_cp", "cp_msle", "with_cp", "cp_block", "acceptance_separation", "msle_at", "throughput_evidence",
            "SEPARABLE_RATIO", "ACCEPTANCE_STEP"]
 
 

@@ -2,7 +2,7 @@
 each one ``audit bench`` argument list beside its measured output throughput.
 
 Why here: ``benchmarks/bench_ci_corpus.py`` prints the table a closing note quotes, and the serving
-calibration fits the DSA-CP prefill price on the rows of it that run DSA-CP (``serving.calibrate``):
+calibration fits the DSA-CP prefill price on the rows of it that run DSA-CP (``auditor.ci_calibration``):
 both read this one list. The configs stay in the shared data (``config`` is a path under its
 ``published/`` folder); the figures are the README's. Rows kept aside there for validation are not here.
 """
