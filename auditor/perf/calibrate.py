@@ -31,7 +31,7 @@ import numpy as np
 
 from ..devices.profiles import Device
 from ..errors import AuditInputError
-from .host import DEFAULT_HOST, HOST_KEYS
+from .host import HOST_KEYS, serving_block
 
 if TYPE_CHECKING:
     from ..context import DeploymentContext
@@ -65,10 +65,7 @@ class Param:
         if self.name == "static":
             return dev.static_us["mma"] / base.static_us["mma"] if base.static_us["mma"] else 1.0
         if self.name in HOST_KEYS:
-            blk = {**DEFAULT_HOST, **(dev.serving or {})}
-            if self.name == "cp_prefill_token_us" and self.name not in (dev.serving or {}):
-                return float(blk["prefill_token_us"])       # host_params' rule: the plain price
-            return float(blk[self.name])
+            return serving_block(dev)[self.name]            # host_params' defaults and fallbacks
         if self.name == "sort":
             return dev.sort_rate
         return dev.efficiency[self.name]

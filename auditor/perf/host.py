@@ -46,12 +46,21 @@ def host_params(device: Any) -> np.ndarray:
     s] from the device profile's serving block (a block without ``draft_launch_us`` prices the drafter's
     launches at ``launch_us``; one without ``cp_prefill_token_us`` prices a DSA-CP rank's tokens at
     ``prefill_token_us``)."""
+    blk = serving_block(device)
+    return np.array([blk["launch_us"] * 1e-6, blk["prefill_token_us"] * 1e-6, blk["decode_token_us"] * 1e-6,
+                     blk["step_ms"] * 1e-3, blk["draft_launch_us"] * 1e-6, blk["async_overlap"],
+                     blk["cp_prefill_token_us"] * 1e-6])
+
+
+def serving_block(device: Any) -> dict[str, float]:
+    """Every host constant of the device profile's serving block in its own unit (us / ms / share), with the
+    defaults and the two fallbacks ``host_params`` prices by: a missing ``draft_launch_us`` is ``launch_us``,
+    a missing ``cp_prefill_token_us`` is ``prefill_token_us`` (``audit calibrate`` reads the same values)."""
     own = getattr(device, "serving", None) or {}
     blk = {**DEFAULT_HOST, **own}
-    draft = own.get("draft_launch_us", blk["launch_us"])
-    cp = own.get("cp_prefill_token_us", blk["prefill_token_us"])
-    return np.array([blk["launch_us"] * 1e-6, blk["prefill_token_us"] * 1e-6, blk["decode_token_us"] * 1e-6,
-                     blk["step_ms"] * 1e-3, draft * 1e-6, blk["async_overlap"], cp * 1e-6])
+    blk["draft_launch_us"] = own.get("draft_launch_us", blk["launch_us"])
+    blk["cp_prefill_token_us"] = own.get("cp_prefill_token_us", blk["prefill_token_us"])
+    return {k: float(blk[k]) for k in HOST_KEYS}
 
 
 def full_host(hp: Any) -> np.ndarray:
@@ -132,4 +141,4 @@ def host_model(spec: Any, pre: Any, dec: Any, mtp: int, device: Any, hp: np.ndar
                      float(pre.token_split))
 
 
-__all__ = ["DEFAULT_HOST", "HOST_KEYS", "host_params", "full_host", "launch_counts", "HostModel", "host_model"]
+__all__ = ["DEFAULT_HOST", "HOST_KEYS", "host_params", "serving_block", "full_host", "launch_counts", "HostModel", "host_model"]
