@@ -315,6 +315,33 @@ def test_every_test_case_is_read_with_its_extra_arguments(tmp_path):
         cfg.select("nope")
 
 
+def test_a_command_without_a_client_chooses_a_test_case_not_a_benchmark(tmp_path):
+    """memory and perf need only a launch: test cases that launch alike need no --case; ones that differ
+    need a test case named (a benchmark name still picks its test case)."""
+    cfg = read_nightly(_write(tmp_path, "w.yaml", TWO_TESTS))
+    with pytest.raises(AuditInputError, match="2 test cases launch differently; give --case TEST .*plain, mix"):
+        cfg.select(None, client=False)
+    sel, bench = cfg.select("mix", client=False)
+    assert sel.tests == (cfg.tests[1],) and bench is None
+    alike = TWO_TESTS.replace('    server_cmd_extra: ["--async-scheduling", "--max-num-batched-tokens", "2048"]\n',
+                              "").replace('    envs: {VLLM_USE_MODELSCOPE: "true"}\n', "")
+    same = read_nightly(_write(tmp_path, "same.yaml", alike))
+    assert same.tests[0].nodes[0].argv == same.tests[1].nodes[0].argv
+    sel, bench = same.select(None, client=False)
+    assert sel.tests == (same.tests[0],) and bench is None
+    with pytest.raises(AuditInputError, match="3 performance cases have a baseline"):
+        same.select(None)                       # bench still needs its case
+
+
+def test_memory_on_a_two_test_case_config_names_the_test_cases(tmp_path, capsys):
+    path = _write(tmp_path, "w.yaml", TWO_TESTS)
+    assert main(["memory", "deepseek-v3.2", "--launch", str(path), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "give --case TEST (one of plain, mix)" in err and "Traceback" not in err
+    assert main(["memory", "deepseek-v3.2", "--launch", str(path), "--case", "perf_a", "-q"]) == 0
+    assert "the performance case 'perf_a' is not used by `audit memory`" in capsys.readouterr().err
+
+
 def test_a_warm_up_is_known_by_its_role_not_its_baseline(tmp_path):
     """The weekly 64k config gives its warm-up a baseline of 1 (GLM-5.1-W8A8C8-A3_64k_90_50.yaml:92): the
     measured case is still the default."""

@@ -206,7 +206,7 @@ def _expand_nightly(own: list[str], vllm: list[str], path: str, picks: dict[str,
 
     from ..launch.flags import to_options
     from ..launch.nightly import read_nightly
-    cfg, case_name = read_nightly(path).select(picks.get("--case"))
+    cfg, case_name = read_nightly(path).select(picks.get("--case"), client="--concurrency" in _declared(command))
     for n in cfg.notes:
         click.echo(f"audit: note: {path}: {n}", err=True)
     engine = _engine_arg(own)
@@ -259,8 +259,9 @@ def _expand_nightly(own: list[str], vllm: list[str], path: str, picks: dict[str,
         raise AuditInputError(path, f"nodes of roles {', '.join(sorted(chosen))}: give --node N")
     if "--concurrency" in declared:
         rendered += _unless_given(_case_options(cfg, case_name, [opts[k] for k in chosen.values()]), own)
-    elif "--case" in picks:
-        click.echo(f"audit: note: --case is not used by `audit {command.name}` (it has no client)", err=True)
+    elif case_name is not None:
+        click.echo(f"audit: note: --case: the performance case {case_name!r} is not used by `audit {command.name}` "
+                   "(it has no client); its test case's launch is", err=True)
     rendered += _device_for(cfg, path, own, declared)
     recipe = _recipe_in_name(cfg.model)
     if recipe and "--recipe" in declared and not any(a == "--recipe" or a.startswith("--recipe=") for a in own):

@@ -112,11 +112,19 @@ class Nightly:
                 out.append(("A3", f"ASCEND_A3_ENABLE={n.env['ASCEND_A3_ENABLE']} (node {i})"))
         return out
 
-    def select(self, name: str | None) -> tuple["Nightly", str | None]:
+    def select(self, name: str | None, client: bool = True) -> tuple["Nightly", str | None]:
         """The test case ``--case`` names (``TEST``, ``TEST/BENCH``, or a benchmark's name) as a config of
-        its own, and the benchmark name left to pick within it. One test case (or none): unchanged."""
+        its own, and the benchmark name left to pick within it. One test case (or none): unchanged.
+        ``client=False`` (a command with no client: memory, perf): only the launch matters, so with no
+        name the test cases need a choice only when their launches differ, and it is a test case's."""
         if len(self.tests) < 2:
             return self, name
+        if name is None and not client:
+            launches = {tuple((n.argv, tuple(sorted(n.env.items()))) for n in t.nodes) for t in self.tests}
+            if len(launches) > 1:
+                raise AuditInputError(self.where, f"{len(self.tests)} test cases launch differently; give --case "
+                                                  f"TEST (one of {', '.join(t.name for t in self.tests)})")
+            name = self.tests[0].name
         by_name = {t.name: t for t in self.tests}
         test, bench = None, name
         if name is not None and "/" in name and name.split("/", 1)[0] in by_name:
