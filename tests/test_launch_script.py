@@ -289,6 +289,24 @@ def test_engine_version_decides_c8_and_dsa_cp():
     assert "additional_config.enable_sparse_sfa_c8" in named(sfa_only.unmodelled)
 
 
+def test_fused_mc2_turns_the_shared_expert_stream_off_from_v023():
+    """ascend_config.py:179-184@v0.23.0: fused MC2 and the shared experts' second stream cannot both be on; the
+    engine turns the stream off and logs it. v0.22.1rc1 has no such rule, so the stream stays named."""
+    ms = "'{\"multistream_overlap_shared_expert\": true}'"
+    text = f"export VLLM_ASCEND_ENABLE_FUSED_MC2=1\nvllm serve m -tp 4 --additional-config {ms}"
+    key = "additional_config.multistream_overlap_shared_expert"
+    for engine in ("vllm-ascend@0.23", "vllm-ascend@main"):
+        got = options(text, engine)
+        assert key in named(got.ignored) and key not in named(got.unmodelled)
+        assert "Setting multistream_overlap_shared_expert to False." in messages(got)
+    assert key in named(options(text, "vllm-ascend@0.22").unmodelled)
+    # without fused MC2 (or with the stream off) nothing changes
+    assert key in named(options(f"vllm serve m -tp 4 --additional-config {ms}").unmodelled)
+    off = options("export VLLM_ASCEND_ENABLE_FUSED_MC2=1\nvllm serve m -tp 4 --additional-config "
+                  "'{\"multistream_overlap_shared_expert\": false}'")
+    assert "Setting multistream_overlap_shared_expert to False." not in messages(off)
+
+
 def test_other_speculative_methods_are_unmodelled():
     opts = options("vllm serve m --speculative-config '{\"method\": \"eagle3\", \"model\": \"d\", "
                    "\"num_speculative_tokens\": 2}'")

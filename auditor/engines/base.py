@@ -272,6 +272,13 @@ class Engine:
         --async-scheduling. Default: it is captured with the step."""
         return False
 
+    def launch_overrides(self, options: dict[str, Any]) -> tuple[tuple[str, str, str], ...]:
+        """Launch settings this engine turns off itself at start, given the deployment's ``options``
+        (DeploymentOptions field -> value): (setting name as the launch reader names it, why, the line the
+        engine logs). The launch reader then reports the setting as without effect, not as unmodelled.
+        Default: none."""
+        return ()
+
     def recipe_refusal(self, spec: Any, kv_b_schemes: Sequence[str]) -> str | None:
         """Why this engine cannot start a DSA model whose kv_b_proj has the quant schemes ``kv_b_schemes``
         (non-float ones; perf and plan check it before timing), or None. Default: no refusal."""

@@ -728,6 +728,16 @@ def _merge(base: dict, subs: list[_Occ]) -> dict:
     return out
 
 
+def _engine_overrides(ctx: _Ctx, eng: Engine, options: dict[str, Any]) -> None:
+    """A setting the engine itself turns off given the others (``Engine.launch_overrides``) has no effect:
+    it moves from unmodelled to ignored, and the engine's own warning is a note at its line."""
+    for name, why, logline in eng.launch_overrides(options):
+        for st in [x for x in ctx.unmodelled if x.name == name and _norm(x.value) not in ("false", "0")]:
+            ctx.unmodelled.remove(st)
+            ctx.ignored.append(Setting(st.name, st.value, st.line, why))
+            ctx.notes.append(Note("warning", st.line, f"{name}: the engine logs \"{logline}\""))
+
+
 def _finish(ctx: _Ctx, launch: Launch, eng: Engine) -> DeploymentOptions:
     where = launch.where
     d = DeploymentOptions()
@@ -814,6 +824,7 @@ def _finish(ctx: _Ctx, launch: Launch, eng: Engine) -> DeploymentOptions:
     if o["dp_local"] is not None and o["dp_local"] != o["dp"]:
         ctx.notes.append(Note("info", 0, f"this node runs {o['dp_local']} of the {o['dp']} DP ranks; audit models the "
                                          f"whole group (DP {o['dp']}, EP {o['ep']}), the same on every node"))
+    _engine_overrides(ctx, eng, o)
     opts = DeploymentOptions(**o, where=where, engine=eng.key, env=dict(launch.env),
                              explicit=frozenset(ctx.explicit), ignored=tuple(ctx.ignored),
                              unmodelled=tuple(ctx.unmodelled), unknown=tuple(ctx.unknown),

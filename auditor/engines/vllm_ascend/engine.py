@@ -207,6 +207,18 @@ class VllmAscend(Engine):
             return bool(async_scheduling)
         return rule == "glm" and str(getattr(spec, "name", "")).lower().startswith("glm")
 
+    def launch_overrides(self, options: dict[str, Any]) -> tuple[tuple[str, str, str], ...]:
+        """From v0.23.0rc1 fused MC2 wins over the shared experts' second stream: with
+        ``enable_fused_mc2 == 1`` (VLLM_ASCEND_ENABLE_FUSED_MC2 or additional_config) the engine sets
+        ``multistream_overlap_shared_expert`` False and says so (``ascend_config.py:179-184``@v0.23.0,
+        ``:175-180``@182b75ea; v0.18.0 and v0.22.1rc1 keep both)."""
+        if self.profile.fused_mc2_drops_shared_expert_overlap and options.get("fused_mc2") == 1:
+            return (("additional_config.multistream_overlap_shared_expert",
+                     "turned off by the engine: fused MC2 (VLLM_ASCEND_ENABLE_FUSED_MC2=1) wins",
+                     "VLLM_ASCEND_ENABLE_FUSED_MC2 (fused mc2) and multistream_overlap_shared_expert cannot be "
+                     "enabled at the same time. Setting multistream_overlap_shared_expert to False."),)
+        return ()
+
     def recipe_refusal(self, spec: Any, kv_b_schemes: Sequence[str]) -> str | None:
         """The SFA backend asserts an unquantized kv_b_proj (``engines/materialize.py``, ``kv_b``)."""
         return (f"kv_b_proj is {'/'.join(kv_b_schemes)}; the engine's SFA backend asserts an unquantized kv_b_proj "

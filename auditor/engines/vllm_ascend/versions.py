@@ -70,6 +70,9 @@ class EngineProfile:
     #: speculative_config.enforce_eager, ``llm_base_proposer.py:197``@v0.22.1rc1), "glm" (v0.23.0rc1 on: also
     #: every GLM model, #11327 fbc2dc570a, ``llm_base_proposer.py:225-234``@v0.23.0)
     drafter_graph: str = "glm"
+    #: VLLM_ASCEND_ENABLE_FUSED_MC2=1 turns multistream_overlap_shared_expert off (ascend_config.py:179@v0.23.0;
+    #: not in v0.22.1rc1 or v0.18.0)
+    fused_mc2_drops_shared_expert_overlap: bool = True
     ffn_combine_max_tokens: int = 131072
     ffn_combine_gmm1_slots: bool = False
     notes: tuple[str, ...] = ()
@@ -89,6 +92,7 @@ PROFILES: dict[str, EngineProfile] = {
         dcp_formula="divided", index_cache=False,
         # moe_comm_method.py:292@v0.18.0 (max_output_size=65536); tiling.cpp:275-288 (slot layout)
         ffn_combine_max_tokens=65536, ffn_combine_gmm1_slots=True, drafter_graph="async",
+        fused_mc2_drops_shared_expert_overlap=False,
         notes=("DSA-CP = index_topk and FlashComm1 (VLLM_ASCEND_ENABLE_FLASHCOMM1=1)",),
         runtime_notes=("v0.18 KV spec: one combined spec per layer (head_size Lkv+Dr+ID); main-cache C8 does "
                        "not exist; DCP divides the combined cache (spec arithmetic, UNCONFIRMED)",),
@@ -104,7 +108,7 @@ PROFILES: dict[str, EngineProfile] = {
         kv_layout="combined", kv_switches={"bf16": {}, "c8-indexer": {"enable_sparse_c8": True}},
         dcp_formula="divided", index_cache=False, graph_deducted=True,
         ffn_combine_max_tokens=131072,          # moe_comm_method.py:320@v0.21.0rc1
-        drafter_graph="flag",
+        drafter_graph="flag", fused_mc2_drops_shared_expert_overlap=False,
         runtime_notes=("v0.21.0rc1 - v0.22.1rc1 deduct the ACL graph estimate from the KV budget when "
                        "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS is on (#9865; v0.22.1rc1 5f6faa0cb883 "
                        "worker.py:506-547), reverted by #11562 before v0.23.0rc1; on by default per the "
