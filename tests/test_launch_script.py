@@ -131,8 +131,9 @@ def test_glm51_two_node_script():
     # IndexCache's --hf-overrides keys are applied to config.json (neither ignored nor unmodelled)
     assert not {"hf_overrides.use_index_cache", "hf_overrides.index_topk_freq"} & (named(opts.unmodelled)
                                                                                    | named(opts.ignored))
-    assert named(opts.unmodelled) == {"additional_config.multistream_overlap_shared_expert",
-                                      "HCCL_OP_EXPANSION_MODE", "PYTORCH_NPU_ALLOC_CONF"}
+    # the shared experts' second stream: the engine turns it off under FUSED_MC2=1 (ascend_config.py:175@182b75ea)
+    assert named(opts.unmodelled) == {"HCCL_OP_EXPANSION_MODE", "PYTORCH_NPU_ALLOC_CONF"}
+    assert "additional_config.multistream_overlap_shared_expert" in named(opts.ignored)
     assert opts.async_scheduling                                        # bench's host overlap (issue 29)
     assert opts.unknown == ()
     assert {"tp", "dp", "ep", "sp", "dsa_cp", "kv_cache_dtype", "mtp", "util"} <= opts.explicit
