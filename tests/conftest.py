@@ -19,7 +19,7 @@ SHARED_SKIP_REASON = "../shared not present (reference data lives beside the che
 #: cross-command cases) runs without ``-m``.
 QUICK_MODULES = frozenset({
     "test_acceptance", "test_align_evidence", "test_align_logs", "test_blueprint", "test_bench_client",
-    "test_collectives", "test_deepseek_v4_perf", "test_deployment_fields", "test_devices", "test_engine_generic_seam",
+    "test_collectives", "test_decompose", "test_deepseek_v4_perf", "test_deployment_fields", "test_devices", "test_engine_generic_seam",
     "test_engine_imports", "test_engine_owned_words", "test_engine_versions", "test_engine_vllm_budget",
     "test_engine_vllm_engine", "test_engine_vllm_gpu01", "test_engine_vllm_kv", "test_engine_vllm_materialize",
     "test_evidence", "test_evidence_width", "test_expected", "test_family_seam", "test_fastheader",
