@@ -42,8 +42,34 @@ def bench(args: list[str]) -> dict:
     blocks = {m.group(1): int(m.group(2).replace(",", ""))
               for m in re.finditer(r"(aggregated|prefill|decode) ([\d,]+) blocks/rank", out)}
     acc = re.search(r"MTP acceptance ([^;]+);", out)
+    wl = re.search(r"workload: concurrency (\d+), \d+ prompts, isl (\d+), osl (\d+)", out)
+    chunk = re.search(r"batched (\d+)", out)
     return {"tok_s": tok, "tpot_ms": tpot, "blocks": blocks, "acceptance": acc.group(1) if acc else "",
-            "stderr": err}
+            "stderr": err, "concurrency": int(wl.group(1)), "isl": int(wl.group(2)), "osl": int(wl.group(3)),
+            "chunk": int(chunk.group(1)) if chunk else 0}
+
+
+def single_request_prices(rows: list[dict]) -> None:
+    """Concurrency-1 rows of one launch (three or more): the chunk price, its growth with context and the
+    TPOT the measured figures imply, beside the same solve on audit's figures (``serving.decompose``)."""
+    from auditor.serving.decompose import SingleRequestRow, decompose
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r.get("concurrency") == 1 and r.get("chunk"):
+            groups.setdefault((r["config"], r["chunk"]), []).append(r)
+    for (config, chunk), rs in groups.items():
+        if len(rs) < 3:
+            continue
+        print(f"single-request rows {', '.join(r['id'] for r in rs)} (chunk {chunk}):")
+        for who, key in (("measured", "measured"), ("audit", "tok_s")):
+            try:
+                p = decompose([SingleRequestRow(r["isl"], r["osl"], r[key]) for r in rs], chunk)
+            except ValueError as exc:
+                print(f"  {who:8s} {exc}")
+                continue
+            worst = max(abs(x) for x in p.residuals)
+            print(f"  {who:8s} chunk {p.chunk_s:6.3f} s at no context, growth {p.growth_s_per_k * 1e3:+6.1f} ms per "
+                  f"1k context, TPOT {p.tpot_s * 1e3:5.1f} ms (rows off the solve by {worst:.1%} at most)")
 
 
 def main() -> None:
@@ -77,7 +103,8 @@ def main() -> None:
         print(f"{rid:10s} {sec:3s} {r['tok_s']:11.2f} {measured:10.2f} {ratio:6.2f} {r['tpot_ms']:8.2f} {dt:6.1f}s  "
               f"{r['acceptance']} / blocks {kv}")
         rows.append({"id": rid, "tok_s": r["tok_s"], "measured": measured, "ratio": ratio, "tpot_ms": r["tpot_ms"],
-                     "blocks": r["blocks"]})
+                     "blocks": r["blocks"], "config": args[1] if args[:1] == ["--launch"] else rid,
+                     **{k: r[k] for k in ("concurrency", "isl", "osl", "chunk")}})
         if rid == "UCM-PD":
             tpot_err = r["tpot_ms"] / UCM_MEASURED["tpot_ms"] - 1
             kv_tok = r["blocks"].get("decode", 0) * BLOCK_TOKENS
@@ -85,6 +112,7 @@ def main() -> None:
             print(f"{'':14s} UCM TPOT {r['tpot_ms']:.1f} ms vs 20.2 ({tpot_err:+.1%}, bar 15%); decode KV "
                   f"{kv_tok:,} tokens vs 235,008 ({kv_err:+.1%}, bar 2%)")
     print(f"worst row: {worst[1]} at {worst[0]:.2f}x ({'within' if worst[0] <= 1.3 else 'OUTSIDE'} 1.3x)")
+    single_request_prices(rows)
     if a.json:
         json.dump(rows, sys.stdout, indent=1)
         print()
