@@ -18,7 +18,13 @@ What one step of one instance does (research/serving-facts.md §1, vLLM ``v1/cor
   prefill chunk makes the step eager on every rank (graph mode = min over ranks,
   ``model_runner_v1.py:4905-4911``); the step takes the slowest rank's time;
 * requests are routed to the rank with the least ``4 x waiting + running``
-  (``core_client.py:1350-1376``);
+  (``core_client.py:1350-1376``), ties to the first rank. A P/D deployment of the CI's external-DP runs sits
+  behind vLLM-Ascend's load-balance proxy (``tests/e2e/nightly/multi_node/external_dp/scripts/
+  external_dp_config.py:25``@182b75ea): it picks the prefiller of least ``active_tokens + 0.3 x
+  active_kv_cache``, ties to the first listed (``examples/disaggregated_prefill_v1/
+  load_balance_proxy_server_example.py:304-328``), and releases a request's prefill load at its first
+  decode chunk (``:1027-1048``), so at concurrency 1 every request goes to the first prefiller, the
+  warm-up's too, as here;
 * a decode step yields 1 + (accepted drafts) tokens per request for k drafts scheduled: draft i is
   accepted with probability ``acc[i-1]`` after drafts 1..i-1 were (the conditional rates of
   ``auditor.perf.acceptance``; one per-draft a gives mean 1 + a + ... + a^k), sampled with ``seed``;
