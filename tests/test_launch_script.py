@@ -185,6 +185,25 @@ def test_task_queue_level_other_than_the_default_is_named(level, where):
     assert "TASK_QUEUE_ENABLE" in named(getattr(opts, where))
 
 
+@pytest.mark.parametrize("extra,where", [
+    # read by no version at the top level (only ascend_compilation_config.fuse_muls_add is:
+    # graph_fusion_pass_manager.py:64@182b75ea), whatever its value
+    ('"fuse_muls_add": true', {"additional_config.fuse_muls_add": "ignored"}),
+    ('"fuse_muls_add": false', {"additional_config.fuse_muls_add": "ignored"}),
+    # the fusion pass's own switch: false changes kernel times
+    ('"ascend_compilation_config": {"fuse_muls_add": false}', {"additional_config.ascend_compilation_config":
+                                                               "unmodelled"}),
+    # CPU binding: true is every version's default (ascend_config.py:156@182b75ea), false is not
+    ('"enable_cpu_binding": true', {"additional_config.enable_cpu_binding": "ignored"}),
+    ('"enable_cpu_binding": false', {"additional_config.enable_cpu_binding": "unmodelled"}),
+])
+def test_additional_config_keys_the_engine_does_not_read_or_defaults_are_ignored(extra, where):
+    opts = options(DSV32_DCP.replace('"enable_sparse_li_c8": true}', '"enable_sparse_li_c8": true, ' + extra + "}"))
+    for name, bucket in where.items():
+        assert name in named(getattr(opts, bucket))
+        assert name not in named(getattr(opts, "unmodelled" if bucket == "ignored" else "ignored"))
+
+
 PD_PREFILL = r"""#!/usr/bin/env bash
 set -e
 DP_SIZE=${DP_SIZE:-2}

@@ -264,7 +264,12 @@ JSON_RULES: tuple[Rule, ...] = (
     U(f"{_A}.ascend_scheduler_config", "j_any", "Ascend scheduler (older releases): " + _SCHED),
     U(f"{_A}.xlite_graph_config", "j_any", _GRAPH),
     U(f"{_A}.ascend_compilation_config", "j_any", _FUSION), U(f"{_A}.ascend_fusion_config", "j_any", _FUSION),
-    U(f"{_A}.fuse_muls_add", "j_any", _FUSION), U(f"{_A}.multistream_overlap_shared_expert", "j_any", _FUSION),
+    # the muls+add fusion pass reads its switch only inside ascend_compilation_config (default true,
+    # graph_fusion_pass_manager.py:64@182b75ea, :67@v0.18.0); no version reads a top-level key of that name,
+    # which ten of the published GLM-5.1 configs set
+    I(f"{_A}.fuse_muls_add", "j_any", "not read by the engine: the fusion pass's switch is "
+      "additional_config.ascend_compilation_config.fuse_muls_add (default true)"),
+    U(f"{_A}.multistream_overlap_shared_expert", "j_any", _FUSION),
     U(f"{_A}.multistream_dsv4_dsa_overlap", "j_any", _FUSION), U(f"{_A}.enable_multistream_moe", "j_any", _FUSION),
     U(f"{_A}.enable_prefill_mc2", "j_any", "MC2 for prefill batches: MC2 capacity and its dummy run follow T"),
     U(f"{_A}.enable_mc2_hierarchy_comm", "j_any", "hierarchical MC2: communication time"),
@@ -288,7 +293,10 @@ JSON_RULES: tuple[Rule, ...] = (
     U(f"{_A}.enable_transpose_kv_cache_by_block", "j_any", "KV layout: kernel times"),
     U(f"{_A}.enable_weight_nz_layout", "j_any", "older NZ switch (see weight_nz_mode)"),
     U(f"{_A}.weight_prefetch_config", "j_any", "weight prefetch: kernel overlap"),
-    U(f"{_A}.enable_cpu_binding", "j_any", "host CPU binding: launch overhead"),
+    # true is the default of every modelled version (ascend_config.py:156@182b75ea, :91@v0.18.0), so the
+    # calibration rows ran bound whether they said so or not; false changes the launch overhead the host model prices
+    U(f"{_A}.enable_cpu_binding", "j_any", "host CPU binding: launch overhead (audit's host model is bound, the "
+      "default)", assumes=(True,)),
     M(f"{_A}.enable_balance_scheduling", "j_bool", "balance_scheduling",
       "no DP rank admits while any is at max_num_seqs (bench; patch_balance_schedule.py)", rank=1),
     U(f"{_A}.recompute_scheduler_enable", "j_any", _SCHED),
