@@ -191,10 +191,20 @@ def test_task_queue_level_other_than_the_default_is_named(level, where):
     ('"fuse_muls_add": true', {"additional_config.fuse_muls_add": "ignored"}),
     ('"fuse_muls_add": false', {"additional_config.fuse_muls_add": "ignored"}),
     # the fusion pass's own switch: false changes kernel times
-    ('"ascend_compilation_config": {"fuse_muls_add": false}', {"additional_config.ascend_compilation_config":
-                                                               "unmodelled"}),
-    # CPU binding: true is every version's default (ascend_config.py:156@182b75ea), false is not
+    ('"ascend_compilation_config": {"fuse_muls_add": false}',
+     {"additional_config.ascend_compilation_config.fuse_muls_add": "unmodelled"}),
+    # AscendCompilationConfig's defaults (ascend_config.py:726-729@182b75ea), as four DeepSeek-V4 CI configs set them
+    ('"ascend_compilation_config": {"enable_npugraph_ex": true, "enable_static_kernel": false}',
+     {"additional_config.ascend_compilation_config.enable_npugraph_ex": "ignored",
+      "additional_config.ascend_compilation_config.enable_static_kernel": "ignored"}),
+    ('"ascend_compilation_config": {"enable_static_kernel": true, "fuse_qknorm_rope": false, "new_pass": 1}',
+     {"additional_config.ascend_compilation_config.enable_static_kernel": "unmodelled",
+      "additional_config.ascend_compilation_config.fuse_qknorm_rope": "unmodelled",
+      "additional_config.ascend_compilation_config.new_pass": "unmodelled"}),
+    # CPU binding: true is every version's default (ascend_config.py:156@182b75ea), false is not; the worker
+    # tests the value's truth (worker.py:801), so the string "true" of the DeepSeek-V4-Flash A3 config binds too
     ('"enable_cpu_binding": true', {"additional_config.enable_cpu_binding": "ignored"}),
+    ('"enable_cpu_binding": "true"', {"additional_config.enable_cpu_binding": "ignored"}),
     ('"enable_cpu_binding": false', {"additional_config.enable_cpu_binding": "unmodelled"}),
 ])
 def test_additional_config_keys_the_engine_does_not_read_or_defaults_are_ignored(extra, where):
@@ -202,6 +212,13 @@ def test_additional_config_keys_the_engine_does_not_read_or_defaults_are_ignored
     for name, bucket in where.items():
         assert name in named(getattr(opts, bucket))
         assert name not in named(getattr(opts, "unmodelled" if bucket == "ignored" else "ignored"))
+
+
+def test_an_ascend_compilation_config_that_is_not_an_object_is_refused():
+    """The engine unpacks it as keyword arguments (``AscendCompilationConfig(**...)``, ascend_config.py:56)."""
+    with pytest.raises(AuditInputError, match="ascend_compilation_config: must be a JSON object"):
+        options(DSV32_DCP.replace('"enable_sparse_li_c8": true}', '"enable_sparse_li_c8": true, '
+                                  '"ascend_compilation_config": [1]}'))
 
 
 PD_PREFILL = r"""#!/usr/bin/env bash

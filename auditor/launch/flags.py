@@ -263,7 +263,19 @@ JSON_RULES: tuple[Rule, ...] = (
     U(f"{_A}.torchair_graph_config", "j_any", "torchair graph mode (older releases): " + _GRAPH),
     U(f"{_A}.ascend_scheduler_config", "j_any", "Ascend scheduler (older releases): " + _SCHED),
     U(f"{_A}.xlite_graph_config", "j_any", _GRAPH),
-    U(f"{_A}.ascend_compilation_config", "j_any", _FUSION), U(f"{_A}.ascend_fusion_config", "j_any", _FUSION),
+    # AscendCompilationConfig(**ascend_compilation_config): its defaults are the same from v0.18.0 to 182b75ea
+    # (ascend_config.py:726-729@182b75ea, :265-269@v0.18.0; fuse_muls_add read from its kwargs, :770) and every
+    # calibration row ran with them, so a value equal to the default is without effect; another is named
+    Rule(f"{_A}.ascend_compilation_config", "j_dict", None, "mapped",
+         "vLLM-Ascend's graph compiler settings (rows additional_config.ascend_compilation_config.*)"),
+    *(U(f"{_A}.ascend_compilation_config.{key}", "j_any", f"{why} (audit assumes the default, {default})",
+        assumes=(default,))
+      for key, default, why in (("enable_npugraph_ex", True, "the npugraph_ex graph backend: decode kernel times"),
+                                ("enable_static_kernel", False, "static kernels compiled per captured shape"),
+                                ("fuse_norm_quant", True, _FUSION), ("fuse_qknorm_rope", True, _FUSION),
+                                ("fuse_muls_add", True, _FUSION), ("fuse_allreduce_rms", False, _FUSION))),
+    U(f"{_A}.ascend_compilation_config.*", "j_any", _FUSION),
+    U(f"{_A}.ascend_fusion_config", "j_any", _FUSION),
     # the muls+add fusion pass reads its switch only inside ascend_compilation_config (default true,
     # graph_fusion_pass_manager.py:64@182b75ea, :67@v0.18.0); no version reads a top-level key of that name,
     # which ten of the published GLM-5.1 configs set
@@ -296,7 +308,7 @@ JSON_RULES: tuple[Rule, ...] = (
     # true is the default of every modelled version (ascend_config.py:156@182b75ea, :91@v0.18.0), so the
     # calibration rows ran bound whether they said so or not; false changes the launch overhead the host model prices
     U(f"{_A}.enable_cpu_binding", "j_any", "host CPU binding: launch overhead (audit's host model is bound, the "
-      "default)", assumes=(True,)),
+      "default)", assumes=(True, "true")),     # the worker tests its truth (worker.py:801): "true" binds too
     M(f"{_A}.enable_balance_scheduling", "j_bool", "balance_scheduling",
       "no DP rank admits while any is at max_num_seqs (bench; patch_balance_schedule.py)", rank=1),
     U(f"{_A}.recompute_scheduler_enable", "j_any", _SCHED),
