@@ -43,21 +43,24 @@ def bench(args: list[str]) -> dict:
               for m in re.finditer(r"(aggregated|prefill|decode) ([\d,]+) blocks/rank", out)}
     acc = re.search(r"MTP acceptance ([^;]+);", out)
     wl = re.search(r"workload: concurrency (\d+), \d+ prompts, isl (\d+), osl (\d+)", out)
-    chunk = re.search(r"batched (\d+)", out)
+    head = re.search(r"^audit bench: (.*)$", out, re.MULTILINE)      # the deployment as audit read it
+    chunk = re.search(r"batched (\d+)", head.group(1)) if head else None
     return {"tok_s": tok, "tpot_ms": tpot, "blocks": blocks, "acceptance": acc.group(1) if acc else "",
-            "stderr": err, "concurrency": int(wl.group(1)), "isl": int(wl.group(2)), "osl": int(wl.group(3)),
+            "stderr": err, "deployment": head.group(1) if head else "",
+            **({"concurrency": int(wl.group(1)), "isl": int(wl.group(2)), "osl": int(wl.group(3))} if wl else {}),
             "chunk": int(chunk.group(1)) if chunk else 0}
 
 
 def single_request_prices(rows: list[dict]) -> None:
-    """Concurrency-1 rows of one launch (three or more): the chunk price, its growth with context and the
-    TPOT the measured figures imply, beside the same solve on audit's figures (``serving.decompose``)."""
+    """Concurrency-1 rows of one deployment (three or more; the deployment line audit prints for each, so one
+    launch): the chunk price, its growth with context and the TPOT the measured figures imply, beside the same
+    solve on audit's figures (``serving.decompose``)."""
     from auditor.serving.decompose import SingleRequestRow, decompose
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
-        if r.get("concurrency") == 1 and r.get("chunk"):
-            groups.setdefault((r["config"], r["chunk"]), []).append(r)
-    for (config, chunk), rs in groups.items():
+        if r.get("concurrency") == 1 and r.get("chunk") and r.get("deployment"):
+            groups.setdefault((r["deployment"], r["chunk"]), []).append(r)
+    for (_, chunk), rs in groups.items():
         if len(rs) < 3:
             continue
         print(f"single-request rows {', '.join(r['id'] for r in rs)} (chunk {chunk}):")
@@ -103,8 +106,8 @@ def main() -> None:
         print(f"{rid:10s} {sec:3s} {r['tok_s']:11.2f} {measured:10.2f} {ratio:6.2f} {r['tpot_ms']:8.2f} {dt:6.1f}s  "
               f"{r['acceptance']} / blocks {kv}")
         rows.append({"id": rid, "tok_s": r["tok_s"], "measured": measured, "ratio": ratio, "tpot_ms": r["tpot_ms"],
-                     "blocks": r["blocks"], "config": args[1] if args[:1] == ["--launch"] else rid,
-                     **{k: r[k] for k in ("concurrency", "isl", "osl", "chunk")}})
+                     "blocks": r["blocks"],
+                     **{k: r[k] for k in ("deployment", "concurrency", "isl", "osl", "chunk") if k in r}})
         if rid == "UCM-PD":
             tpot_err = r["tpot_ms"] / UCM_MEASURED["tpot_ms"] - 1
             kv_tok = r["blocks"].get("decode", 0) * BLOCK_TOKENS
